@@ -1,0 +1,38 @@
+"""Defaults for every host. Override per group (group_data/<group>.py), per host
+(inventory), or per run (`--data key=value`). Validated by sglang_pve.config before any change."""
+
+# NCCL tuning profiles: name -> {NCCL variable: value}. Exactly one is active everywhere a
+# process can start from (units, /etc/nccl.conf, the venv's sitecustomize.py, root's .zshrc).
+nccl_profiles = {
+    # Measured on 8x PCIe RTX PRO 6000: 89 tok/s with these vs 63 tok/s without (DESIGN.md).
+    "pcie-tuned": {
+        "NCCL_PROTO": "LL",
+        "NCCL_ALGO": "Ring",
+        "NCCL_P2P_LEVEL": "SYS",
+        "NCCL_MAX_NCHANNELS": 16,
+        "NCCL_BUFFSIZE": 16777216,
+        "NCCL_NTHREADS": 512,
+    },
+    # Diagnostic: first-collective hangs with P2P on PCIe are cured by this (notes/sglang.md section 4).
+    "p2p-disabled": {"NCCL_P2P_DISABLE": 1},
+    # NCCL's own defaults: no overrides at all.
+    "nccl-defaults": {},
+}
+nccl_profile = "pcie-tuned"
+
+# Server configurations (SGLang flag names) and which one runs.
+servers_file = "group_data/servers.yml"
+active_server = "baseline"
+
+# The pinned SGLang build: one virtualenv per version under sglang_venvs_dir, earlier ones kept.
+sglang_version = "0.5.16.dev20260720+g8905cbd42"
+sglang_index_url = "https://pypi.org/simple"
+sglang_extra_index_urls = ["https://docs.sglang.ai/whl/cu130/"]
+sglang_venvs_dir = "/opt/sglang/venvs"
+
+# Resource limits of every server unit (SGLang raises NOFILE itself, but only up to the hard limit).
+unit_limits = {"nofile": 1048576, "memlock": "infinity"}
+
+# The interactive user whose shell gets the managed NCCL block.
+shell_user = "root"
+shell_rc = "/root/.zshrc"

@@ -1,0 +1,137 @@
+"""The cached Debian rootfs every container boots from, as a read-only overlay lower layer.
+
+Built once with debootstrap into ``cache/rootfs.tmp`` and renamed to ``cache/rootfs-<key>``
+when complete; the key hashes suite, variant and package list, so changing the list
+builds a new rootfs. A finished build left in ``rootfs.tmp`` (debootstrap removed its
+``debootstrap/`` dir, wrote var/log/bootstrap.log and installed every package) is adopted;
+anything else there is a half-built dir from a killed run and is discarded.
+"""
+
+import hashlib
+import re
+import shutil
+import time
+from pathlib import Path
+
+from lab import layout
+from lab.mounts import unmount_under
+from lab.shell import run
+
+SUITE = "bookworm"
+VARIANT = "minbase"
+PACKAGES = (
+    "systemd-sysv", "dbus", "openssh-server", "iproute2", "sudo", "procps", "less", "zsh",
+    "python3", "python3-venv", "psmisc",
+)
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+BUILD_DIR = layout.CACHE_DIR / "rootfs.tmp"
+
+SSHD_DROP_IN = """\
+# sglang-pve lab: key-only root login, like a hardened production container
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+"""
+
+
+def hosts_file(hostname: str | None = None) -> str:
+    """/etc/hosts: the localhost lines, plus the container's own name as Proxmox writes it.
+
+    >>> print(hosts_file("sglang1").splitlines()[-1])
+    127.0.1.1 sglang1
+    """
+    lines = [
+        "127.0.0.1 localhost",
+        "::1 localhost ip6-localhost ip6-loopback",
+        "ff02::1 ip6-allnodes",
+        "ff02::2 ip6-allrouters",
+    ]
+    if hostname:
+        lines.append(f"127.0.1.1 {hostname}")
+    return "\n".join(lines) + "\n"
+
+
+def rootfs_dir() -> Path:
+    key = hashlib.sha256(f"{SUITE} {VARIANT} {' '.join(PACKAGES)}".encode()).hexdigest()[:12]
+    return layout.CACHE_DIR / f"rootfs-{SUITE}-{key}"
+
+
+def host_mirror(sources: list[Path] | None = None) -> str:
+    """The Debian mirror the host's apt uses for the suite, else deb.debian.org.
+
+    Reads one-line (``deb URI SUITE ...``) and deb822 (``URIs:`` / ``Suites:``) sources.
+    """
+    if sources is None:
+        sources = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
+    for source in sources:
+        if not source.is_file():
+            continue
+        text = source.read_text()
+        for uri in re.findall(rf"^deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+{SUITE}\s", text, re.M):
+            return uri
+        for stanza in re.split(r"\n\s*\n", text):
+            fields = dict(re.findall(r"^(\w[\w-]*):\s*(.*)$", stanza, re.M))
+            if SUITE in fields.get("Suites", "").split() and "deb" in fields.get("Types", "deb").split():
+                return fields["URIs"].split()[0]
+    return DEFAULT_MIRROR
+
+
+def installed_packages(root: Path) -> set[str]:
+    status = root / "var/lib/dpkg/status"
+    if not status.exists():
+        return set()
+    return {
+        package
+        for package, state in re.findall(
+            r"^Package: (\S+)\n(?:.+\n)*?Status: (.+)$", status.read_text(), re.M
+        )
+        if state == "install ok installed"
+    }
+
+
+def debootstrap_finished(root: Path) -> bool:
+    return (
+        (root / "var/log/bootstrap.log").exists()
+        and not (root / "debootstrap").exists()
+        and set(PACKAGES) <= installed_packages(root)
+    )
+
+
+def debootstrap(target: Path) -> None:
+    mirror = host_mirror()
+    print(f"lab: debootstrap {SUITE} from {mirror} (about a minute, once)", flush=True)
+    run(["debootstrap", f"--variant={VARIANT}", f"--include={','.join(PACKAGES)}",
+         SUITE, str(target), mirror])
+
+
+def post_process(root: Path, public_key: str) -> None:
+    """Make the rootfs an SSH target for the lab key. Idempotent: writes only what differs,
+    since the rootfs may be the lower layer of a running container."""
+    _write_if_changed(root / "root/.ssh/authorized_keys", public_key + "\n", 0o600)
+    (root / "root/.ssh").chmod(0o700)
+    _write_if_changed(root / "etc/ssh/sshd_config.d/sglang-pve-lab.conf", SSHD_DROP_IN, 0o644)
+    _write_if_changed(root / "etc/hosts", hosts_file(), 0o644)
+    # each container gets its own name (lxc.uts.name); debootstrap copied the build host's
+    (root / "etc/hostname").unlink(missing_ok=True)
+
+
+def ensure_rootfs(public_key: str) -> Path:
+    """The post-processed cached rootfs, built or adopted first if needed."""
+    final = rootfs_dir()
+    if not final.is_dir():
+        if not debootstrap_finished(BUILD_DIR):
+            unmount_under(BUILD_DIR)  # debootstrap mounts /proc and /sys inside its target
+            shutil.rmtree(BUILD_DIR, ignore_errors=True)
+            started = time.monotonic()
+            debootstrap(BUILD_DIR)
+            print(f"lab: rootfs built in {time.monotonic() - started:.0f} s", flush=True)
+        BUILD_DIR.rename(final)
+    post_process(final, public_key)
+    return final
+
+
+def _write_if_changed(path: Path, text: str, mode: int) -> None:
+    if not path.exists() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    path.chmod(mode)

@@ -1,0 +1,103 @@
+"""The whole deployment of one host, built from pyinfra host data and validated once."""
+
+from pathlib import Path
+from typing import Literal
+
+from packaging.version import InvalidVersion, Version
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import ConfigError, Problem
+from .nccl import check_profile
+from .problems import problems_from
+from .servers import ServerConfig, build_servers, read_servers_file
+
+AbsolutePath = str
+_LIMIT = r"^(infinity|\d+[KMGT]?)$"
+
+
+class UnitLimits(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    nofile: int | Literal["infinity"] = 1048576
+    memlock: int | str = Field("infinity", pattern=_LIMIT)
+
+
+class HostData(BaseModel):
+    """The host-data keys the deploy reads (group_data/all.py documents each)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+    nccl_profiles: dict[str, dict]
+    nccl_profile: str
+    servers_file: str
+    active_server: str | None
+    sglang_version: str
+    sglang_index_url: str = Field(pattern=r"^https?://")
+    sglang_extra_index_urls: list[str] = []
+    sglang_venvs_dir: AbsolutePath = Field(pattern=r"^/")
+    unit_limits: UnitLimits = UnitLimits()
+    shell_user: str = Field(pattern=r"^[a-z_][a-z0-9_-]*$")
+    shell_rc: AbsolutePath = Field(pattern=r"^/")
+    lifecycle: dict = {}
+
+    @field_validator("sglang_version")
+    @classmethod
+    def _pep440(cls, value: str) -> str:
+        try:
+            Version(value)
+        except InvalidVersion:
+            raise ValueError("not a PEP 440 version") from None
+        return value
+
+    @field_validator("sglang_extra_index_urls")
+    @classmethod
+    def _urls(cls, value: list[str]) -> list[str]:
+        bad = [url for url in value if not url.startswith(("http://", "https://"))]
+        if bad:
+            raise ValueError(f"not an http(s) URL: {bad[0]}")
+        return value
+
+
+class Deployment(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
+    data: HostData
+    nccl_env: dict[str, str]  # the active profile, values as strings
+    servers: dict[str, ServerConfig]
+
+    @property
+    def active(self) -> ServerConfig | None:
+        return self.servers.get(self.data.active_server) if self.data.active_server else None
+
+
+_VERSION_HINT = "quote it so it stays a string, e.g. --data 'sglang_version=\"0.5.10\"'"
+
+
+def load_deployment(host_name: str, data: dict, project_dir: Path) -> Deployment:
+    """Validate everything the deploy needs from `data` (host.data as a dict); raise ConfigError
+    listing every problem, before any remote command runs."""
+    try:
+        host_data = HostData.model_validate(data)
+    except ValidationError as exc:
+        problems = problems_from(exc, HostData)
+        for problem in problems:  # --data turns 0.5 into a float: say how to keep it a string
+            if problem.key == "sglang_version" and not isinstance(problem.value, str):
+                problems[problems.index(problem)] = Problem(problem.key, problem.value, problem.message, _VERSION_HINT)
+        raise ConfigError(host_name, problems) from None
+
+    problems = []
+    for name, variables in host_data.nccl_profiles.items():
+        problems += check_profile(name, variables)
+    if host_data.nccl_profile not in host_data.nccl_profiles:
+        problems.append(Problem("nccl_profile", host_data.nccl_profile, "no such profile",
+                                f"use one of {', '.join(host_data.nccl_profiles)}"))
+
+    document, found = read_servers_file(project_dir / host_data.servers_file)
+    problems += found
+    servers, found = build_servers(document, host_data.lifecycle) if document else ({}, [])
+    problems += found
+    if document and host_data.active_server is not None and host_data.active_server not in document["servers"]:
+        problems.append(Problem("active_server", host_data.active_server, "no such server configuration",
+                                f"use one of {', '.join(map(str, document['servers']))}, or null to run none"))
+    if problems:
+        raise ConfigError(host_name, problems)
+
+    profile = host_data.nccl_profiles[host_data.nccl_profile]
+    return Deployment(data=host_data, nccl_env={k: str(v) for k, v in profile.items()}, servers=servers)

@@ -1,0 +1,51 @@
+"""Turn pydantic validation errors into Problems a person can act on."""
+
+from difflib import get_close_matches
+
+from pydantic import BaseModel, ValidationError
+
+from .errors import Problem
+
+
+def _fix(error: dict, known: list[str]) -> str:
+    kind, ctx = error["type"], error.get("ctx", {})
+    if kind == "extra_forbidden":
+        name = str(error["loc"][-1])
+        if "_" in name and name.replace("_", "-") in known:
+            return f"use the canonical dashed name {name.replace('_', '-')}"
+        close = get_close_matches(name, known, n=1, cutoff=0.6)
+        return f"did you mean {close[0]}?" if close else "remove it (see the list of supported keys in the docs)"
+    if kind == "missing":
+        return "add this key"
+    bounds = {
+        "greater_than": "use a value > {gt}",
+        "greater_than_equal": "use a value >= {ge}",
+        "less_than": "use a value < {lt}",
+        "less_than_equal": "use a value <= {le}",
+        "literal_error": "use one of {expected}",
+        "string_pattern_mismatch": "use a value matching {pattern}",
+    }
+    if kind in bounds:
+        return bounds[kind].format(**ctx)
+    return {
+        "int_type": "write a plain integer",
+        "float_type": "write a number",
+        "bool_type": "write true or false",
+        "string_type": "write a string (quote it in YAML, or as --data 'key=\"value\"')",
+        "dict_type": "write a mapping",
+        "list_type": "write a list",
+    }.get(kind, "correct the value")
+
+
+def problems_from(exc: ValidationError, model: type[BaseModel], prefix: str = "") -> list[Problem]:
+    """One Problem per pydantic error, keyed by its dotted location under `prefix`."""
+    known = [f.alias or n for n, f in model.model_fields.items()]
+    problems = []
+    for error in exc.errors():
+        key = ".".join(str(part) for part in error["loc"])
+        value = error.get("input") if error["type"] != "missing" else None
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            message = "unknown key"
+        problems.append(Problem(f"{prefix}{key}" if key else prefix.rstrip("."), value, message, _fix(error, known)))
+    return problems

@@ -1,0 +1,106 @@
+"""Server configurations: `defaults:` + per-server overrides from servers.yml, validated."""
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from .errors import Problem
+from .lifecycle import Lifecycle
+from .problems import problems_from
+from .sglang_args import RENAMED, SGLangArgs, check_speculative
+
+# A server name becomes part of a systemd unit name (sglang-<name>.service) and of file names.
+SERVER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,47}")
+ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+_BLOCKS = ("env", "lifecycle")  # keys of a server configuration that are not SGLang flags
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    name: str
+    args: SGLangArgs
+    env: dict[str, str]  # extra unit environment, e.g. SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN
+    lifecycle: Lifecycle
+
+
+def deep_merge(base: dict, overlay: dict) -> dict:
+    merged = dict(base)
+    for key, value in overlay.items():
+        merged[key] = deep_merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+    return merged
+
+
+def read_servers_file(path: Path) -> tuple[dict, list[Problem]]:
+    try:
+        document = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        return {}, [Problem("servers_file", str(path), f"cannot read it ({exc.strerror})", "point servers_file at a readable YAML file")]
+    except yaml.YAMLError as exc:
+        return {}, [Problem("servers_file", str(path), f"not valid YAML ({exc})", "fix the YAML syntax at the position shown")]
+    if not isinstance(document, dict) or not isinstance(document.get("servers"), dict) or not document["servers"]:
+        return {}, [Problem("servers_file", str(path), "needs a non-empty `servers:` mapping", "add servers: {name: {...}}")]
+    unknown = set(document) - {"defaults", "servers"}
+    if unknown:
+        return {}, [Problem(f"servers_file.{sorted(unknown)[0]}", None, "unknown top-level key", "keep only defaults: and servers:")]
+    return document, []
+
+
+def _check_env(key: str, env: object) -> tuple[dict[str, str], list[Problem]]:
+    if not isinstance(env, dict):
+        return {}, [Problem(key, env, "expected a mapping of VARIABLE: value", "write env: {NAME: value}")]
+    problems = []
+    for name, value in env.items():
+        if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
+            problems.append(Problem(f"{key}.{name}", value, "not a valid environment variable name", "use UPPER_CASE letters, digits and _"))
+        elif name.startswith("NCCL_"):
+            problems.append(Problem(f"{key}.{name}", value, "NCCL variables come from the active NCCL profile only", "set it in nccl_profiles instead"))
+        elif isinstance(value, (dict, list)) or value is None:
+            problems.append(Problem(f"{key}.{name}", value, "expected a scalar value", "write a string or a number"))
+    return {k: str(int(v) if isinstance(v, bool) else v) for k, v in env.items()}, problems
+
+
+def build_server(name: object, raw: dict, base_lifecycle: dict) -> tuple[ServerConfig | None, list[Problem]]:
+    key = f"servers.{name}"
+    if not isinstance(name, str) or not SERVER_NAME.fullmatch(name):
+        return None, [Problem(key, name, "not usable in a systemd unit name",
+                              "use 1-48 lower-case letters, digits, - or _, starting with a letter or digit")]
+    flags = {k: v for k, v in raw.items() if k not in _BLOCKS}
+    problems = [Problem(f"{key}.{flag}", flags.pop(flag), "deprecated or renamed flag", f"use {RENAMED[flag]}")
+                for flag in list(flags) if flag in RENAMED]
+    env, env_problems = _check_env(f"{key}.env", raw.get("env", {}))
+    problems += env_problems
+    try:
+        args = SGLangArgs.model_validate(flags)
+    except ValidationError as exc:
+        problems += problems_from(exc, SGLangArgs, f"{key}.")
+        args = None
+    try:
+        lifecycle = Lifecycle.model_validate(deep_merge(base_lifecycle, raw.get("lifecycle") or {}))
+    except ValidationError as exc:
+        problems += problems_from(exc, Lifecycle, f"{key}.lifecycle.")
+        lifecycle = None
+    if args is not None:
+        problems += check_speculative(args, key)
+    if problems:
+        return None, problems
+    return ServerConfig(name, args, env, lifecycle), []
+
+
+def build_servers(document: dict, base_lifecycle: dict) -> tuple[dict[str, ServerConfig], list[Problem]]:
+    """Merge `defaults:` under every server and validate each; all problems at once."""
+    defaults = document.get("defaults") or {}
+    if not isinstance(defaults, dict):
+        return {}, [Problem("servers_file.defaults", defaults, "expected a mapping", "write defaults: {flag: value}")]
+    servers, problems = {}, []
+    for name, overrides in document["servers"].items():
+        if not isinstance(overrides, dict | None):
+            problems.append(Problem(f"servers.{name}", overrides, "expected a mapping of overrides", "write name: {flag: value} or name: {}"))
+            continue
+        server, found = build_server(name, deep_merge(defaults, overrides or {}), base_lifecycle)
+        problems += found
+        if server:
+            servers[name] = server
+    return servers, problems

@@ -1,0 +1,118 @@
+"""SGLang server flags a configuration may set, typed and range-checked.
+
+Keys are SGLang's canonical dashed flag names, exactly as SGLang's own `--config` YAML takes them.
+Only flags set by the user are rendered, so SGLang's own defaults apply to everything else.
+Targets the pinned 0.5.16 nightly: flags that #23906 (2026-06-09) turned into deprecated aliases
+are refused, since SGLang's YAML merger rejects alias actions.
+"""
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import Problem
+
+# Renamed or removed flags, with the replacement to tell the user.
+RENAMED = {
+    "cuda-graph-max-bs": "cuda-graph-max-bs-decode (renamed in SGLang #23906)",
+    "disable-cuda-graph": "cuda-graph-backend-decode: disabled and cuda-graph-backend-prefill: disabled",
+    "disable-piecewise-cuda-graph": "cuda-graph-backend-prefill: disabled",
+    "tensor-parallel-size": "tp-size",
+    "model": "model-path",
+    "speculative-draft-model": "speculative-draft-model-path",
+    "nccl-init-addr": "dist-init-addr",
+    "api-key": "nothing in servers.yml: API keys are secrets and never go into versioned configuration",
+}
+
+
+class SGLangArgs(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", strict=True, alias_generator=lambda name: name.replace("_", "-"), populate_by_name=False
+    )
+
+    model_path: str = Field(min_length=1)
+    tokenizer_path: str | None = None
+    served_model_name: str | None = None
+    trust_remote_code: bool | None = None
+    load_format: str | None = None
+    quantization: str | None = None
+    kv_cache_dtype: str | None = None
+    context_length: int | None = Field(None, ge=1)
+    # parallelism
+    tp_size: int | None = Field(None, ge=1, le=64)
+    dp_size: int | None = Field(None, ge=1, le=64)
+    base_gpu_id: int | None = Field(None, ge=0)
+    nnodes: int | None = Field(None, ge=1)
+    node_rank: int | None = Field(None, ge=0)
+    dist_init_addr: str | None = None
+    dist_timeout: int | None = Field(None, ge=1)
+    # memory and scheduling
+    mem_fraction_static: float | None = Field(None, gt=0, lt=1)
+    max_running_requests: int | None = Field(None, ge=1)
+    chunked_prefill_size: int | None = None
+    max_prefill_tokens: int | None = Field(None, ge=1)
+    cuda_graph_max_bs_decode: int | None = Field(None, ge=1)
+    cuda_graph_backend_decode: str | None = None
+    cuda_graph_backend_prefill: str | None = None
+    attention_backend: str | None = None
+    disable_custom_all_reduce: bool | None = None
+    enable_nccl_nvls: bool | None = None
+    enable_symm_mem: bool | None = None
+    model_loader_extra_config: str | None = None
+    random_seed: int | None = None
+    # serving
+    host: str | None = None
+    port: int | None = Field(None, ge=1, le=65535)
+    chat_template: str | None = None
+    reasoning_parser: str | None = None
+    tool_call_parser: str | None = None
+    skip_server_warmup: bool | None = None
+    # observability and SGLang's own watchdogs
+    log_level: Literal["debug", "info", "warning", "error", "critical"] | None = None
+    log_level_http: Literal["debug", "info", "warning", "error", "critical"] | None = None
+    enable_metrics: bool | None = None
+    decode_log_interval: int | None = Field(None, ge=1)
+    watchdog_timeout: float | None = Field(None, gt=0)
+    soft_watchdog_timeout: float | None = Field(None, gt=0)
+    # speculative decoding
+    speculative_algorithm: Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"] | None = None
+    speculative_draft_model_path: str | None = Field(None, min_length=1)
+    speculative_draft_model_quantization: str | None = None
+    speculative_num_steps: int | None = Field(None, ge=1, le=16)
+    speculative_eagle_topk: int | None = Field(None, ge=1, le=16)
+    speculative_num_draft_tokens: int | None = Field(None, ge=1, le=64)
+
+    def as_flags(self) -> dict:
+        """The flags the user set, by their dashed names, in declaration order."""
+        return self.model_dump(by_alias=True, exclude_unset=True)
+
+    @property
+    def speculative(self) -> bool:
+        return self.speculative_algorithm is not None
+
+
+_SPEC_NUMBERS = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
+
+
+def check_speculative(args: SGLangArgs, key: str) -> list[Problem]:
+    """SGLang's own speculative rules (notes/sglang.md section 1), checked before anything loads."""
+    flags = args.as_flags()
+    numbers = {name: flags.get(name) for name in _SPEC_NUMBERS}
+    if not args.speculative:
+        stray = [n for n in (*_SPEC_NUMBERS, "speculative-draft-model-path") if flags.get(n) is not None]
+        return [Problem(f"{key}.{n}", flags[n], "set without speculative-algorithm", "add speculative-algorithm or remove it") for n in stray]
+    problems = []
+    if args.speculative_algorithm in ("EAGLE", "EAGLE3") and not args.speculative_draft_model_path:
+        problems.append(Problem(f"{key}.speculative-draft-model-path", None,
+                                f"{args.speculative_algorithm} needs a draft model (without one SGLang loads the target as draft and crashes after loading it twice)",
+                                "set speculative-draft-model-path"))
+    missing = [n for n, v in numbers.items() if v is None]
+    if missing:
+        problems.append(Problem(f"{key}.{missing[0]}", None,
+                                "speculative-num-steps, -eagle-topk and -num-draft-tokens must all be set (SGLang asserts on partial sets)",
+                                f"set {', '.join(missing)}"))
+    elif args.speculative_eagle_topk == 1 and args.speculative_num_draft_tokens != args.speculative_num_steps + 1:
+        problems.append(Problem(f"{key}.speculative-num-draft-tokens", args.speculative_num_draft_tokens,
+                                "with speculative-eagle-topk 1 SGLang overrides it to speculative-num-steps + 1",
+                                f"set it to {args.speculative_num_steps + 1}"))
+    return problems

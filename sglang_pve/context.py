@@ -1,0 +1,28 @@
+"""The validated Deployment of the host pyinfra is currently preparing, built once per host."""
+
+import os
+from pathlib import Path
+
+from pyinfra import host, state
+from pyinfra.api.exceptions import PyinfraError
+
+from . import paths
+from .config import ConfigError, Deployment, load_deployment
+
+_deployments: dict[str, Deployment] = {}
+
+
+def deployment() -> Deployment:
+    """Validate host.data on first use (raises ConfigError before any remote change)."""
+    if host.name not in _deployments:
+        project = Path(state.cwd or os.getcwd())
+        try:
+            _deployments[host.name] = load_deployment(host.name, host.data.dict(), project)
+        except ConfigError as error:
+            raise PyinfraError(str(error)) from None  # pyinfra prints it plainly, no traceback
+    return _deployments[host.name]
+
+
+def venv() -> str:
+    data = deployment().data
+    return paths.venv_path(data.sglang_venvs_dir, data.sglang_version)

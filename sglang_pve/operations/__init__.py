@@ -1,0 +1,1 @@
+"""Custom pyinfra operations: read one batched fact, yield only the commands needed."""

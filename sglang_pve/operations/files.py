@@ -1,0 +1,103 @@
+"""Managed files: many files compared with one fact, written atomically, diffed under --diff."""
+
+import hashlib
+import posixpath
+from dataclasses import dataclass
+from io import BytesIO
+
+from pyinfra import host, logger, state
+from pyinfra.api import FileUploadCommand, QuoteString, StringCommand, operation
+from pyinfra.operations.util.files import generate_color_diff
+
+from ..facts.files import FileDigests, FileState, FileText
+
+
+@dataclass(frozen=True)
+class ManagedFile:
+    path: str
+    content: str | bytes
+    mode: str = "644"
+    user: str = "root"
+    group: str = "root"
+
+    @property
+    def data(self) -> bytes:
+        return self.content.encode() if isinstance(self.content, str) else self.content
+
+    @property
+    def sha1(self) -> str:
+        return hashlib.sha1(self.data).hexdigest()
+
+    def differs(self, current: FileState | None) -> bool:
+        return current is None or current.sha1 != self.sha1
+
+    def needs_write(self, current: FileState | None) -> bool:
+        owner = (self.mode, self.user, self.group)
+        return self.differs(current) or owner != (current.mode, current.user, current.group)
+
+
+def show_diff(file: ManagedFile, current: FileState | None, old_text: str | None = None) -> None:
+    """Log a unified diff the way pyinfra's files.put does under --diff. Binary files get a note."""
+    if isinstance(file.content, bytes):
+        host.log(f"Will {'create' if current is None else 'replace'} {file.path} (binary, sha1 {file.sha1[:12]})")
+        return
+    if current is not None and old_text is None:
+        found = host.get_fact(FileText, path=file.path)
+        old_text = found.text if found else ""
+    host.log(f"Will {'create' if current is None else 'modify'} {file.path}", logger.info)
+    old_lines = (old_text or "").splitlines(keepends=True)
+    for line in generate_color_diff(old_lines, file.content.splitlines(keepends=True)):
+        logger.info("  %s", line)
+    logger.info("")
+
+
+def write_commands(file: ManagedFile, current: FileState | None):
+    """Commands that make one file right: upload beside it, set owner and mode, rename into place
+    (readers never see a half-written file), or only fix owner/mode when the content is right."""
+    target = QuoteString(file.path)
+    if not file.differs(current):
+        yield StringCommand("chown", f"{file.user}:{file.group}", target, "&&", "chmod", file.mode, target)
+        return
+    temp = f"{file.path}.sglang-pve-new"
+    yield StringCommand("mkdir", "-p", QuoteString(posixpath.dirname(file.path)))
+    yield FileUploadCommand(BytesIO(file.data), temp)
+    yield StringCommand(
+        "chown", f"{file.user}:{file.group}", QuoteString(temp), "&&", "chmod", file.mode, QuoteString(temp),
+        "&&", "mv", "-f", QuoteString(temp), target,
+    )
+
+
+def changed_files(files: list[ManagedFile], states: dict[str, FileState | None]) -> list[ManagedFile]:
+    return [f for f in files if f.needs_write(states.get(f.path))]
+
+
+def converge(files: list[ManagedFile], states: dict[str, FileState | None]):
+    """Shared by every operation that manages files: diff (when asked) and write what differs."""
+    for file in changed_files(files, states):
+        current = states.get(file.path)
+        if state.config.DIFF and file.differs(current):
+            show_diff(file, current)
+        yield from write_commands(file, current)
+
+
+@operation()
+def managed(files: list[ManagedFile]):
+    """
+    Make a set of files match exactly, checking all of them with one remote command.
+
+    + files: list of ManagedFile(path, content, mode, user, group)
+
+    **Example:**
+
+    .. code:: python
+
+        managed(
+            name="NCCL profile files",
+            files=[ManagedFile("/etc/nccl.conf", "NCCL_PROTO=LL\\n")],
+        )
+    """
+    states = host.get_fact(FileDigests, paths=[f.path for f in files])
+    if not changed_files(files, states):
+        host.noop(f"{len(files)} file(s) up to date")
+        return
+    yield from converge(files, states)

@@ -1,0 +1,105 @@
+"""Render the files the deploy manages, from the validated Deployment. Pure: no host access.
+
+    files = nccl_files(deployment, purelib="/opt/sglang/venvs/sglang-0.5.16.../lib/python3.11/site-packages")
+    [f.path for f in files]  # ['/etc/sglang/nccl.env', '/etc/nccl.conf', '.../sitecustomize.py']
+"""
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import yaml
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from . import paths
+from .config import Deployment, ServerConfig
+from .operations.files import ManagedFile
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+_jinja = Environment(
+    loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, keep_trailing_newline=True,
+    trim_blocks=True, lstrip_blocks=True, autoescape=False,
+)
+
+
+def render(template: str, **context) -> str:
+    return _jinja.get_template(template).render(**context)
+
+
+def nccl_env_text(deployment: Deployment) -> str:
+    return render("nccl.env.j2", profile=deployment.data.nccl_profile, env=deployment.nccl_env)
+
+
+def nccl_block(deployment: Deployment) -> str:
+    """Body of the managed block in the user's shell rc."""
+    return render("zshrc-block.j2", profile=deployment.data.nccl_profile, env=deployment.nccl_env)
+
+
+def nccl_files(deployment: Deployment, purelib: str) -> list[ManagedFile]:
+    env_text = nccl_env_text(deployment)
+    site = render("sitecustomize.py.j2", profile=deployment.data.nccl_profile, env=deployment.nccl_env)
+    return [
+        ManagedFile(paths.NCCL_ENV, env_text),
+        ManagedFile(paths.NCCL_CONF, env_text),
+        ManagedFile(f"{purelib}/sitecustomize.py", site),
+    ]
+
+
+def _server_yaml(server: ServerConfig) -> str:
+    flags = yaml.safe_dump(server.args.as_flags(), sort_keys=False, default_flow_style=False).rstrip("\n")
+    return render("server.yaml.j2", server=server.name, flags_yaml=flags)
+
+
+def lifecycle_spec(server: ServerConfig) -> dict:
+    """The agent's view of one server (sglang_pve/agent/spec.py documents the format)."""
+    args, life = server.args, server.lifecycle
+    bind = args.host or "127.0.0.1"
+    return {
+        "server": server.name,
+        "unit": paths.unit_name(server.name),
+        "unit_prefix": paths.UNIT_PREFIX,
+        "log": paths.log_path(server.name),
+        "host": "127.0.0.1" if bind in ("0.0.0.0", "::") else bind,
+        "port": args.port or 30000,  # SGLang's default port
+        "speculative": args.speculative,
+        "startup_timeout_s": life.startup_timeout_s,
+        "stall_timeout_s": life.stall_timeout_s.model_dump(),
+        "watchdog": life.watchdog.model_dump(),
+        "gpu_free_timeout_s": life.gpu_free_timeout_s,
+        "gpu_idle_mib": life.gpu_idle_mib,
+        "state_dir": paths.STATE_DIR,
+        "diagnoses_dir": paths.DIAGNOSES_DIR,
+    }
+
+
+def _unit(deployment: Deployment, server: ServerConfig, venv: str) -> str:
+    life = server.lifecycle
+    return render(
+        "sglang-server.service.j2",
+        server=server.name,
+        unit=paths.unit_name(server.name),
+        model=server.args.served_model_name or server.args.model_path,
+        conflicts=[paths.unit_name(n) for n in deployment.servers if n != server.name],
+        nccl_env_path=paths.NCCL_ENV,
+        nccl_env_sha1=hashlib.sha1(nccl_env_text(deployment).encode()).hexdigest(),
+        env=server.env,
+        venv=venv,
+        config_path=paths.server_config_path(server.name),
+        log_path=paths.log_path(server.name),
+        # The readiness gate fails the start itself at startup_timeout_s; systemd's own timeout
+        # is the backstop, with room for the reaper before and the diagnosis after.
+        timeout_start_s=math.ceil(life.startup_timeout_s + life.gpu_free_timeout_s + 60),
+        timeout_stop_s=math.ceil(life.stop_timeout_s),
+        limits=deployment.data.unit_limits,
+    )
+
+
+def server_files(deployment: Deployment, server: ServerConfig, venv: str) -> list[ManagedFile]:
+    """Unit, SGLang config and lifecycle spec of one server configuration."""
+    spec = json.dumps(lifecycle_spec(server), indent=2, sort_keys=True) + "\n"
+    return [
+        ManagedFile(paths.unit_path(server.name), _unit(deployment, server, venv)),
+        ManagedFile(paths.server_config_path(server.name), _server_yaml(server)),
+        ManagedFile(paths.lifecycle_path(server.name), spec),
+    ]
