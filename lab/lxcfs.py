@@ -15,10 +15,12 @@ PID_FILE = layout.RUN_DIR / "lxcfs.pid"
 PROC_FILES = ("uptime", "stat", "meminfo", "cpuinfo", "loadavg", "diskstats", "swaps")
 
 
+def pid() -> int | None:
+    return procs.live_pid(PID_FILE, str(layout.LXCFS_DIR))
+
+
 def mounted() -> bool:
-    return layout.LXCFS_DIR.resolve() in mounts_under(layout.LXCFS_DIR) and bool(
-        procs.live_pid(PID_FILE, str(layout.LXCFS_DIR))
-    )
+    return bool(pid()) and layout.LXCFS_DIR.resolve() in mounts_under(layout.LXCFS_DIR)
 
 
 def start() -> bool:

@@ -7,6 +7,7 @@
 import hashlib
 import json
 import math
+import shlex
 from pathlib import Path
 
 import yaml
@@ -21,6 +22,7 @@ _jinja = Environment(
     loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, keep_trailing_newline=True,
     trim_blocks=True, lstrip_blocks=True, autoescape=False,
 )
+_jinja.filters["shquote"] = shlex.quote
 
 
 def render(template: str, **context) -> str:

@@ -1,0 +1,42 @@
+# Two commands do everything on a fresh Debian/Ubuntu machine (as root):
+#   make demo   virtualenv + system packages + lab up + deploy + status
+#   make test   the same setup, then the whole test suite
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYINFRA := $(VENV)/bin/pyinfra
+SYSTEM_PACKAGES := lxc lxcfs debootstrap openssh-client iproute2 make python3-venv
+
+.PHONY: demo test venv system-packages lab-up lab-down deploy status clean
+
+demo: venv system-packages lab-up deploy status
+
+test: venv system-packages lab-up
+	$(PY) -m pytest
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[test]'
+	touch $@
+
+system-packages:
+	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing: $$missing"; apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+lab-up: venv
+	$(PY) -m lab up
+
+lab-down: venv
+	$(PY) -m lab down
+
+deploy: venv
+	$(PYINFRA) -y inventory/lab.py deploy.py
+
+status: venv
+	$(PYINFRA) -y inventory/lab.py tasks/status.py
+
+clean: lab-down
+	rm -rf $(VENV) *.egg-info

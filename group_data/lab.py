@@ -1,0 +1,22 @@
+"""What the lab (inventory/lab.py) does differently from production, and why."""
+
+from lab.layout import INDEX_URL
+
+# The lab's own package index on the bridge serves the SGLang simulator under SGLang's real
+# distribution name and pinned version; nothing else is reachable from the containers.
+sglang_index_url = INDEX_URL
+sglang_extra_index_urls = []
+
+# Root in the lab host lacks CAP_SYS_RESOURCE, so systemd inside the container cannot raise hard
+# limits above the host's (nofile 20000, memlock 8 MiB here); production uses the defaults.
+unit_limits = {"nofile": 16384, "memlock": "8M"}
+
+# The simulator starts in seconds: deadlines short enough for tests to watch them fire.
+lifecycle = {
+    "startup_timeout_s": 120,
+    "stop_timeout_s": 20,
+    "stall_timeout_s": {phase: 10 for phase in ("dist_init", "weights", "kv_cache", "draft", "cuda_graph", "http", "warmup")},
+    "watchdog": {"interval_s": 2, "timeout_s": 3, "failures": 3, "max_restarts": 2, "window_s": 600,
+                 "backoff_s": 1, "backoff_max_s": 4},
+    "gpu_free_timeout_s": 15,
+}

@@ -1,0 +1,53 @@
+"""Command line of the lab.
+
+    python -m lab up                      # build/adopt what is missing, start, wait for boot
+    python -m lab down                    # remove every process, mount, link and container
+    python -m lab status                  # what runs
+    python -m lab exec sglang1 -- CMD...  # run CMD in the container, like `docker exec`
+
+``exec`` hands CMD's arguments over unchanged (no shell) and ends with CMD's exit code,
+stdout and stderr, because the lab process is replaced by lxc-attach.
+"""
+
+import argparse
+import os
+import sys
+
+from lab import container, layout, lifecycle
+from lab.shell import LabError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m lab", description="The sglang-pve local test lab.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("up", help="start the lab (idempotent)")
+    commands.add_parser("down", help="stop the lab and remove what runs")
+    commands.add_parser("status", help="show what runs")
+    exec_parser = commands.add_parser("exec", help="run a command in a container: exec HOST -- CMD...")
+    exec_parser.add_argument("host", choices=sorted(layout.HOSTS))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    # split at the first "--" ourselves: argparse would reinterpret CMD's own options
+    head, command = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    args = _parser().parse_args(head)
+    try:
+        if args.command == "exec":
+            if not command:
+                raise LabError("usage: python -m lab exec HOST -- CMD...")
+            if container.state(args.host) != "RUNNING":
+                raise LabError(f"{args.host} is not running; run `python -m lab up`")
+            argv = container.attach_argv(args.host, command)
+            os.execvp(argv[0], argv)
+        if args.command == "up":
+            lifecycle.up()
+        elif args.command == "down":
+            lifecycle.down()
+        else:
+            print("\n".join(lifecycle.status()))
+    except LabError as error:
+        print(f"lab: error: {error}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,176 @@
+"""The lab's package index: a PEP 503 simple index served over HTTP on the bridge.
+
+It holds the SGLang simulator as a wheel named ``sglang`` (built from lab/sglang_sim,
+rebuilt when the tree changes) and the simulator's dependencies, downloaded once from PyPI
+as binary wheels for the container's Python (asked from the rootfs, never assumed).
+Containers install from it exactly as production installs from PyPI:
+
+    pip install --index-url http://10.200.0.1:8100/simple/ sglang==<version>
+"""
+
+import hashlib
+import html
+import re
+import shutil
+import socket
+import sys
+import tempfile
+import time
+import tomllib
+from fnmatch import fnmatch
+from pathlib import Path
+
+from lab import layout, procs
+from lab.shell import LabError, run
+
+WHEEL_CACHE = layout.CACHE_DIR / "wheels"
+PID_FILE = layout.RUN_DIR / "index.pid"
+PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64")
+_BUILD_LEFTOVERS = ("__pycache__", "*.pyc", "build", "dist", "*.egg-info")
+
+
+def project_name(wheel: Path) -> str:
+    """PEP 503 normalized project name of a wheel file.
+
+    >>> project_name(Path("PyYAML-6.0.2-cp311-cp311-manylinux_2_17_x86_64.whl"))
+    'pyyaml'
+    """
+    return re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower()
+
+
+def sim_metadata(sim_dir: Path) -> tuple[str, list[str]]:
+    """(version, dependencies) from the simulator's pyproject.toml."""
+    project = tomllib.loads((sim_dir / "pyproject.toml").read_text())["project"]
+    return project["version"], project.get("dependencies", [])
+
+
+def tree_digest(root: Path) -> str:
+    """Hash of a source tree's paths and contents, ignoring build leftovers."""
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root)
+        if path.is_file() and not any(
+            fnmatch(part, pattern) for part in relative.parts for pattern in _BUILD_LEFTOVERS
+        ):
+            digest.update(str(relative).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def container_python(rootfs: Path) -> str:
+    """The rootfs python's X.Y, e.g. '3.11'."""
+    return run(["chroot", str(rootfs), "python3", "-c",
+                "import sys; print('%d.%d' % sys.version_info[:2])"]).stdout.strip()
+
+
+def _cached(key: str, fill) -> list[Path]:
+    """Wheels in cache dir ``key``; ``fill(tmp_dir)`` populates it first when missing.
+
+    Filled in a temp dir and renamed, so a killed run never leaves a partial cache entry.
+    """
+    final = WHEEL_CACHE / key
+    if not final.is_dir():
+        WHEEL_CACHE.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=WHEEL_CACHE, prefix=".tmp-") as tmp:
+            fill(Path(tmp) / "wheels")
+            (Path(tmp) / "wheels").rename(final)
+    return sorted(final.glob("*.whl"))
+
+
+def sim_wheel(sim_dir: Path) -> list[Path]:
+    """The ``sglang`` wheel built from a copy of the simulator tree (the build must not
+    leave build/ or egg-info in a tree another helper owns)."""
+
+    def build(out: Path) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            source = Path(tmp) / "src"
+            shutil.copytree(sim_dir, source, ignore=shutil.ignore_patterns(*_BUILD_LEFTOVERS))
+            run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet",
+                 "--wheel-dir", str(out), str(source)])
+
+    return _cached(f"sglang-{tree_digest(sim_dir)}", build)
+
+
+def dependency_wheels(requirements: list[str], python: str) -> list[Path]:
+    """Binary wheels of ``requirements`` (and their dependencies) for CPython ``python``."""
+    if not requirements:
+        return []
+    key = hashlib.sha256(f"{python} {sorted(requirements)}".encode()).hexdigest()[:16]
+
+    def download(out: Path) -> None:
+        platforms = [arg for platform in PLATFORMS for arg in ("--platform", platform)]
+        run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:",
+             "--python-version", python, *platforms, "--dest", str(out), *requirements])
+
+    return _cached(f"deps-{key}", download)
+
+
+def write_index(wheels: list[Path]) -> None:
+    """Lay out INDEX_DIR as a simple index: simple/<project>/index.html next to its wheels."""
+    staging = layout.INDEX_DIR.with_name("index.new")
+    shutil.rmtree(staging, ignore_errors=True)
+    projects: dict[str, list[Path]] = {}
+    for wheel in wheels:
+        projects.setdefault(project_name(wheel), []).append(wheel)
+    for project, files in projects.items():
+        project_dir = staging / "simple" / project
+        project_dir.mkdir(parents=True)
+        links = []
+        for wheel in files:
+            shutil.copy2(wheel, project_dir / wheel.name)
+            sha256 = hashlib.sha256(wheel.read_bytes()).hexdigest()
+            links.append(f'<a href="{html.escape(wheel.name)}#sha256={sha256}">{html.escape(wheel.name)}</a><br>')
+        (project_dir / "index.html").write_text(_page(f"Links for {project}", links))
+    (staging / "simple").mkdir(parents=True, exist_ok=True)
+    (staging / "simple/index.html").write_text(
+        _page("Simple index", [f'<a href="{p}/">{p}</a><br>' for p in sorted(projects)])
+    )
+    shutil.rmtree(layout.INDEX_DIR, ignore_errors=True)
+    staging.rename(layout.INDEX_DIR)
+
+
+def _page(title: str, body: list[str]) -> str:
+    return "\n".join(["<!DOCTYPE html>", f"<html><head><title>{title}</title></head><body>",
+                      *body, "</body></html>", ""])
+
+
+def publish(sim_dir: Path, rootfs: Path) -> str | None:
+    """Build or reuse the wheels and write the index; returns the sglang version published,
+    or None (with a warning) while the simulator tree does not exist yet."""
+    if not (sim_dir / "pyproject.toml").exists():
+        print(f"lab: warning: no {sim_dir}/pyproject.toml; the index has no sglang", flush=True)
+        write_index([])
+        return None
+    version, requirements = sim_metadata(sim_dir)
+    write_index(sim_wheel(sim_dir) + dependency_wheels(requirements, container_python(rootfs)))
+    return version
+
+
+def server_pid() -> int | None:
+    return procs.live_pid(PID_FILE, str(layout.INDEX_DIR))
+
+
+def serve() -> int:
+    """Serve INDEX_DIR on the bridge address (python's http.server); returns its pid."""
+    pid = server_pid()
+    if pid:
+        return pid
+    pid = procs.start_daemon(
+        [sys.executable, "-m", "http.server", "--bind", layout.BRIDGE_ADDRESS,
+         "--directory", str(layout.INDEX_DIR), str(layout.INDEX_PORT)],
+        PID_FILE,
+        layout.LOG_DIR / "index.log",
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((layout.BRIDGE_ADDRESS, layout.INDEX_PORT), timeout=1).close()
+            return pid
+        except OSError:
+            if not server_pid():
+                break
+            time.sleep(0.05)
+    raise LabError(f"the index server did not start; see {layout.LOG_DIR / 'index.log'}")
+
+
+def stop() -> int | None:
+    return procs.stop(PID_FILE, str(layout.INDEX_DIR))

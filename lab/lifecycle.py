@@ -1,0 +1,86 @@
+"""`up`, `down` and `status` of the whole lab.
+
+``up`` converges: whatever a previous (possibly killed) run left, it ends with the bridge,
+the index server, lxcfs and every container running and booted; a second ``up`` changes
+nothing. ``down`` removes every process, mount, link and container the lab started;
+the caches, the SSH key and the storage dirs stay.
+"""
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+from lab import container, gpus, index, layout, lxcfs, network, rootfs, sshkeys, storage
+from lab.mounts import unmount_under
+from lab.shell import LabError
+
+RUNTIME_DIRS = (layout.RUN_DIR, layout.LXC_PATH, layout.DEV_DIR, layout.INDEX_DIR, layout.LXCFS_DIR)
+FAULTS_FILE = "/etc/sglang-sim/faults.yaml"
+
+
+def require_host() -> None:
+    if os.geteuid() != 0:
+        raise LabError("the lab needs root (LXC containers, bridge, device nodes)")
+    missing = [tool for tool in ("lxc-start", "debootstrap", "ssh-keygen", "ip") if not shutil.which(tool)]
+    if missing:
+        raise LabError(f"missing {', '.join(missing)}: apt-get install lxc lxcfs debootstrap "
+                       "openssh-client iproute2")
+
+
+def up(sim_dir: Path = layout.SIM_DIR) -> None:
+    require_host()
+    started = time.monotonic()
+    for directory in (layout.CACHE_DIR, layout.RUN_DIR, layout.LOG_DIR, layout.LXC_PATH):
+        directory.mkdir(parents=True, exist_ok=True)
+    lower = rootfs.ensure_rootfs(sshkeys.ensure_client_key())
+    sshkeys.write_known_hosts(lower)
+    network.bridge_up()
+    devices = gpus.lab_devices()
+    gpus.create_device_nodes(devices)
+    storage.populate()
+    with_lxcfs = lxcfs.start()
+    # containers boot while the index is built
+    for name, ip in layout.HOSTS.items():
+        if container.ensure_running(name, ip, lower, devices, with_lxcfs):
+            print(f"lab: {name} started at {ip}", flush=True)
+    version = index.publish(sim_dir, lower)
+    index_pid = index.serve()
+    published = f"sglang=={version}" if version else "no sglang"
+    print(f"lab: index {layout.INDEX_URL} (pid {index_pid}) serves {published}", flush=True)
+    nvidia_smi = sim_dir / "nvidia_smi.py"
+    for name, ip in layout.HOSTS.items():
+        if nvidia_smi.exists():
+            container.install_file(name, "/usr/bin/nvidia-smi", nvidia_smi.read_bytes(), 0o755)
+        container.install_file(name, FAULTS_FILE, b"", 0o644, overwrite=False)
+        system = container.wait_until_booted(name, ip)
+        print(f"lab: {name} is up (systemd {system}, ssh root@{ip})", flush=True)
+    print(f"lab: up in {time.monotonic() - started:.1f} s", flush=True)
+
+
+def down() -> None:
+    require_host()
+    started = time.monotonic()
+    for name in layout.HOSTS:
+        container.destroy(name)
+    index.stop()
+    lxcfs.stop()
+    network.bridge_down()
+    unmount_under(layout.LAB_DIR)
+    for directory in RUNTIME_DIRS:
+        shutil.rmtree(directory, ignore_errors=True)
+    print(f"lab: down in {time.monotonic() - started:.1f} s", flush=True)
+
+
+def status() -> list[str]:
+    """One line per part of the lab."""
+    lines = [
+        f"{name}: {container.state(name)} ip={ip} init_pid={container.init_pid(name) or '-'}"
+        for name, ip in layout.HOSTS.items()
+    ]
+    bridge = "up" if network.link_exists(layout.BRIDGE) else "absent"
+    lines.append(f"bridge {layout.BRIDGE}: {bridge} {layout.BRIDGE_ADDRESS}/{layout.PREFIX_LENGTH}")
+    lines.append(f"index {layout.INDEX_URL}: pid {index.server_pid() or '- (not running)'}")
+    lines.append(f"lxcfs {layout.LXCFS_DIR}: pid {lxcfs.pid() or '- (not running)'}")
+    lines.append(f"state dir: {layout.LAB_DIR}")
+    return lines

@@ -1,0 +1,40 @@
+"""Where the agent looks for the host's tools and kernel files; environment overrides for tests.
+
+| variable                | default                  | used for                                  |
+|-------------------------|--------------------------|-------------------------------------------|
+| `SGLANG_PVE_PROC`       | `/proc`                  | process table, /proc/devices, driver file |
+| `SGLANG_PVE_DEV_GLOB`   | `/dev/nvidia*`           | which open files count as GPU devices     |
+| `SGLANG_PVE_NVIDIA_SMI` | `nvidia-smi` on PATH     | GPU memory/utilization ("" = absent)      |
+| `SGLANG_PVE_SYSTEMCTL`  | `systemctl` on PATH      | unit state, restart                       |
+
+Production units set none of them. They are read at call time, so tests can set them per test.
+"""
+
+import os
+import shutil
+
+
+def proc_root() -> str:
+    return os.environ.get("SGLANG_PVE_PROC", "/proc")
+
+
+def device_glob() -> str:
+    return os.environ.get("SGLANG_PVE_DEV_GLOB", "/dev/nvidia*")
+
+
+def nvidia_smi() -> str | None:
+    """Path of nvidia-smi, or None where it does not exist (no driver userspace installed)."""
+    return _tool("SGLANG_PVE_NVIDIA_SMI", "nvidia-smi")
+
+
+def systemctl() -> str | None:
+    return _tool("SGLANG_PVE_SYSTEMCTL", "systemctl")
+
+
+def _tool(variable: str, name: str) -> str | None:
+    configured = os.environ.get(variable)
+    if configured is None:
+        return shutil.which(name)
+    if configured and os.access(configured, os.X_OK):
+        return configured
+    return None
