@@ -33,6 +33,14 @@ KbdInteractiveAuthentication no
 PermitRootLogin prohibit-password
 """
 
+# pip refuses plain-HTTP indexes except on localhost; the lab's index is HTTP on the bridge
+# (production installs from HTTPS indexes and needs no such file).
+PIP_CONF = f"""\
+# sglang-pve lab: trust the lab's package index ({layout.INDEX_URL})
+[global]
+trusted-host = {layout.BRIDGE_ADDRESS}
+"""
+
 
 def hosts_file(hostname: str | None = None) -> str:
     """/etc/hosts: the localhost lines, plus the container's own name as Proxmox writes it.
@@ -111,6 +119,7 @@ def post_process(root: Path, public_key: str) -> None:
     (root / "root/.ssh").chmod(0o700)
     _write_if_changed(root / "etc/ssh/sshd_config.d/sglang-pve-lab.conf", SSHD_DROP_IN, 0o644)
     _write_if_changed(root / "etc/hosts", hosts_file(), 0o644)
+    _write_if_changed(root / "etc/pip.conf", PIP_CONF, 0o644)
     # each container gets its own name (lxc.uts.name); debootstrap copied the build host's
     (root / "etc/hostname").unlink(missing_ok=True)
 
