@@ -4,6 +4,7 @@ Each container lives in the lab's own lxcpath (LXC_PATH/<name>/): its config and
 overlay upper dir over the cached rootfs, recreated whenever the container is started.
 """
 
+import contextlib
 import shutil
 import socket
 import subprocess
@@ -21,7 +22,9 @@ def container_dir(name: str) -> Path:
     return layout.LXC_PATH / name
 
 
-def render_config(name: str, ip: str, lower: Path, devices: list[DeviceNode], with_lxcfs: bool) -> str:
+def render_config(
+    name: str, ip: str, lower: Path, devices: list[DeviceNode], with_lxcfs: bool
+) -> str:
     """The LXC config of one lab container."""
     lines = [
         "# Written by `python -m lab up`; recreated on every fresh start.",
@@ -78,8 +81,10 @@ def init_pid(name: str) -> int | None:
 
 
 def attach_argv(name: str, command: list[str]) -> list[str]:
-    """lxc-attach running ``command`` as is (no shell), with a clean environment."""
-    return ["lxc-attach", "-P", str(layout.LXC_PATH), "-n", name, "--clear-env", "--", *command]
+    """lxc-attach running ``command`` as is (no shell) as root, with a clean environment
+    (lxc-attach sets PATH and container=lxc; HOME is root's, as docker exec sets it)."""
+    options = ["--clear-env", "--set-var", "HOME=/root"]
+    return ["lxc-attach", "-P", str(layout.LXC_PATH), "-n", name, *options, "--", *command]
 
 
 def destroy(name: str) -> None:
@@ -89,17 +94,35 @@ def destroy(name: str) -> None:
         _lxc("lxc-stop", name, "--kill", check=False)
         _lxc("lxc-wait", name, "--state", "STOPPED", "--timeout", "10")
     network.delete_link(layout.veth_name(name))  # left by a run killed mid-start
+    _remove_empty_cgroups(name)
     shutil.rmtree(container_dir(name), ignore_errors=True)
 
 
-def ensure_running(name: str, ip: str, lower: Path, devices: list[DeviceNode], with_lxcfs: bool) -> bool:
-    """Start the container on a fresh upper dir unless it already runs this config.
+def _remove_empty_cgroups(name: str) -> None:
+    """Remove the container's cgroups a killed LXC monitor could not clean up (LXC would
+    otherwise move on to lxc.payload.<name>-1, -2, ...). A cgroup that still holds a
+    process refuses rmdir and is kept."""
+    tops = [
+        top
+        for kind in ("payload", "monitor")
+        for pattern in (f"lxc.{kind}.{name}", f"lxc.{kind}.{name}-*")
+        for top in Path("/sys/fs/cgroup").glob(f"*/{pattern}")
+    ]
+    for top in tops:
+        nested = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
+        for cgroup in [*nested, top]:
+            with contextlib.suppress(OSError):
+                cgroup.rmdir()
 
-    Returns True when it was (re)started.
-    """
+
+def ensure_running(
+    name: str, ip: str, lower: Path, devices: list[DeviceNode], with_lxcfs: bool, restart: bool
+) -> bool:
+    """Start the container on a fresh upper dir unless it already runs this config and no
+    ``restart`` is asked for; True when it was (re)started."""
     config = render_config(name, ip, lower, devices, with_lxcfs)
     config_file = container_dir(name) / "config"
-    if state(name) == "RUNNING" and config_file.read_text() == config:
+    if not restart and state(name) == "RUNNING" and config_file.read_text() == config:
         return False
     destroy(name)
     upper = container_dir(name) / "upper"

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 import tomllib
+from collections.abc import Callable
 from fnmatch import fnmatch
 from pathlib import Path
 
@@ -58,18 +59,21 @@ def tree_digest(root: Path) -> str:
 
 def container_python(rootfs: Path) -> str:
     """The rootfs python's X.Y, e.g. '3.11'."""
-    return run(["chroot", str(rootfs), "python3", "-c",
-                "import sys; print('%d.%d' % sys.version_info[:2])"]).stdout.strip()
+    version = "import sys; print('%d.%d' % sys.version_info[:2])"
+    return run(["chroot", str(rootfs), "python3", "-c", version]).stdout.strip()
 
 
-def _cached(key: str, fill) -> list[Path]:
+def _cached(key: str, fill: Callable[[Path], None]) -> list[Path]:
     """Wheels in cache dir ``key``; ``fill(tmp_dir)`` populates it first when missing.
 
-    Filled in a temp dir and renamed, so a killed run never leaves a partial cache entry.
+    Filled in a temp dir and renamed, so a killed run never leaves a partial cache entry
+    (and the temp dirs a killed run left are removed here).
     """
     final = WHEEL_CACHE / key
     if not final.is_dir():
         WHEEL_CACHE.mkdir(parents=True, exist_ok=True)
+        for leftover in WHEEL_CACHE.glob(".tmp-*"):
+            shutil.rmtree(leftover)
         with tempfile.TemporaryDirectory(dir=WHEEL_CACHE, prefix=".tmp-") as tmp:
             fill(Path(tmp) / "wheels")
             (Path(tmp) / "wheels").rename(final)
@@ -84,10 +88,14 @@ def sim_wheel(sim_dir: Path) -> list[Path]:
         with tempfile.TemporaryDirectory() as tmp:
             source = Path(tmp) / "src"
             shutil.copytree(sim_dir, source, ignore=shutil.ignore_patterns(*_BUILD_LEFTOVERS))
-            run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet",
-                 "--wheel-dir", str(out), str(source)])
+            pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet"]
+            run([*pip_wheel, "--wheel-dir", str(out), str(source)])
 
-    return _cached(f"sglang-{tree_digest(sim_dir)}", build)
+    key = f"sglang-{tree_digest(sim_dir)}"
+    for stale in WHEEL_CACHE.glob("sglang-*"):  # builds of earlier trees
+        if stale.name != key:
+            shutil.rmtree(stale)
+    return _cached(key, build)
 
 
 def dependency_wheels(requirements: list[str], python: str) -> list[Path]:
@@ -98,8 +106,9 @@ def dependency_wheels(requirements: list[str], python: str) -> list[Path]:
 
     def download(out: Path) -> None:
         platforms = [arg for platform in PLATFORMS for arg in ("--platform", platform)]
-        run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:",
-             "--python-version", python, *platforms, "--dest", str(out), *requirements])
+        pip_download = [sys.executable, "-m", "pip", "download", "--quiet"]
+        binaries = ["--only-binary=:all:", "--python-version", python, *platforms]
+        run([*pip_download, *binaries, "--dest", str(out), *requirements])
 
     return _cached(f"deps-{key}", download)
 
@@ -118,7 +127,8 @@ def write_index(wheels: list[Path]) -> None:
         for wheel in files:
             shutil.copy2(wheel, project_dir / wheel.name)
             sha256 = hashlib.sha256(wheel.read_bytes()).hexdigest()
-            links.append(f'<a href="{html.escape(wheel.name)}#sha256={sha256}">{html.escape(wheel.name)}</a><br>')
+            name = html.escape(wheel.name)
+            links.append(f'<a href="{name}#sha256={sha256}">{name}</a><br>')
         (project_dir / "index.html").write_text(_page(f"Links for {project}", links))
     (staging / "simple").mkdir(parents=True, exist_ok=True)
     (staging / "simple/index.html").write_text(
@@ -129,8 +139,15 @@ def write_index(wheels: list[Path]) -> None:
 
 
 def _page(title: str, body: list[str]) -> str:
-    return "\n".join(["<!DOCTYPE html>", f"<html><head><title>{title}</title></head><body>",
-                      *body, "</body></html>", ""])
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            f"<html><head><title>{title}</title></head><body>",
+            *body,
+            "</body></html>",
+            "",
+        ]
+    )
 
 
 def publish(sim_dir: Path, rootfs: Path) -> str | None:
@@ -155,8 +172,16 @@ def serve() -> int:
     if pid:
         return pid
     pid = procs.start_daemon(
-        [sys.executable, "-m", "http.server", "--bind", layout.BRIDGE_ADDRESS,
-         "--directory", str(layout.INDEX_DIR), str(layout.INDEX_PORT)],
+        [
+            sys.executable,
+            "-m",
+            "http.server",
+            "--bind",
+            layout.BRIDGE_ADDRESS,
+            "--directory",
+            str(layout.INDEX_DIR),
+            str(layout.INDEX_PORT),
+        ],
         PID_FILE,
         layout.LOG_DIR / "index.log",
     )

@@ -6,10 +6,12 @@ nothing. ``down`` removes every process, mount, link and container the lab start
 the caches, the SSH key and the storage dirs stay.
 """
 
+import contextlib
+import fcntl
 import os
 import shutil
 import time
-from pathlib import Path
+from collections.abc import Iterator
 
 from lab import container, gpus, index, layout, lxcfs, network, rootfs, sshkeys, storage
 from lab.mounts import unmount_under
@@ -22,18 +24,37 @@ FAULTS_FILE = "/etc/sglang-sim/faults.yaml"
 def require_host() -> None:
     if os.geteuid() != 0:
         raise LabError("the lab needs root (LXC containers, bridge, device nodes)")
-    missing = [tool for tool in ("lxc-start", "debootstrap", "ssh-keygen", "ip") if not shutil.which(tool)]
+    missing = [
+        tool for tool in ("lxc-start", "debootstrap", "ssh-keygen", "ip") if not shutil.which(tool)
+    ]
     if missing:
-        raise LabError(f"missing {', '.join(missing)}: apt-get install lxc lxcfs debootstrap "
-                       "openssh-client iproute2")
+        raise LabError(
+            f"missing {', '.join(missing)}: apt-get install lxc lxcfs debootstrap "
+            "openssh-client iproute2"
+        )
 
 
-def up(sim_dir: Path = layout.SIM_DIR) -> None:
+@contextlib.contextmanager
+def _exclusive() -> Iterator[None]:
+    """One up/down at a time per state dir (two test sessions, two terminals)."""
+    layout.LAB_DIR.mkdir(parents=True, exist_ok=True)
+    with open(layout.LAB_DIR / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def up() -> None:
+    """Bring the lab up, or repair it."""
     require_host()
+    with _exclusive():
+        _up()
+
+
+def _up() -> None:
     started = time.monotonic()
     for directory in (layout.CACHE_DIR, layout.RUN_DIR, layout.LOG_DIR, layout.LXC_PATH):
         directory.mkdir(parents=True, exist_ok=True)
-    lower = rootfs.ensure_rootfs(sshkeys.ensure_client_key())
+    lower, rootfs_changed = rootfs.ensure_rootfs(sshkeys.ensure_client_key())
     sshkeys.write_known_hosts(lower)
     network.bridge_up()
     devices = gpus.lab_devices()
@@ -42,13 +63,13 @@ def up(sim_dir: Path = layout.SIM_DIR) -> None:
     with_lxcfs = lxcfs.start()
     # containers boot while the index is built
     for name, ip in layout.HOSTS.items():
-        if container.ensure_running(name, ip, lower, devices, with_lxcfs):
+        if container.ensure_running(name, ip, lower, devices, with_lxcfs, restart=rootfs_changed):
             print(f"lab: {name} started at {ip}", flush=True)
-    version = index.publish(sim_dir, lower)
+    version = index.publish(layout.SIM_DIR, lower)
     index_pid = index.serve()
     published = f"sglang=={version}" if version else "no sglang"
     print(f"lab: index {layout.INDEX_URL} (pid {index_pid}) serves {published}", flush=True)
-    nvidia_smi = sim_dir / "nvidia_smi.py"
+    nvidia_smi = layout.SIM_DIR / "nvidia_smi.py"
     for name, ip in layout.HOSTS.items():
         if nvidia_smi.exists():
             container.install_file(name, "/usr/bin/nvidia-smi", nvidia_smi.read_bytes(), 0o755)
@@ -60,14 +81,19 @@ def up(sim_dir: Path = layout.SIM_DIR) -> None:
 
 def down() -> None:
     require_host()
+    with _exclusive():
+        _down()
+
+
+def _down() -> None:
     started = time.monotonic()
     for name in layout.HOSTS:
         container.destroy(name)
     index.stop()
     lxcfs.stop()
     network.bridge_down()
-    unmount_under(layout.LAB_DIR)
     for directory in RUNTIME_DIRS:
+        unmount_under(directory)
         shutil.rmtree(directory, ignore_errors=True)
     print(f"lab: down in {time.monotonic() - started:.1f} s", flush=True)
 

@@ -1,13 +1,18 @@
 """Mounts the lab leaves on the host (lxcfs, a killed debootstrap's /proc), found in mountinfo."""
 
+import re
 from pathlib import Path
 
 from lab.shell import run
 
 
 def _unescape(field: str) -> str:
-    # mountinfo escapes space, tab, newline and backslash as \ooo octal
-    return field.encode().decode("unicode_escape")
+    r"""mountinfo writes space, tab, newline and backslash as \ooo octal.
+
+    >>> _unescape(r"/tmp/a\040b")
+    '/tmp/a b'
+    """
+    return re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), field)
 
 
 def mounts_under(path: Path) -> list[Path]:

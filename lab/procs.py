@@ -1,25 +1,68 @@
-"""Daemons the lab starts, tracked by pid files.
+"""Processes of the lab: daemons tracked by pid files, orphans found by the lab's own paths.
 
-A pid is trusted only while its process is alive (not a zombie) and its command line still
-contains a marker the lab chose (a path under the state dir), so a stale pid file whose
-number was reused never gets someone else's process killed. Nothing is ever found by name.
+A recorded pid is trusted only while its process is alive (not a zombie) and its command
+line still contains a marker the lab chose (a path under the state dir), so a stale pid
+file whose number was reused never gets someone else's process killed. Nothing is ever
+found by process name.
 """
 
+import contextlib
 import os
 import signal
 import time
 from pathlib import Path
+
+from lab.shell import LabError
 
 
 def live_pid(pid_file: Path, marker: str) -> int | None:
     """The pid in ``pid_file`` if that process is alive and its argv contains ``marker``."""
     try:
         pid = int(pid_file.read_text().split()[0])
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+    except (FileNotFoundError, IndexError, ValueError):
         return None
-    return pid if marker in cmdline and state != "Z" else None
+    return pid if _alive(pid) and marker in _cmdline(pid) else None
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def pids_using(path: Path) -> list[int]:
+    """Live processes whose argv names ``path`` or that are chrooted inside it: the orphans
+    (debootstrap, its chrooted dpkg) of a lab run that was killed."""
+    target = str(path.resolve())
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            root = os.readlink(entry / "root")
+        except (FileNotFoundError, ProcessLookupError, PermissionError):  # gone, or PID 1 here
+            continue
+        chrooted = root == target or root.startswith(target + "/")
+        if (chrooted or target in _cmdline(int(entry.name))) and _alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def kill_all(pids: list[int]) -> None:
+    """SIGKILL exactly these pids and wait until none is alive."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    while any(_alive(pid) for pid in pids):
+        time.sleep(0.05)
 
 
 def start_daemon(argv: list[str], pid_file: Path, log_file: Path) -> int:
@@ -53,7 +96,7 @@ def start_daemon(argv: list[str], pid_file: Path, log_file: Path) -> int:
     with os.fdopen(read_end) as pipe:
         pid = int(pipe.read() or 0)
     if not pid:
-        raise OSError(f"could not start {argv[0]}; see {log_file}")
+        raise LabError(f"could not start {argv[0]}; see {log_file}")
     pid_file.write_text(f"{pid}\n")
     return pid
 
@@ -67,11 +110,10 @@ def stop(pid_file: Path, marker: str, timeout: float = 5.0) -> int | None:
     if pid:
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while live_pid(pid_file, marker) and time.monotonic() < deadline:
+        # watch the pid itself: a daemon may delete its pid file on the way out (lxcfs does)
+        while _alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        if live_pid(pid_file, marker):
-            os.kill(pid, signal.SIGKILL)
-            while live_pid(pid_file, marker):
-                time.sleep(0.05)
+        if _alive(pid):
+            kill_all([pid])
     pid_file.unlink(missing_ok=True)
     return pid

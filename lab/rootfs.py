@@ -13,16 +13,14 @@ import shutil
 import time
 from pathlib import Path
 
-from lab import layout
+from lab import layout, procs
 from lab.mounts import unmount_under
 from lab.shell import run
 
 SUITE = "bookworm"
 VARIANT = "minbase"
-PACKAGES = (
-    "systemd-sysv", "dbus", "openssh-server", "iproute2", "sudo", "procps", "less", "zsh",
-    "python3", "python3-venv", "psmisc",
-)
+PACKAGES = ("systemd-sysv", "dbus", "openssh-server", "iproute2", "sudo", "procps", "less")
+PACKAGES += ("zsh", "python3", "python3-venv", "psmisc")
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 BUILD_DIR = layout.CACHE_DIR / "rootfs.tmp"
 
@@ -70,7 +68,10 @@ def host_mirror(sources: list[Path] | None = None) -> str:
     Reads one-line (``deb URI SUITE ...``) and deb822 (``URIs:`` / ``Suites:``) sources.
     """
     if sources is None:
-        sources = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
+        sources = [
+            Path("/etc/apt/sources.list"),
+            *sorted(Path("/etc/apt/sources.list.d").glob("*")),
+        ]
     for source in sources:
         if not source.is_file():
             continue
@@ -79,7 +80,10 @@ def host_mirror(sources: list[Path] | None = None) -> str:
             return uri
         for stanza in re.split(r"\n\s*\n", text):
             fields = dict(re.findall(r"^(\w[\w-]*):\s*(.*)$", stanza, re.M))
-            if SUITE in fields.get("Suites", "").split() and "deb" in fields.get("Types", "deb").split():
+            if (
+                SUITE in fields.get("Suites", "").split()
+                and "deb" in fields.get("Types", "deb").split()
+            ):
                 return fields["URIs"].split()[0]
     return DEFAULT_MIRROR
 
@@ -108,39 +112,51 @@ def debootstrap_finished(root: Path) -> bool:
 def debootstrap(target: Path) -> None:
     mirror = host_mirror()
     print(f"lab: debootstrap {SUITE} from {mirror} (about a minute, once)", flush=True)
-    run(["debootstrap", f"--variant={VARIANT}", f"--include={','.join(PACKAGES)}",
-         SUITE, str(target), mirror])
+    options = [f"--variant={VARIANT}", f"--include={','.join(PACKAGES)}"]
+    run(["debootstrap", *options, SUITE, str(target), mirror])
 
 
-def post_process(root: Path, public_key: str) -> None:
-    """Make the rootfs an SSH target for the lab key. Idempotent: writes only what differs,
-    since the rootfs may be the lower layer of a running container."""
-    _write_if_changed(root / "root/.ssh/authorized_keys", public_key + "\n", 0o600)
+def post_process(root: Path, public_key: str) -> bool:
+    """Make the rootfs an SSH target for the lab key; True if anything changed.
+
+    Writes only what differs: the rootfs may be the lower layer of a running container,
+    which does not reliably see changes there (it must be restarted when this returns True).
+    """
+    files = {
+        "root/.ssh/authorized_keys": (public_key + "\n", 0o600),
+        "etc/ssh/sshd_config.d/sglang-pve-lab.conf": (SSHD_DROP_IN, 0o644),
+        "etc/hosts": (hosts_file(), 0o644),
+        "etc/pip.conf": (PIP_CONF, 0o644),
+    }
+    changed = False
+    for relative, (text, mode) in files.items():
+        path = root / relative
+        if not path.exists() or path.read_text() != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            changed = True
+        path.chmod(mode)
     (root / "root/.ssh").chmod(0o700)
-    _write_if_changed(root / "etc/ssh/sshd_config.d/sglang-pve-lab.conf", SSHD_DROP_IN, 0o644)
-    _write_if_changed(root / "etc/hosts", hosts_file(), 0o644)
-    _write_if_changed(root / "etc/pip.conf", PIP_CONF, 0o644)
     # each container gets its own name (lxc.uts.name); debootstrap copied the build host's
-    (root / "etc/hostname").unlink(missing_ok=True)
+    hostname = root / "etc/hostname"
+    if hostname.exists():
+        hostname.unlink()
+        changed = True
+    return changed
 
 
-def ensure_rootfs(public_key: str) -> Path:
-    """The post-processed cached rootfs, built or adopted first if needed."""
+def ensure_rootfs(public_key: str) -> tuple[Path, bool]:
+    """The post-processed cached rootfs, built or adopted first if needed, and whether
+    post-processing changed it."""
     final = rootfs_dir()
     if not final.is_dir():
         if not debootstrap_finished(BUILD_DIR):
-            unmount_under(BUILD_DIR)  # debootstrap mounts /proc and /sys inside its target
+            # a killed run can leave its debootstrap running, and mounts inside the target
+            procs.kill_all(procs.pids_using(BUILD_DIR))
+            unmount_under(BUILD_DIR)
             shutil.rmtree(BUILD_DIR, ignore_errors=True)
             started = time.monotonic()
             debootstrap(BUILD_DIR)
             print(f"lab: rootfs built in {time.monotonic() - started:.0f} s", flush=True)
         BUILD_DIR.rename(final)
-    post_process(final, public_key)
-    return final
-
-
-def _write_if_changed(path: Path, text: str, mode: int) -> None:
-    if not path.exists() or path.read_text() != text:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    path.chmod(mode)
+    return final, post_process(final, public_key)

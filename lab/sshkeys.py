@@ -16,8 +16,8 @@ def ensure_client_key() -> str:
         layout.SSH_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
         layout.SSH_KEY.unlink(missing_ok=True)
         public.unlink(missing_ok=True)
-        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sglang-pve-lab",
-             "-f", str(layout.SSH_KEY)])
+        comment = ["-C", "sglang-pve-lab"]
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", *comment, "-f", str(layout.SSH_KEY)])
     return public.read_text().strip()
 
 

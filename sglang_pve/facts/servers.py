@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 
 from pyinfra.api import FactBase
 
-from ..paths import UNIT_DIR, UNIT_PREFIX
+from ..paths import LOG_DIR, UNIT_DIR, UNIT_PREFIX
 from .files import FileState, digest_script, parse_digests
 
 _PROPERTIES = "Id,LoadState,ActiveState,SubState,UnitFileState,Result"
-_UNITS, _SHOW = "--- units", "--- show"
+_UNITS, _SHOW, _LOG_DIR = "--- units", "--- show", "--- log dir"
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class ServersState:
     files: dict[str, FileState | None] = field(default_factory=dict)
     installed: list[str] = field(default_factory=list)  # unit names with a file in UNIT_DIR
     units: dict[str, UnitState] = field(default_factory=dict)
+    log_dir: bool = False  # whether LOG_DIR exists (StandardOutput=append: does not create it)
 
 
 def parse_show(lines: list[str]) -> dict[str, UnitState]:
@@ -71,6 +72,7 @@ class ServerUnits(FactBase[ServersState]):
         return (
             f"{digest_script(list(paths))}; echo {shlex.quote(_UNITS)}; "
             f"installed=$(cd {UNIT_DIR} && ls {unit_glob} 2>/dev/null); echo \"$installed\"; "
+            f"[ -d {LOG_DIR} ] && echo {shlex.quote(_LOG_DIR)}; "
             f"echo {shlex.quote(_SHOW)}; systemctl show --property={_PROPERTIES} {declared} $installed"
         )
 
@@ -78,6 +80,7 @@ class ServerUnits(FactBase[ServersState]):
         first, second = output.index(_UNITS), output.index(_SHOW)
         return ServersState(
             files=parse_digests(output[:first]),
-            installed=[line for line in output[first + 1 : second] if line.strip()],
+            installed=[line for line in output[first + 1 : second] if line.strip() and line != _LOG_DIR],
             units=parse_show(output[second + 1 :]),
+            log_dir=_LOG_DIR in output[first:second],
         )

@@ -39,6 +39,8 @@ def servers(files: dict[str, list[ManagedFile]], active: str | None):
     changed = {name: any(f.differs(current.files.get(f.path)) for f in fs) for name, fs in files.items()}
     units_changed = any(f.path.endswith(".service") and f.differs(current.files.get(f.path)) for f in wanted)
     commands = list(converge(wanted, current.files))
+    if not current.log_dir:
+        commands.insert(0, StringCommand("mkdir", "-p", paths.LOG_DIR))
 
     for unit in stale:
         commands.append(StringCommand("systemctl", "disable", "--now", unit))

@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Fake `nvidia-smi` for the sglang-pve lab: 8x RTX PRO 6000 Blackwell Server Edition.
+
+Installed by the lab as /usr/bin/nvidia-smi in the LXC container; stdlib only. Memory and
+utilization come from the SGLang simulator's records, <SGLANG_SIM_RUN_DIR>/gpus/<pid>.json
+(default /run/sglang-sim), summed per GPU over live processes; records of dead processes (or
+of a recycled PID) are dropped. Supported forms, as the real tool prints them:
+
+  nvidia-smi --query-gpu=index,uuid,name,memory.used,... --format=csv[,noheader][,nounits]
+  nvidia-smi --query-compute-apps=pid,used_memory,gpu_uuid --format=csv,noheader,nounits
+      (prints no rows: inside an LXC container the PID namespace hides the processes)
+  nvidia-smi -L
+  nvidia-smi            (summary table, approximate)
+  -i/--id=N[,M] restricts the GPUs. An unknown field exits 2 with nvidia-smi's message.
+"""
+
+import json
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+
+GPU_COUNT = 8
+NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+MEMORY_TOTAL_MIB = 97887  # keep in step with sglang/sim/gpu.py
+IDLE_MIB = 3  # what an idle card reports (driver reservations not visible in memory.used)
+DRIVER_VERSION = "580.95.05"
+CUDA_VERSION = "13.0"
+POWER_LIMIT_W = 600.0
+PCI_BUS_IDS = ("00000000:18:00.0", "00000000:2A:00.0", "00000000:3A:00.0", "00000000:5D:00.0",
+               "00000000:9A:00.0", "00000000:AB:00.0", "00000000:BA:00.0", "00000000:DB:00.0")
+BAD_ARGS = "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help."
+
+
+def gpu_uuid(index: int) -> str:
+    return "GPU-" + str(uuid.uuid5(uuid.NAMESPACE_DNS, f"sglang-pve-lab-gpu-{index}"))
+
+
+def _start_time(pid: int):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def read_usage() -> dict:
+    """{gpu index: (memory used MiB, utilization %)} from live processes' records."""
+    usage = {i: [IDLE_MIB, 0] for i in range(GPU_COUNT)}
+    records = Path(os.environ.get("SGLANG_SIM_RUN_DIR", "/run/sglang-sim")) / "gpus"
+    for path in records.glob("*.json") if records.is_dir() else ():
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if _start_time(record.get("pid", -1)) != record.get("starttime"):
+            try:
+                path.unlink()  # the process is gone (or its PID was reused): drop the record
+            except OSError:
+                pass
+            continue
+        gpu = record.get("gpu")
+        if gpu in usage:
+            usage[gpu][0] += int(record.get("memory_used_mib", 0))
+            usage[gpu][1] = min(100, usage[gpu][1] + int(record.get("utilization_gpu", 0)))
+    return {i: (min(mem, MEMORY_TOTAL_MIB), util) for i, (mem, util) in usage.items()}
+
+
+def _power(util: int) -> float:
+    return 31.5 + (POWER_LIMIT_W - 60) * util / 100
+
+
+# field -> (csv header, unit or None, value(index, used_mib, util))
+FIELDS = {
+    "index": ("index", None, lambda i, m, u: str(i)),
+    "count": ("count", None, lambda i, m, u: str(GPU_COUNT)),
+    "name": ("name", None, lambda i, m, u: NAME),
+    "uuid": ("uuid", None, lambda i, m, u: gpu_uuid(i)),
+    "serial": ("serial", None, lambda i, m, u: f"18{i:011d}"),
+    "pci.bus_id": ("pci.bus_id", None, lambda i, m, u: PCI_BUS_IDS[i]),
+    "driver_version": ("driver_version", None, lambda i, m, u: DRIVER_VERSION),
+    "vbios_version": ("vbios_version", None, lambda i, m, u: "98.02.50.00.01"),
+    "persistence_mode": ("persistence_mode", None, lambda i, m, u: "Enabled"),
+    "compute_mode": ("compute_mode", None, lambda i, m, u: "Default"),
+    "pstate": ("pstate", None, lambda i, m, u: "P1" if m > IDLE_MIB else "P8"),
+    "memory.total": ("memory.total [MiB]", "MiB", lambda i, m, u: str(MEMORY_TOTAL_MIB)),
+    "memory.used": ("memory.used [MiB]", "MiB", lambda i, m, u: str(m)),
+    "memory.free": ("memory.free [MiB]", "MiB", lambda i, m, u: str(MEMORY_TOTAL_MIB - m)),
+    "utilization.gpu": ("utilization.gpu [%]", "%", lambda i, m, u: str(u)),
+    "utilization.memory": ("utilization.memory [%]", "%", lambda i, m, u: str(u // 2)),
+    "temperature.gpu": ("temperature.gpu", None, lambda i, m, u: str(32 + u * 45 // 100)),
+    "power.draw": ("power.draw [W]", "W", lambda i, m, u: f"{_power(u):.2f}"),
+    "power.limit": ("power.limit [W]", "W", lambda i, m, u: f"{POWER_LIMIT_W:.2f}"),
+}
+ALIASES = {"gpu_name": "name", "gpu_uuid": "uuid", "gpu_bus_id": "pci.bus_id", "gpu_serial": "serial"}
+APP_FIELDS = {"pid", "process_name", "name", "used_memory", "used_gpu_memory", "gpu_uuid",
+              "gpu_name", "gpu_bus_id", "gpu_serial", "timestamp"}
+
+
+def fail(message: str, code: int = 2) -> None:
+    print(message, end="\n\n" if message.startswith("Field") else "\n")
+    sys.exit(code)
+
+
+def parse_args(argv: list) -> dict:
+    """Options as {name: value}; `--opt=value` and `--opt value` both accepted."""
+    opts, it = {}, iter(argv)
+    for arg in it:
+        name, sep, value = arg.partition("=")
+        if name in ("--query-gpu", "--query-compute-apps", "--format", "-i", "--id"):
+            opts[name.lstrip("-")] = value if sep else next(it, "")
+        elif arg in ("-L", "--list-gpus"):
+            opts["list"] = True
+        else:
+            fail(BAD_ARGS)
+    return opts
+
+
+def selected_gpus(opts: dict) -> list:
+    wanted = opts.get("i") or opts.get("id")
+    if not wanted:
+        return list(range(GPU_COUNT))
+    indexes = []
+    for item in wanted.split(","):
+        if not item.strip().isdigit() or int(item) >= GPU_COUNT:
+            fail("No devices were found", code=6)
+        indexes.append(int(item))
+    return indexes
+
+
+def query(fields_arg: str, fmt: str, gpus: list, compute_apps: bool) -> None:
+    fields = [f.strip() for f in fields_arg.split(",") if f.strip()]
+    if not fields:
+        fail(BAD_ARGS)
+    for field in fields:
+        if field not in (APP_FIELDS if compute_apps else FIELDS.keys() | ALIASES.keys()):
+            fail(f'Field "{field}" is not a valid field to query.')
+    options = [o.strip() for o in fmt.split(",")]
+    if options[0] != "csv" or not set(options[1:]) <= {"noheader", "nounits"}:
+        fail(BAD_ARGS)
+    noheader, nounits = "noheader" in options, "nounits" in options
+    if compute_apps:
+        if not noheader:
+            print(", ".join(fields))
+        return  # PID namespace of the container: no process is visible
+    specs = [FIELDS[ALIASES.get(f) or f] for f in fields]
+    if not noheader:
+        print(", ".join(header for header, _, _ in specs))  # nounits keeps "[MiB]" in headers
+    usage = read_usage()
+    for index in gpus:
+        mem, util = usage[index]
+        values = []
+        for _, unit, value in specs:
+            text = value(index, mem, util)
+            values.append(text if nounits or unit is None else f"{text} {unit}")
+        print(", ".join(values))
+
+
+def list_gpus(gpus: list) -> None:
+    for index in gpus:
+        print(f"GPU {index}: {NAME} (UUID: {gpu_uuid(index)})")
+
+
+def summary(gpus: list) -> None:
+    usage = read_usage()
+    line = "+-----------------------------------------+------------------------+----------------------+"
+    print(time.strftime("%a %b %d %H:%M:%S %Y"))
+    print("+-----------------------------------------------------------------------------------------+")
+    print(f"| NVIDIA-SMI {DRIVER_VERSION}             Driver Version: {DRIVER_VERSION}     CUDA Version: {CUDA_VERSION}     |")
+    print(line)
+    print("| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |")
+    print("| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |")
+    print("|                                         |                        |               MIG M. |")
+    print(line.replace("-", "="))
+    for index in gpus:
+        mem, util = usage[index]
+        temp, pstate = 32 + util * 45 // 100, "P1" if mem > IDLE_MIB else "P8"
+        print(f"| {index:>3}  {NAME[:30]:<30}  On  |   {PCI_BUS_IDS[index]} Off |                  Off |")
+        print(f"| N/A   {temp:>2}C    {pstate}  {_power(util):>5.0f}W /  {POWER_LIMIT_W:.0f}W |"
+              f"  {mem:>6}MiB / {MEMORY_TOTAL_MIB}MiB | {util:>5}%      Default |")
+        print("|                                         |                        |                  N/A |")
+        print(line)
+    print()
+    print("+-----------------------------------------------------------------------------------------+")
+    print("| Processes:                                                                              |")
+    print("|  GPU   GI   CI              PID   Type   Process name                        GPU Memory |")
+    print("|        ID   ID                                                               Usage      |")
+    print("|=========================================================================================|")
+    print("|  No running processes found                                                             |")
+    print("+-----------------------------------------------------------------------------------------+")
+
+
+def main(argv: list) -> None:
+    opts = parse_args(argv)
+    gpus = selected_gpus(opts)
+    if "query-gpu" in opts or "query-compute-apps" in opts:
+        if "format" not in opts:
+            fail(BAD_ARGS)
+        compute_apps = "query-compute-apps" in opts
+        query(opts["query-compute-apps" if compute_apps else "query-gpu"], opts["format"], gpus, compute_apps)
+    elif opts.get("list"):
+        list_gpus(gpus)
+    else:
+        summary(gpus)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,194 @@
+"""SGLang's HTTP endpoints on the stdlib's threaded HTTP server.
+
+Looks like SGLang's FastAPI/uvicorn app from the outside: uvicorn access-log lines, FastAPI's
+404/405 bodies, `Authorization: Bearer <api-key>` checked on everything but /health* and
+/metrics, Server-Sent Events with chunked transfer for streams.
+"""
+
+import json
+import logging
+import traceback
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable, Dict, Iterator, NamedTuple, Tuple
+from urllib.parse import urlsplit
+
+from sglang.sim import api
+from sglang.sim.logs import UVICORN_ACCESS
+from sglang.sim.metrics import render_metrics
+from sglang.sim.tokenizer_manager import TokenizerManager
+
+logger = logging.getLogger(__name__)
+access_logger = logging.getLogger(UVICORN_ACCESS)
+
+AUTH_EXEMPT = ("/health", "/health_generate", "/metrics")
+FLUSH_CACHE_TEXT = (
+    "Cache flushed.\nPlease check backend logs for more details. (When there are running or "
+    "waiting requests, the operation will not be performed.)\n"
+)
+
+
+class Reply(NamedTuple):
+    """A complete response: status, content type, body."""
+
+    status: int
+    content_type: str
+    body: bytes
+
+
+def _json(obj, status: int = 200) -> Reply:
+    return Reply(status, "application/json", json.dumps(obj, separators=(",", ":")).encode())
+
+
+def _deprecated(old: str, new: str) -> None:
+    logger.warning(
+        f"Endpoint '{old}' is deprecated and will be removed in a future version. "
+        f"Please use '{new}' instead."
+    )
+
+
+def _health(tm: TokenizerManager, path: str, body) -> Reply:
+    return Reply(tm.health_check(path), "text/plain", b"")
+
+
+def _model_info(tm: TokenizerManager, path: str, body) -> Reply:
+    if path == "/get_model_info":
+        _deprecated(path, "/model_info")
+    return _json(api.model_info(tm))
+
+
+def _server_info(tm: TokenizerManager, path: str, body) -> Reply:
+    if path == "/get_server_info":
+        _deprecated(path, "/server_info")
+    return _json(api.server_info(tm))
+
+
+def _metrics(tm: TokenizerManager, path: str, body) -> Reply:
+    if not tm.args.enable_metrics:
+        return _json({"detail": "Not Found"}, 404)
+    return Reply(200, "text/plain; version=0.0.4; charset=utf-8", render_metrics(tm).encode())
+
+
+def _flush_cache(tm: TokenizerManager, path: str, body) -> Reply:
+    return Reply(200, "text/plain", FLUSH_CACHE_TEXT.encode())
+
+
+Handler = Callable[[TokenizerManager, str, object], object]
+ROUTES: Dict[str, Tuple[Tuple[str, ...], Handler]] = {
+    "/health": (("GET",), _health),
+    "/health_generate": (("GET",), _health),
+    "/model_info": (("GET",), _model_info),
+    "/get_model_info": (("GET",), _model_info),
+    "/server_info": (("GET",), _server_info),
+    "/get_server_info": (("GET",), _server_info),
+    "/v1/models": (("GET",), lambda tm, path, body: _json(api.list_models(tm))),
+    "/metrics": (("GET",), _metrics),
+    "/flush_cache": (("GET", "POST"), _flush_cache),
+    "/generate": (("POST",), lambda tm, path, body: api.generate(tm, body)),
+    "/v1/completions": (("POST",), lambda tm, path, body: api.openai_completion(tm, body, chat=False)),
+    "/v1/chat/completions": (("POST",), lambda tm, path, body: api.openai_completion(tm, body, chat=True)),
+}
+
+
+class RequestHandler(BaseHTTPRequestHandler):
+    """Routes one connection's requests to the API."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "uvicorn"
+    sys_version = ""
+    server: "SimHTTPServer"
+
+    def do_GET(self):
+        self._dispatch()
+
+    def do_POST(self):
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        path = urlsplit(self.path).path
+        route = ROUTES.get(path)
+        body = self._read_body()
+        if route is None:
+            return self._send(_json({"detail": "Not Found"}, 404))
+        methods, handler = route
+        if self.command not in methods:
+            return self._send(_json({"detail": "Method Not Allowed"}, 405))
+        if not self._authorized(path):
+            return self._send(_json({"error": "Unauthorized"}, 401))
+        if self.command == "POST" and path != "/flush_cache":
+            try:
+                body = json.loads(body or b"{}")
+            except ValueError as e:
+                return self._send(_json({"detail": f"JSON decode error: {e}"}, 422))
+        try:
+            result = handler(self.server.tm, path, body)
+        except api.ApiError as e:
+            return self._send(self._error_reply(path, e))
+        except Exception:
+            logger.error(f"Error in request {path}: {traceback.format_exc()}")
+            return self._send(_json({"detail": "Internal Server Error"}, 500))
+        if isinstance(result, Reply):
+            return self._send(result)
+        if isinstance(result, (dict, list)):
+            return self._send(_json(result))
+        self._send_stream(result)
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _authorized(self, path: str) -> bool:
+        key = self.server.tm.args.api_key
+        if not key or path in AUTH_EXEMPT:
+            return True
+        return self.headers.get("Authorization", "") == f"Bearer {key}"
+
+    @staticmethod
+    def _error_reply(path: str, error: api.ApiError) -> Reply:
+        if path.startswith("/v1/"):
+            return _json({"object": "error", "message": str(error), "type": "BadRequestError",
+                          "param": None, "code": error.status}, error.status)
+        return _json({"error": {"message": str(error)}}, error.status)
+
+    def _send(self, reply: Reply) -> None:
+        self.send_response(reply.status)
+        self.send_header("content-type", reply.content_type)
+        self.send_header("content-length", str(len(reply.body)))
+        self.end_headers()
+        self.wfile.write(reply.body)
+
+    def _send_stream(self, chunks: Iterator[bytes]) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        try:
+            for chunk in chunks:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def log_request(self, code="-", size="-") -> None:
+        """Uvicorn's access line, written when the response starts."""
+        code = int(code)
+        client = f"{self.client_address[0]}:{self.client_address[1]}"
+        access_logger.info(
+            f'{client} - "{self.command} {self.path} {self.request_version}" '
+            f"{code} {HTTPStatus(code).phrase}"
+        )
+
+    def log_message(self, format, *args) -> None:
+        """Silence http.server's own stderr lines (uvicorn's format is used instead)."""
+
+
+class SimHTTPServer(ThreadingHTTPServer):
+    """A threaded HTTP server bound to the TokenizerManager."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: Tuple[str, int], tm: TokenizerManager):
+        super().__init__(address, RequestHandler)
+        self.tm = tm

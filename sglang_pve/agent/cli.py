@@ -1,0 +1,104 @@
+"""The agent's command line: `python3 /opt/sglang-pve/sglang-pve-agent.pyz COMMAND ...`.
+
+    prestart --spec FILE                   ExecStartPre: GPUs free, backoff, log offset (reaper.py)
+    gate --spec FILE --main-pid PID        ExecStartPost: readiness gate, starts the watchdog (gate.py)
+    watchdog --spec FILE [--main-pid PID]  liveness after ready; started by the gate (watchdog.py)
+    poststop --spec FILE                   ExecStopPost: GPUs released, verified (reaper.py)
+    status [--json] [--spec-dir DIR]       every server configuration of this host (status.py)
+    holders [--spec FILE | --unit-prefix P]  processes holding /dev/nvidia*, as a JSON list
+
+Exit codes are listed in exitcodes.py, environment overrides (tests only) in overrides.py;
+`--help` prints both.
+"""
+
+import argparse
+import json
+import sys
+import traceback
+
+from sglang_pve.agent import exitcodes, gate, holders, overrides, reaper, status, watchdog
+from sglang_pve.agent.output import Reporter
+from sglang_pve.agent.spec import SpecError, load
+
+DEFAULT_SPEC_DIR = "/etc/sglang/servers"
+
+
+def main(argv: list | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except SpecError as error:
+        print(f"sglang-pve-agent {args.command}: {error}", file=sys.stderr)
+        return exitcodes.USAGE
+    except Exception:  # noqa: BLE001 - the unit's log must show what went wrong
+        traceback.print_exc()
+        return exitcodes.INTERNAL
+
+
+def _prestart(args) -> int:
+    spec = load(args.spec)
+    return reaper.prestart(spec, Reporter("prestart", sys.stderr, log=spec.log))
+
+
+def _gate(args) -> int:
+    return gate.run(load(args.spec), args.main_pid, Reporter("gate", sys.stdout))
+
+
+def _watchdog(args) -> int:
+    return watchdog.run(load(args.spec), args.main_pid, Reporter("watchdog", sys.stdout))
+
+
+def _poststop(args) -> int:
+    spec = load(args.spec)
+    return reaper.poststop(spec, Reporter("poststop", sys.stdout, log=spec.log))
+
+
+def _status(args) -> int:
+    report = status.collect(args.spec_dir)
+    print(json.dumps(report, indent=2, sort_keys=True) if args.json else status.render(report))
+    return exitcodes.OK
+
+
+def _holders(args) -> int:
+    prefix = load(args.spec).unit_prefix if args.spec else args.unit_prefix
+    print(json.dumps([h.to_json() for h in holders.scan(prefix)], indent=2))
+    return exitcodes.OK
+
+
+def _pid(text: str) -> int | None:
+    """--main-pid: a PID; empty (an unset $MAINPID) means unknown."""
+    if not text.strip():
+        return None
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"not a PID: {text!r}")
+    return int(text) or None
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sglang-pve-agent", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Lifecycle agent of sglang-pve server units (stdlib only).",
+        epilog=f"{exitcodes.__doc__}\n{overrides.__doc__}",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, handler, help_text: str, spec: str | None = "required") -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub.set_defaults(handler=handler)
+        if spec:
+            sub.add_argument("--spec", required=spec == "required", metavar="FILE",
+                             help="the server's lifecycle spec, /etc/sglang/servers/NAME.lifecycle.json")
+        return sub
+
+    command("prestart", _prestart, "ExecStartPre: refuse foreign GPU holders, reap ours, wait for free GPUs, backoff")
+    command("gate", _gate, "ExecStartPost: wait until ready; fail on stall, deadline or crash").add_argument(
+        "--main-pid", type=_pid, required=True, metavar="PID", help="the server's main PID ($MAINPID)")
+    command("watchdog", _watchdog, "probe /health_generate; restart a wedged server (started by gate)").add_argument(
+        "--main-pid", type=_pid, metavar="PID", help="default: systemctl show -p MainPID")
+    command("poststop", _poststop, "ExecStopPost: verify the GPUs were released")
+    sub = command("status", _status, "report every server configuration of this host", spec=None)
+    sub.add_argument("--json", action="store_true", help="one JSON document (for the pyinfra fact)")
+    sub.add_argument("--spec-dir", default=DEFAULT_SPEC_DIR, metavar="DIR", help=f"default {DEFAULT_SPEC_DIR}")
+    sub = command("holders", _holders, "processes holding /dev/nvidia* open, as JSON", spec="optional")
+    sub.add_argument("--unit-prefix", default="sglang-", help="marks ours without --spec (default sglang-)")
+    return parser

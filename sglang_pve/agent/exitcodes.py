@@ -1,0 +1,26 @@
+"""Exit codes of the agent's commands; `systemctl status` shows them as `status=N`.
+
+| code | meaning                                                                          |
+|------|----------------------------------------------------------------------------------|
+| 0    | success                                                                          |
+| 2    | bad usage or invalid spec (the message names the file and key)                   |
+| 3    | prestart refused: /dev/nvidia* held by a foreign process or another running unit |
+| 4    | GPUs not free in time: our processes survived SIGKILL or memory stayed in use    |
+| 5    | gate: startup stalled (no log progress for the phase's stall timeout)            |
+| 6    | gate: startup deadline (startup_timeout_s) exceeded                              |
+| 7    | gate: the server crashed during startup (fatal log line or main PID gone)        |
+| 8    | watchdog: restart cap reached, the unit was failed                               |
+| 70   | internal error of the agent (traceback on stderr)                                |
+| 143  | gate: terminated by SIGTERM (the unit is being stopped)                          |
+"""
+
+OK = 0
+USAGE = 2
+REFUSED = 3
+GPUS_BUSY = 4
+STALL = 5
+DEADLINE = 6
+CRASH = 7
+RESTART_CAP = 8
+INTERNAL = 70
+TERMINATED = 143

@@ -1,0 +1,167 @@
+"""The readiness gate (ExecStartPost): the unit becomes active only when SGLang is really ready.
+
+It follows the server log from the offset prestart recorded, tracking the startup phase and the
+time of the last progress (any new byte that is not the agent's own line), and polls every
+POLL_S. Outcomes:
+
+- ready: `The server is fired up and ready to roll!` was seen AND GET /health answered 200 ->
+  start the watchdog (detached, same cgroup, output to the server log) and exit 0;
+- stall: no progress for stall_timeout_s[phase] (before the first line: dist_init's; after the
+  ready line, while /health is not 200 yet: warmup's) -> exit 5;
+- deadline: startup_timeout_s since the gate started -> exit 6;
+- crash: a fatal line (phases.py; the rest of the traceback is read for FATAL_GRACE_S) or the
+  main PID is gone -> exit 7, the diagnosis names the reason (e.g. the context-length ValueError).
+
+Every failure writes a diagnosis first (diagnosis.py) and sets the status verdict. A non-zero
+exit makes systemd fail the unit and kill its whole cgroup. Phase changes are printed:
+
+    [2026-07-20 10:05:12 sglang-pve gate] phase weights -> kv_cache after 301s in weights (312s since start)
+"""
+
+import signal
+import threading
+import time
+
+from sglang_pve.agent import diagnosis, exitcodes, logfollow, output, probe, procs, state, watchdog
+from sglang_pve.agent.phases import PhaseTracker
+from sglang_pve.agent.spec import Spec
+
+POLL_S = 0.5
+FATAL_GRACE_S = 2.0
+HEALTH_TIMEOUT_S = 5.0
+
+
+class _Terminated(Exception):
+    pass
+
+
+def run(spec: Spec, main_pid: int | None, say, *, poll_s: float = POLL_S,
+        fatal_grace_s: float = FATAL_GRACE_S, on_ready=None) -> int:
+    """Gate one start; `on_ready(spec, main_pid) -> pid` starts the watchdog (default)."""
+    gate = _Gate(spec, main_pid, say)
+    previous = _set_sigterm(_terminated)
+    try:
+        return gate.loop(poll_s, fatal_grace_s, on_ready or watchdog.launch)
+    except _Terminated:
+        return gate.terminated()
+    finally:
+        _set_sigterm(previous)
+
+
+def _terminated(signum, frame):
+    _ignore_sigterm()
+    raise _Terminated()
+
+
+def _ignore_sigterm() -> None:
+    _set_sigterm(signal.SIG_IGN)
+
+
+def _set_sigterm(handler):
+    """Install a SIGTERM handler where Python allows it (the main thread); return the old one."""
+    if handler is None or threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, handler)
+
+
+class _Gate:
+    def __init__(self, spec: Spec, main_pid: int | None, say):
+        self.spec, self.say, self.main_pid = spec, say, main_pid
+        offset = state.read_offset(spec)
+        if offset is None:
+            offset = logfollow.size(spec.log)
+            say(f"no offset recorded by prestart in {spec.state_file('run', '.offset')}; following {spec.log} from its end")
+        self.follower = logfollow.LogFollower(spec.log, offset)
+        self.tracker = PhaseTracker(spec.speculative)
+        self.main = (procs.identify(main_pid) or procs.Proc(main_pid, None)) if main_pid else None
+        self.start = self.last_progress = self.phase_start = time.monotonic()
+        self.last_line = None
+        self.health = None
+
+    def loop(self, poll_s: float, fatal_grace_s: float, on_ready) -> int:
+        spec = self.spec
+        self.say(f"waiting for {spec.unit} to be ready: deadline {spec.startup_timeout_s:g}s, "
+                 f"main PID {self.main_pid or '?'}, log {spec.log}")
+        fatal_at = None
+        while True:
+            self._read()
+            now = time.monotonic()
+            if self.tracker.fatal and fatal_at is None:
+                fatal_at = now
+            main_alive = self.main is None or procs.alive(self.main)
+            if not main_alive or (fatal_at is not None and now - fatal_at >= fatal_grace_s):
+                self._read()  # the last words
+                return self._fail("crash", main_alive)
+            if self.tracker.ready:
+                self.health = probe.get(spec.host, spec.port, "/health", HEALTH_TIMEOUT_S)
+                if self.health.ok:
+                    return self._succeed(on_ready)
+            now = time.monotonic()
+            if now - self.last_progress > spec.stall_timeout(self.tracker.phase):
+                return self._fail("stall")
+            if now - self.start > spec.startup_timeout_s:
+                return self._fail("deadline")
+            time.sleep(poll_s)
+
+    def terminated(self) -> int:
+        if self.main is not None and not procs.alive(self.main):
+            self._read()
+            return self._fail("crash", False)
+        self.say(f"stopped by SIGTERM in phase {self.tracker.phase} after {time.monotonic() - self.start:.0f}s")
+        state.update_status(self.spec, verdict="stopped during startup")
+        return exitcodes.TERMINATED
+
+    def _read(self) -> None:
+        update = self.follower.poll()
+        progressed = update.partial_grew
+        for line in update.lines:
+            if output.is_own(line):
+                continue
+            progressed = True
+            self.last_line = line
+            old = self.tracker.phase
+            new = self.tracker.feed(line)
+            if new:
+                now = time.monotonic()
+                self.say(f"phase {old} -> {new} after {now - self.phase_start:.0f}s in {old} "
+                         f"({now - self.start:.0f}s since start)")
+                self.phase_start = now
+                state.update_status(self.spec, phase=new, phase_since=time.time(), verdict=f"starting ({new})")
+        if progressed:
+            self.last_progress = time.monotonic()
+
+    def _succeed(self, on_ready) -> int:
+        elapsed = time.monotonic() - self.start
+        now = time.time()
+        state.update_status(self.spec, phase="ready", phase_since=now, ready_at=now, verdict="ready",
+                            watchdog={"failures": 0, "failing_since": None})
+        pid = on_ready(self.spec, self.main_pid)
+        self.say(f"ready after {elapsed:.0f}s: 'fired up' seen and /health answered 200; watchdog PID {pid}")
+        return exitcodes.OK
+
+    def _fail(self, kind: str, main_alive: bool = True) -> int:
+        _ignore_sigterm()  # a stop arriving now must not cut the diagnosis short
+        spec, phase = self.spec, self.tracker.phase
+        now = time.monotonic()
+        stalled, in_phase, elapsed = now - self.last_progress, now - self.phase_start, now - self.start
+        reason = self.tracker.reason
+        if kind == "stall":
+            summary = f"stalled in {phase}: no log progress for {stalled:.0f}s (limit {spec.stall_timeout(phase):g}s), {elapsed:.0f}s after start"
+            if self.tracker.ready and self.health is not None:
+                summary += f"; the ready line was seen but /health answered {self.health.describe()}"
+            elif self.last_line:
+                summary += f"; last line: {self.last_line.strip()[:160]}"
+            code = exitcodes.STALL
+        elif kind == "deadline":
+            summary = f"startup deadline {spec.startup_timeout_s:g}s exceeded in {phase} ({in_phase:.0f}s in that phase)"
+            code = exitcodes.DEADLINE
+        else:
+            exited = "" if main_alive else f"; main process {self.main_pid} exited"
+            summary = (f"crashed in {phase}: {reason}{exited}" if reason else
+                       f"main process {self.main_pid} exited in {phase} after {elapsed:.0f}s without an error line in the log")
+            code = exitcodes.CRASH
+        path = diagnosis.write(spec, kind, summary, phase=phase, seconds_in_phase=in_phase,
+                               seconds_stalled=stalled, reason=reason, main_pid=self.main_pid)
+        state.update_status(spec, verdict=f"failed: {summary}", diagnosis=path)
+        self.say(f"FAILED: {summary}\ndiagnosis: {path}", error=True)
+        return code

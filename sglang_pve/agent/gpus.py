@@ -1,0 +1,176 @@
+"""GPUs as the container sees them: nvidia-smi's numbers, the driver's device majors and nodes.
+
+The parse functions take text and do no I/O, so pyinfra facts that run the same commands over
+SSH reuse them:
+
+    parse_gpu_csv(out of `nvidia-smi --query-gpu=index,uuid,name,memory.used,memory.total,
+                  utilization.gpu --format=csv,noheader,nounits`)   -> [Gpu, ...]
+    parse_proc_devices(cat /proc/devices)                           -> {"nvidia": 195, ...}
+    parse_driver_version(cat /proc/driver/nvidia/version)           -> "580.95.05"
+    parse_fd_links(out of `find /proc/[0-9]*/fd -lname '/dev/nvidia*' -printf '%h %l\\n'`)
+                                                                    -> {pid: ["/dev/nvidia0", ...]}
+
+Majors are never assumed: nvidia is 195 by convention, but nvidia-uvm and nvidia-caps are
+allocated dynamically at module load and differ between hosts.
+"""
+
+import csv
+import glob
+import io
+import os
+import re
+import stat
+import subprocess
+from dataclasses import dataclass
+
+from sglang_pve.agent import overrides
+
+QUERY = "index,uuid,name,memory.used,memory.total,utilization.gpu"
+NVIDIA_SMI_TIMEOUT_S = 15  # nvidia-smi itself can hang when a GPU is wedged
+
+
+class GpuQueryError(RuntimeError):
+    """nvidia-smi exists but failed (driver/library mismatch, no devices, timeout)."""
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    uuid: str
+    name: str
+    memory_used_mib: int | None  # None where nvidia-smi says [N/A] or [Not Supported]
+    memory_total_mib: int | None
+    utilization_pct: int | None
+
+
+@dataclass(frozen=True)
+class DeviceNode:
+    path: str
+    major: int
+    minor: int
+
+
+def parse_gpu_csv(text: str) -> list:
+    gpus = []
+    for row in csv.reader(io.StringIO(text), skipinitialspace=True):
+        if not row or not "".join(row).strip():
+            continue
+        if len(row) != 6:
+            raise GpuQueryError(f"unexpected nvidia-smi line (want 6 fields: {QUERY}): {','.join(row)!r}")
+        index, uuid, name, used, total, util = (field.strip() for field in row)
+        gpus.append(Gpu(int(index), uuid, name, _number(used), _number(total), _number(util)))
+    return gpus
+
+
+def _number(field: str) -> int | None:
+    """'1234' -> 1234, '12.5' -> 12; '[N/A]', '[Not Supported]', 'N/A', '' -> None."""
+    try:
+        return int(float(field))
+    except ValueError:
+        return None
+
+
+def parse_proc_devices(text: str) -> dict:
+    """Character-device majors of the NVIDIA driver, keyed by name; `nvidia-frontend` (older
+    drivers' name for the 195 major) is reported as `nvidia`."""
+    majors, section = {}, None
+    for line in text.splitlines():
+        if line.endswith("devices:"):
+            section = line.split()[0].lower()
+            continue
+        parts = line.split()
+        if section == "character" and len(parts) == 2 and parts[0].isdigit() and parts[1].startswith("nvidia"):
+            name = "nvidia" if parts[1] == "nvidia-frontend" else parts[1]
+            majors[name] = int(parts[0])
+    return majors
+
+
+def parse_driver_version(text: str) -> str | None:
+    """From /proc/driver/nvidia/version (`NVRM version: NVIDIA UNIX Open Kernel Module for x86_64
+    580.95.05  Release Build ...`) or from nvidia-smi's `driver_version` output."""
+    for line in text.splitlines():
+        if line.startswith("NVRM") or re.fullmatch(r"\s*\d+\.\d+(\.\d+)?\s*", line):
+            match = re.search(r"(?<![\w.])(\d{2,4}\.\d{1,3}(?:\.\d{1,3})?)(?![\w.])", line)
+            if match:
+                return match.group(1)
+    return None
+
+
+def parse_fd_links(text: str) -> dict:
+    """`/proc/1234/fd /dev/nvidia0` lines -> {1234: ["/dev/nvidia0", ...]} (sorted, unique)."""
+    holders = {}
+    for line in text.splitlines():
+        parts = line.split(None, 1)
+        match = re.fullmatch(r"/proc/(\d+)/fd", parts[0]) if len(parts) == 2 else None
+        if match:
+            holders.setdefault(int(match.group(1)), set()).add(parts[1].strip())
+    return {pid: sorted(devices) for pid, devices in sorted(holders.items())}
+
+
+def query_gpus(timeout: float = NVIDIA_SMI_TIMEOUT_S) -> list | None:
+    """Every GPU's memory and utilization; None where nvidia-smi is absent."""
+    out = _nvidia_smi([f"--query-gpu={QUERY}", "--format=csv,noheader,nounits"], timeout)
+    return None if out is None else parse_gpu_csv(out)
+
+
+def device_majors() -> dict:
+    return parse_proc_devices(_read(f"{overrides.proc_root()}/devices") or "")
+
+
+def device_nodes() -> list:
+    """The NVIDIA device nodes (the SGLANG_PVE_DEV_GLOB files, nvidia-caps/* included)."""
+    nodes = []
+    for path in sorted(_expand(overrides.device_glob())):
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue
+        if stat.S_ISCHR(info.st_mode):
+            nodes.append(DeviceNode(path, os.major(info.st_rdev), os.minor(info.st_rdev)))
+    return nodes
+
+
+def driver_version() -> str | None:
+    text = _read(f"{overrides.proc_root()}/driver/nvidia/version")
+    if text is None:
+        try:
+            text = _nvidia_smi(["--query-gpu=driver_version", "--format=csv,noheader"], NVIDIA_SMI_TIMEOUT_S)
+        except GpuQueryError:
+            return None
+    return parse_driver_version(text) if text else None
+
+
+def busy(gpus: list, idle_mib: float) -> list:
+    """GPUs whose memory.used is above `idle_mib` (unknown memory counts as idle)."""
+    return [gpu for gpu in gpus if gpu.memory_used_mib is not None and gpu.memory_used_mib > idle_mib]
+
+
+def _expand(pattern: str) -> list:
+    paths = []
+    for path in glob.glob(pattern):
+        paths.extend(glob.glob(os.path.join(path, "*")) if os.path.isdir(path) else [path])
+    return paths
+
+
+def _nvidia_smi(args: list, timeout: float) -> str | None:
+    tool = overrides.nvidia_smi()
+    if tool is None:
+        return None
+    try:
+        done = subprocess.run([tool, *args], capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise GpuQueryError(f"{tool} did not answer within {timeout:.0f}s (a GPU may be wedged)") from None
+    except OSError as error:
+        raise GpuQueryError(f"{tool}: {error}") from None
+    if done.returncode != 0:
+        message = (done.stdout + done.stderr).strip().splitlines()
+        raise GpuQueryError(f"{tool} failed (exit {done.returncode}): {message[-1] if message else 'no output'}")
+    return done.stdout
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None

@@ -1,0 +1,175 @@
+"""SGLang's startup log lines -> startup phase, crash reason, and probe noise.
+
+Lines look like `[2026-07-20 10:00:00 TP0] Load weight begin. avail mem=93.12 GB`; the tag after
+the time names the rank (`TP0`, `DP0 TP3`, ...), main-process lines have none, and tqdm bars
+(`Multi-thread loading shards: 45% Completed | 29/64 [...]`, `Capturing batches (bs=8 ...)`) have
+no prefix at all. Phases, in order (notes/sglang.md section 3):
+
+| phase      | entered by (v0.5.9 and HEAD spellings)                                             |
+|------------|------------------------------------------------------------------------------------|
+| launch     | (process start; nothing recognised yet; stall limit = dist_init's)                 |
+| dist_init  | `Init torch distributed begin.` / `... ends. elapsed=...`                          |
+| weights    | `Load weight begin/end`, `Multi-thread loading shards`, `Loading ... checkpoint shards` |
+| kv_cache   | `KV Cache is allocated. ...`, `Memory pool end. avail mem=...`                     |
+| draft      | speculative only: a rank's second `Load weight begin`; `Capture draft cuda graph begin` |
+|            | (v0.5.9), `Capture draft decode/extend CUDA graph begin/end` (HEAD); the draft's   |
+|            | weight/KV/`Capturing batches` lines stay in draft                                  |
+| cuda_graph | `Capture .*(cuda|CUDA) graph (begin|end)` (v0.5.9 `Capture cuda graph begin`, HEAD |
+|            | `Capture target decode CUDA graph begin. backend=...`), `Capturing batches`,        |
+|            | DeepGEMM JIT lines                                                                 |
+| http       | `max_total_num_tokens=...` (scheduler ready), `Started server process`,            |
+|            | `Application startup complete.`, `Uvicorn running on http://...`                   |
+| warmup     | access-log lines (`"GET /model_info HTTP/1.1" 200`), `Prefill batch`, `Decode batch` |
+| ready      | `The server is fired up and ready to roll!` (terminal)                             |
+
+Ranks log in parallel, so a late line of an earlier phase (TP7's `Load weight end` after TP0's
+`KV Cache is allocated`) never moves the phase back. Draft is the exception: it can follow
+cuda_graph (v0.5.9 captures the target's graphs before loading the draft), and a target capture
+*begin* after it moves on to cuda_graph again (HEAD captures target graphs after the draft loaded).
+
+Fatal lines, before ready: `... hit an exception` (scheduler, detokenizer), `Received sigquit from
+a child process`, `Traceback (most recent call last):`, a bare exception line (`ValueError: ...`),
+`Scheduler watchdog timeout`, `Initialization failed. warmup error`. The crash reason is the first
+exception line (the root cause, e.g. the draft context-length ValueError), else the first fatal line.
+"""
+
+import re
+import time
+from dataclasses import dataclass, field
+
+PHASES = ("launch", "dist_init", "weights", "kv_cache", "draft", "cuda_graph", "http", "warmup", "ready")
+_ORDER = {phase: index for index, phase in enumerate(PHASES)}
+
+_PREFIX = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d+)?(?: ([^\]]*))?\] ?")
+
+# (signal, pattern) in priority order: the first match wins.
+_SIGNALS = [
+    (sig, re.compile(pattern))
+    for sig, pattern in (
+        ("ready", r"The server is fired up and ready to roll"),
+        ("draft_graph", r"Capture draft.*(?:cuda|CUDA) graph (?:begin|end)"),
+        ("graph_begin", r"Capture .*(?:cuda|CUDA) graph begin"),
+        ("graph_end", r"Capture .*(?:cuda|CUDA) graph end"),
+        ("capturing", r"Capturing batches|DeepGEMM JIT"),
+        ("weights_begin", r"Load weight begin"),
+        ("weights", r"Load weight end|Multi-thread loading shards|Loading \w+ checkpoint shards"),
+        ("kv_cache", r"KV Cache is allocated|Memory pool end"),
+        ("dist_init", r"Init torch distributed (?:begin|ends)"),
+        ("http", r"max_total_num_tokens=|Started server process|Waiting for application startup"
+                 r"|Application startup complete|Uvicorn running on"),
+        ("request", r'"(?:GET|POST|PUT|DELETE|HEAD) \S+ HTTP/[\d.]+" \d{3}|Prefill batch|Decode batch'),
+    )
+]
+_FATAL = re.compile(
+    r"hit an exception|Received sigquit from a child process|Traceback \(most recent call last\)"
+    r"|Scheduler watchdog timeout|Initialization failed\. warmup error"
+)
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::|$)")
+# Lines that our own probes and monitoring cause: they are no sign of a working server.
+_NOISE = re.compile(
+    r'"GET /(?:health|health_generate|metrics|model_info|get_model_info|server_info|get_server_info'
+    r'|v1/models)[?" ][^"]*"? ?\d{3}'
+    r"|Health check failed"
+    r"|Prefill batch[^#]*#new-seq: 1, #new-token: 1,"  # the 1-token generation of /health_generate
+)
+
+
+@dataclass(frozen=True)
+class Line:
+    text: str
+    message: str  # the text after the `[time rank]` prefix
+    rank: str  # "TP0", "DP0 TP3"; "" for the main process and unprefixed output
+    stamp: float | None  # epoch seconds of the prefix (local time, as SGLang writes it)
+
+
+def parse_line(text: str) -> Line:
+    match = _PREFIX.match(text)
+    if not match:
+        return Line(text, text, "", None)
+    try:
+        stamp = time.mktime(time.strptime(match.group(1), "%Y-%m-%d %H:%M:%S"))
+    except (ValueError, OverflowError):
+        stamp = None
+    return Line(text, text[match.end():], match.group(2) or "", stamp)
+
+
+def signal(message: str) -> str | None:
+    """The stateless class of a message: a key of _SIGNALS, or None."""
+    for name, pattern in _SIGNALS:
+        if pattern.search(message):
+            return name
+    return None
+
+
+def is_fatal(line: Line) -> bool:
+    return bool(_FATAL.search(line.message)) or is_exception(line)
+
+
+def is_exception(line: Line) -> bool:
+    """A bare `ValueError: ...` line: the last line of a Python traceback."""
+    return not line.rank and line.stamp is None and bool(_EXCEPTION.match(line.text))
+
+
+def is_noise(text: str) -> bool:
+    """True for lines caused by health probes and monitoring scrapes, not by real work."""
+    return bool(_NOISE.search(text))
+
+
+@dataclass
+class PhaseTracker:
+    """Feed it the log's lines in order; it knows the phase, when it began, and any crash."""
+
+    speculative: bool = False
+    phase: str = "launch"
+    since: float | None = None  # log time of the line that entered the phase
+    last_stamp: float | None = None
+    fatal: str | None = None  # first fatal line
+    exception: str | None = None  # first bare exception line
+    _weight_loads: dict = field(default_factory=dict)
+
+    @property
+    def ready(self) -> bool:
+        return self.phase == "ready"
+
+    @property
+    def reason(self) -> str | None:
+        """The crash reason: the first exception line, else the first fatal line."""
+        return self.exception or self.fatal
+
+    def feed(self, text: str) -> str | None:
+        """Account for one line; return the new phase when this line changed it."""
+        line = parse_line(text)
+        if line.stamp is not None:
+            self.last_stamp = line.stamp
+        if self.ready:
+            return None
+        if is_fatal(line):
+            self.fatal = self.fatal or line.message.strip()
+            if is_exception(line):
+                self.exception = self.exception or line.text.strip()
+            return None
+        target = self._target(signal(line.message), line.rank)
+        if target is None or target == self.phase:
+            return None
+        self.phase = target
+        self.since = line.stamp if line.stamp is not None else self.last_stamp
+        return target
+
+    def _target(self, sig: str | None, rank: str) -> str | None:
+        if sig is None:
+            return None
+        if sig == "ready":
+            return "ready"
+        before_http = _ORDER[self.phase] < _ORDER["http"]
+        if sig == "weights_begin":
+            loads = self._weight_loads[rank] = self._weight_loads.get(rank, 0) + 1
+            if self.speculative and loads >= 2 and before_http:
+                return "draft"
+            sig = "weights"
+        if sig == "draft_graph":
+            return "draft" if before_http else None
+        if self.phase == "draft" and sig in ("capturing", "graph_end"):
+            return None  # the draft's own capture progress
+        target = {"graph_begin": "cuda_graph", "graph_end": "cuda_graph", "capturing": "cuda_graph",
+                  "request": "warmup"}.get(sig, sig)
+        return target if _ORDER[target] > _ORDER[self.phase] else None

@@ -1,0 +1,132 @@
+"""The process table, read from /proc (SGLANG_PVE_PROC), and killing by PID only.
+
+A process is identified by (pid, start time in clock ticks): before every signal the start time
+is checked again, so a PID that was reused by an unrelated process is never signalled. Nothing
+here looks processes up by name.
+"""
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+from sglang_pve.agent import overrides
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    start: int | None  # start time in clock ticks since boot (/proc/PID/stat field 22)
+
+
+def _path(pid: int, name: str) -> str:
+    return f"{overrides.proc_root()}/{pid}/{name}"
+
+
+def pids() -> list:
+    try:
+        return sorted(int(entry) for entry in os.listdir(overrides.proc_root()) if entry.isdigit())
+    except OSError:
+        return []
+
+
+def stat(pid: int) -> tuple | None:
+    """(state letter, start ticks) of a process, or None when it does not exist."""
+    try:
+        with open(_path(pid, "stat"), "rb") as handle:
+            data = handle.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = data[data.rfind(")") + 2:].split()  # the command in (...) may contain spaces
+    try:
+        return fields[0], int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def identify(pid: int) -> Proc | None:
+    info = stat(pid)
+    return None if info is None else Proc(pid, info[1])
+
+
+def alive(proc: Proc) -> bool:
+    """Running (not a zombie) and still the same process (same start time)."""
+    info = stat(proc.pid)
+    return info is not None and info[0] not in ("Z", "X") and (proc.start is None or info[1] == proc.start)
+
+
+def cmdline(pid: int) -> str:
+    try:
+        with open(_path(pid, "cmdline"), "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return ""
+    return raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
+
+
+def environ_value(pid: int, name: str) -> str | None:
+    """One variable of the environment the process was started with (None: unset/unreadable)."""
+    try:
+        with open(_path(pid, "environ"), "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return None
+    prefix = name.encode() + b"="
+    for entry in raw.split(b"\0"):
+        if entry.startswith(prefix):
+            return entry[len(prefix):].decode("utf-8", "replace")
+    return None
+
+
+def fd_targets(pid: int) -> list:
+    """Where the process's open file descriptors point (O_PATH descriptors included)."""
+    directory = _path(pid, "fd")
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    targets = []
+    for name in names:
+        try:
+            targets.append(os.readlink(f"{directory}/{name}"))
+        except OSError:  # closed meanwhile
+            continue
+    return targets
+
+
+def terminate(procs: list, grace_s: float = 10.0, kill_wait_s: float = 10.0) -> list:
+    """SIGTERM each process, wait up to grace_s, SIGKILL the rest, wait up to kill_wait_s until
+    they are gone. Returns the processes still alive (e.g. stuck in the driver, state D)."""
+    _signal_all(procs, signal.SIGTERM)
+    survivors = wait_gone(procs, grace_s)
+    if survivors:
+        _signal_all(survivors, signal.SIGKILL)
+        survivors = wait_gone(survivors, kill_wait_s)
+    return survivors
+
+
+def kill(proc: Proc) -> bool:
+    """SIGKILL one process by PID (after checking it is still that process)."""
+    return bool(_signal_all([proc], signal.SIGKILL))
+
+
+def wait_gone(procs: list, timeout_s: float, poll_s: float = 0.05) -> list:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        survivors = [proc for proc in procs if alive(proc)]
+        if not survivors or time.monotonic() >= deadline:
+            return survivors
+        time.sleep(poll_s)
+
+
+def _signal_all(procs: list, signum: int) -> list:
+    sent = []
+    for proc in procs:
+        if not alive(proc):
+            continue
+        try:
+            os.kill(proc.pid, signum)
+            sent.append(proc)
+        except ProcessLookupError:
+            pass
+    return sent

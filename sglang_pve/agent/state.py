@@ -1,0 +1,76 @@
+"""Files under the spec's state_dir, always written atomically (temp file + rename).
+
+    run/NAME.offset      the log size when prestart ran: where this start's lines begin
+    status/NAME.json     the latest phase and verdict, e.g.
+                         {"server": "baseline", "unit": "sglang-baseline.service", "phase": "weights",
+                          "phase_since": 1784541600.0, "verdict": "starting (weights)",
+                          "updated": 1784541912.3, "watchdog": {"failures": 0, "failing_since": null}}
+    restarts/NAME.json   the watchdog's restart history (restarts.py)
+"""
+
+import json
+import os
+import tempfile
+import time
+
+from sglang_pve.agent.spec import Spec
+
+
+def write_atomic(path: str, text: str, mode: int = 0o640) -> None:
+    """Write `text` to a temp file beside `path` with `mode`, fsync it, rename it over `path`."""
+    directory = os.path.dirname(path)
+    os.makedirs(directory, mode=0o750, exist_ok=True)
+    handle, temp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            os.fchmod(stream.fileno(), mode)
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+
+
+def write_json(path: str, data: object, mode: int = 0o640) -> None:
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n", mode)
+
+
+def read_json(path: str) -> dict | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_offset(spec: Spec, offset: int) -> None:
+    write_atomic(spec.state_file("run", ".offset"), f"{offset}\n")
+
+
+def read_offset(spec: Spec) -> int | None:
+    try:
+        with open(spec.state_file("run", ".offset"), encoding="ascii") as handle:
+            return int(handle.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def read_status(spec: Spec) -> dict:
+    return read_json(spec.state_file("status")) or {}
+
+
+def update_status(spec: Spec, **fields) -> dict:
+    """Merge `fields` into status/NAME.json; never raises (status is advisory)."""
+    record = read_status(spec)
+    record.update(fields, server=spec.server, unit=spec.unit, updated=time.time())
+    try:
+        write_json(spec.state_file("status"), record)
+    except OSError:
+        pass
+    return record

@@ -1,0 +1,195 @@
+"""`status --json`: every server configuration of this host in one JSON document.
+
+One command for the pyinfra status fact: one systemctl call for all units, one nvidia-smi call,
+one /proc scan, and per server a look at its log, state files and (if the port listens) /health.
+
+    {"time": "2026-07-20T10:00:00Z", "host": "gpu1", "spec_dir": "/etc/sglang/servers",
+     "driver": "580.95.05", "gpus": [{"index": 0, "memory_used_mib": 80211, ...}] | null,
+     "gpu_error": null, "holders": [{"pid": 4300, "cmdline": "...", "ours": true, ...}],
+     "unit_error": null,
+     "servers": [{"server": "baseline", "unit": "sglang-baseline.service",
+                  "spec": "/etc/sglang/servers/baseline.lifecycle.json", "log": "/var/log/sglang/baseline.log",
+                  "state": {"ActiveState": "active", "SubState": "running", "Result": "success",
+                            "NRestarts": "0", "MainPID": "4242", ...},
+                  "phase": "ready", "seconds_in_phase": 3600.0, "seconds_since_progress": 2.1,
+                  "health": {"status": 200, "error": null, "seconds": 0.9} | null,
+                  "last_log_line": "...", "restarts": {"in_window": 0, "window_s": 3600, "last": null},
+                  "diagnosis": "/var/lib/sglang-pve/diagnoses/baseline-20260720T081500Z-stall.json" | null,
+                  "verdict": "ready"}]}
+
+Verdicts: `ready`; `starting (<phase>, Ns)`; `stalled (<phase>, no progress for Ns)` (silent
+longer than the phase's stall timeout; the gate is about to fail it); `zombie since <ISO time>`
+(active but /health failing and the log silent, or the port closed); `failed: <why>` (the
+latest diagnosis of this start, else the unit's Result); `stopping`; `stopped`. A spec that does
+not load is listed as {"spec": path, "error": message}.
+"""
+
+import glob
+import os
+import socket
+import time
+from dataclasses import asdict
+
+from sglang_pve.agent import diagnosis, gpus, holders, logfollow, output, phases, probe, restarts, state, systemd
+from sglang_pve.agent.spec import Spec, SpecError, load
+
+UNIT_PROPERTIES = [
+    "LoadState", "ActiveState", "SubState", "Result", "NRestarts", "MainPID", "ExecMainStartTimestamp",
+    "ExecMainStartTimestampMonotonic", "ActiveEnterTimestampMonotonic", "InactiveExitTimestampMonotonic",
+]
+HEALTH_TIMEOUT_S = 5.0
+PHASE_READ_MAX = 64 << 20
+
+
+def collect(spec_dir: str) -> dict:
+    specs, broken = [], []
+    for path in sorted(glob.glob(os.path.join(spec_dir, "*.lifecycle.json"))):
+        try:
+            specs.append(load(path))
+        except SpecError as error:
+            broken.append({"spec": path, "error": str(error)})
+    try:
+        units, unit_error = systemd.show([s.unit for s in specs], UNIT_PROPERTIES), None
+    except systemd.SystemdError as error:
+        units, unit_error = {}, str(error)
+    try:
+        gpu_list, gpu_error = gpus.query_gpus(), None
+    except gpus.GpuQueryError as error:
+        gpu_list, gpu_error = None, str(error)
+    prefix = specs[0].unit_prefix if specs else "sglang-"
+    return {
+        "time": _iso(time.time()),
+        "host": socket.gethostname(),
+        "spec_dir": spec_dir,
+        "driver": gpus.driver_version(),
+        "gpus": None if gpu_list is None else [asdict(gpu) for gpu in gpu_list],
+        "gpu_error": gpu_error,
+        "holders": [h.to_json() for h in holders.scan(prefix)],
+        "unit_error": unit_error,
+        "servers": [server(s, units.get(s.unit)) for s in specs] + broken,
+    }
+
+
+def server(spec: Spec, unit: dict | None) -> dict:
+    now = time.time()
+    unit = unit or {}
+    active, sub = unit.get("ActiveState"), unit.get("SubState")
+    record = state.read_status(spec)
+    entry = {
+        "server": spec.server, "unit": spec.unit, "spec": spec.path, "log": spec.log,
+        "state": {key: unit[key] for key in ["Id", *UNIT_PROPERTIES] if key in unit} or None,
+        "phase": None, "seconds_in_phase": None, "seconds_since_progress": None, "health": None,
+        "last_log_line": next(iter(logfollow.tail(spec.log, 1)), None),
+        "restarts": _restarts(spec, now), "diagnosis": diagnosis.latest(spec),
+    }
+    started = _epoch(unit.get("ExecMainStartTimestampMonotonic"), now)
+    if active in ("active", "reloading", "activating", "deactivating") and probe.listening(spec.host, spec.port):
+        result = probe.get(spec.host, spec.port, "/health", HEALTH_TIMEOUT_S)
+        entry["health"] = {"status": result.status, "error": result.error, "seconds": round(result.seconds, 3)}
+    if active == "activating" and sub == "start-pre":
+        since = _epoch(unit.get("InactiveExitTimestampMonotonic"), now) or now
+        entry.update(phase="prestart", seconds_in_phase=round(now - since, 1))
+        entry["verdict"] = f"starting (prestart, {now - since:.0f}s)"
+    elif active in ("activating", "failed"):
+        tracker, mtime = _phase_from_log(spec)
+        since = tracker.since or started or now
+        silent = now - max(mtime or 0, started or 0)
+        entry.update(phase=tracker.phase, seconds_in_phase=round(now - since, 1), seconds_since_progress=round(silent, 1))
+        if active == "failed":
+            entry["verdict"] = f"failed: {_failure(spec, unit, record, entry['diagnosis'], started)}"
+        elif silent > spec.stall_timeout(tracker.phase):
+            entry["verdict"] = f"stalled ({tracker.phase}, no progress for {silent:.0f}s)"
+        else:
+            entry["verdict"] = f"starting ({tracker.phase}, {now - since:.0f}s)"
+    elif active in ("active", "reloading"):
+        ready_at = record.get("ready_at") or _epoch(unit.get("ActiveEnterTimestampMonotonic"), now) or now
+        activity = _last_activity(spec)
+        entry.update(phase="ready", seconds_in_phase=round(now - ready_at, 1),
+                     seconds_since_progress=None if activity is None else round(now - activity, 1))
+        healthy = entry["health"] is not None and entry["health"]["status"] == 200
+        busy = activity is not None and now - activity < spec.watchdog.interval_s
+        if healthy or busy:
+            entry["verdict"] = "ready"
+        else:
+            failing_since = (record.get("watchdog") or {}).get("failing_since")
+            entry["verdict"] = f"zombie since {_iso(failing_since or activity or ready_at)}"
+    elif active == "deactivating":
+        entry["verdict"] = "stopping"
+    else:
+        entry["verdict"] = "stopped"
+    return entry
+
+
+def _failure(spec: Spec, unit: dict, record: dict, latest: str | None, started: float | None) -> str:
+    """Why the unit failed: this start's diagnosis, else the agent's verdict, else systemd's Result."""
+    if latest and (started is None or os.path.getmtime(latest) >= started - 1):
+        summary = (state.read_json(latest) or {}).get("summary")
+        if summary:
+            return summary
+    verdict = record.get("verdict") or ""
+    if verdict.startswith("failed: ") and (started is None or record.get("updated", 0) >= started - 1):
+        return verdict[len("failed: "):]
+    return f"unit result {unit.get('Result') or 'unknown'}"
+
+
+def _phase_from_log(spec: Spec) -> tuple:
+    """The phase tracker fed with this start's lines (from the recorded offset), and the log mtime."""
+    tracker = phases.PhaseTracker(spec.speculative)
+    offset = state.read_offset(spec) or 0
+    follower = logfollow.LogFollower(spec.log, offset)
+    while follower.offset < offset + PHASE_READ_MAX:
+        update = follower.poll()
+        if not update.grew:
+            break
+        for line in update.lines:
+            if not output.is_own(line):
+                tracker.feed(line)
+    try:
+        mtime = os.stat(spec.log).st_mtime
+    except OSError:
+        mtime = None
+    return tracker, mtime
+
+
+def _last_activity(spec: Spec) -> float | None:
+    """Time of the server's last real output: the newest stamped line that is neither ours nor
+    probe noise (the log's mtime when that line has no stamp)."""
+    for text in reversed(logfollow.tail(spec.log, 200)):
+        if output.is_own(text) or phases.is_noise(text):
+            continue
+        stamp = phases.parse_line(text).stamp
+        if stamp is not None:
+            return stamp
+        try:
+            return os.stat(spec.log).st_mtime
+        except OSError:
+            return None
+    return None
+
+
+def _restarts(spec: Spec, now: float) -> dict:
+    recent = restarts.in_window(spec, now)
+    return {"in_window": len(recent), "window_s": spec.watchdog.window_s, "last": _iso(recent[-1]) if recent else None}
+
+
+def _epoch(monotonic_usec: str | None, now: float) -> float | None:
+    """systemd's CLOCK_MONOTONIC microseconds -> epoch seconds (None for 0/unset)."""
+    if not monotonic_usec or not monotonic_usec.isdigit() or int(monotonic_usec) == 0:
+        return None
+    return now - (time.monotonic() - int(monotonic_usec) / 1e6)
+
+
+def _iso(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def render(report: dict) -> str:
+    """The human-readable table of `status` without --json."""
+    rows = [f"{'SERVER':<20} {'UNIT':<34} VERDICT"]
+    for entry in report["servers"]:
+        rows.append(f"{entry.get('server', '?'):<20} {entry.get('unit', entry['spec']):<34} "
+                    f"{entry.get('verdict') or 'invalid spec: ' + entry.get('error', '')}")
+    if report["gpus"] is not None:
+        used = ", ".join(f"{g['index']}:{g['memory_used_mib']}MiB/{g['utilization_pct']}%" for g in report["gpus"])
+        rows.append(f"GPUs: {used or 'none'}")
+    return "\n".join(rows)

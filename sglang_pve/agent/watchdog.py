@@ -1,0 +1,159 @@
+"""Liveness after ready: restart a wedged server, fail it for good at the restart cap.
+
+Started by the gate as a detached process in the unit's cgroup (so stopping the unit stops it),
+with its output appended to the server log. Every `watchdog.interval_s` it sends
+GET /health_generate with `watchdog.timeout_s`. A failure (not 200, or no answer) counts only
+while the server shows no legitimate progress: when the log grew since the previous probe with
+anything but probe noise (phases.is_noise: health/metrics access lines, "Health check failed",
+the probe's own 1-token prefill) - e.g. `Decode batch` lines under load - the failure is not
+counted and the count starts over (sglang#22511: long prefills make health fail under load).
+
+After `watchdog.failures` consecutive counted failures the server is wedged:
+- fewer than `max_restarts` restarts within `window_s`: write a `wedged` diagnosis, record the
+  restart (restarts.py), `systemctl restart --no-block UNIT` (the next prestart sleeps the
+  backoff), exit 0;
+- otherwise: write a `restart_cap` diagnosis, set the verdict "failed: watchdog restart cap
+  reached (...)", SIGKILL the unit's main PID (`systemctl show -p MainPID --value UNIT`) so the
+  unit fails and stays failed (Restart=no), exit 8.
+It exits 0 as soon as the main PID is gone.
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+from sglang_pve.agent import diagnosis, exitcodes, logfollow, output, phases, probe, procs, restarts, state, systemd
+from sglang_pve.agent.spec import Spec
+
+TICK_S = 1.0  # how often the main PID is checked between probes
+
+
+def launch(spec: Spec, main_pid: int | None) -> int:
+    """Start `watchdog` detached (own session, same cgroup, output appended to the server log)."""
+    prefix, env = self_command()
+    command = [*prefix, "watchdog", "--spec", spec.path] + (["--main-pid", str(main_pid)] if main_pid else [])
+    try:
+        log = open(spec.log, "ab")
+    except OSError:
+        log = subprocess.DEVNULL
+    try:
+        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                 start_new_session=True, close_fds=True, cwd="/", env=env)
+    finally:
+        if log is not subprocess.DEVNULL:
+            log.close()
+    return child.pid
+
+
+def self_command() -> tuple:
+    """How to run this agent again: ([python, the .pyz], None) from the zipapp, else
+    ([python, -m, sglang_pve.agent], environment with PYTHONPATH pointing at the sources)."""
+    import sglang_pve
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(sglang_pve.__file__)))
+    if os.path.isfile(root):
+        return [sys.executable, root], None
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    return [sys.executable, "-m", "sglang_pve.agent"], env
+
+
+def run(spec: Spec, main_pid: int | None, say, *, tick_s: float = TICK_S) -> int:
+    wd = spec.watchdog
+    if not main_pid:
+        try:
+            main_pid = systemd.main_pid(spec.unit)
+        except systemd.SystemdError as error:
+            say(f"no --main-pid and {error}; watchdog exits", error=True)
+            return exitcodes.USAGE
+    main = procs.identify(main_pid) if main_pid else None
+    if main is None:
+        say(f"main PID {main_pid} is not running; watchdog exits")
+        return exitcodes.OK
+    follower = logfollow.LogFollower(spec.log, logfollow.size(spec.log))
+    ready_at = state.read_status(spec).get("ready_at") or time.time()
+    last_growth = time.monotonic()
+    failures, failing_since = 0, None
+    say(f"watching {spec.unit} (main PID {main.pid}): GET /health_generate every {wd.interval_s:g}s, "
+        f"timeout {wd.timeout_s:g}s; {wd.failures} consecutive failures with a silent log = wedged")
+    while True:
+        if not _sleep_while_alive(main, wd.interval_s, tick_s):
+            say(f"main PID {main.pid} is gone; watchdog exits")
+            return exitcodes.OK
+        result = probe.get(spec.host, spec.port, "/health_generate", wd.timeout_s)
+        busy = _progressed(follower.poll())
+        if busy:
+            last_growth = time.monotonic()
+        if not procs.alive(main):
+            continue  # the probe raced the stop; the next round exits
+        if result.ok or busy:
+            if not result.ok:
+                say(f"/health_generate failed ({result.describe()}) but the log grew: busy, not counted")
+            elif failures:
+                say(f"/health_generate answers again after {failures} failure(s)")
+            if failures:
+                state.update_status(spec, watchdog={"failures": 0, "failing_since": None})
+            failures, failing_since = 0, None
+            continue
+        failures += 1
+        failing_since = failing_since or time.time()
+        say(f"/health_generate failed ({result.describe()}) and the log is silent: {failures}/{wd.failures}")
+        state.update_status(spec, watchdog={"failures": failures, "failing_since": failing_since})
+        if failures >= wd.failures:
+            summary = (f"wedged: /health_generate failed {failures} times in a row (last: {result.describe()}) "
+                       f"with no log progress for {time.monotonic() - last_growth:.0f}s")
+            evidence = {"phase": "ready", "seconds_in_phase": time.time() - ready_at,
+                        "seconds_stalled": time.monotonic() - last_growth, "main_pid": main.pid}
+            return _wedged(spec, main, say, summary, evidence)
+
+
+def _wedged(spec: Spec, main: procs.Proc, say, summary: str, evidence: dict) -> int:
+    wd = spec.watchdog
+    if restarts.may_restart(spec):
+        count = len(restarts.record(spec))
+        summary += f"; restart {count}/{wd.max_restarts} within {wd.window_s:g}s"
+        path = diagnosis.write(spec, "wedged", summary, **evidence)
+        state.update_status(spec, verdict=f"restarting: {summary}", diagnosis=path)
+        say(f"{summary}\ndiagnosis: {path}\nsystemctl restart --no-block {spec.unit}", error=True)
+        try:
+            systemd.restart_no_block(spec.unit)
+            return exitcodes.OK
+        except systemd.SystemdError as error:
+            say(f"cannot restart: {error}; failing the unit instead", error=True)
+    else:
+        count = len(restarts.in_window(spec))
+        summary = f"watchdog restart cap reached ({count} restarts within {wd.window_s:g}s); {summary}"
+        path = diagnosis.write(spec, "restart_cap", summary, **evidence)
+        state.update_status(spec, verdict=f"failed: {summary}", diagnosis=path)
+        say(f"{summary}\ndiagnosis: {path}", error=True)
+    _kill_main(spec, main, say)
+    return exitcodes.RESTART_CAP
+
+
+def _kill_main(spec: Spec, main: procs.Proc, say) -> None:
+    """SIGKILL the unit's main PID (systemd's view first): the unit fails, Restart=no keeps it so."""
+    try:
+        pid = systemd.main_pid(spec.unit) or main.pid
+    except systemd.SystemdError:
+        pid = main.pid
+    target = main if pid == main.pid else procs.identify(pid)
+    if target is None or not procs.kill(target):
+        say(f"main PID {pid} already gone")
+        return
+    say(f"sent SIGKILL to main PID {pid}: {spec.unit} fails and stays failed")
+    procs.wait_gone([target], 10.0)
+
+
+def _progressed(update: logfollow.Update) -> bool:
+    return update.partial_grew or any(not output.is_own(line) and not phases.is_noise(line) for line in update.lines)
+
+
+def _sleep_while_alive(main: procs.Proc, seconds: float, tick_s: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while procs.alive(main):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return True
+        time.sleep(min(tick_s, left))
+    return False

@@ -1,0 +1,242 @@
+"""The preflight's remote half: reads everything the rules judge, on the target, in one process.
+
+Stdlib only; run by the host's python3 (3.8 or later) from the PreflightProbe fact's command,
+never installed. It changes nothing durable: SGLang's parser is given a temporary copy of each
+rendered config in a temporary directory that is removed again. Input is one JSON document
+(base64 in argv[2]); output is one line, the marker and a JSON document:
+
+    python3 -c '<bootstrap>' <this file, base64> <spec, base64>
+    sglang-pve-preflight {"models": {...}, "configs": {...}, "gpus": [...], ...}
+
+Spec keys: models (paths), configs ({name: {path, sha1, text, env}}), ports, venv, pinned,
+judge ("all", or "changed": only configs whose rendered sha1 differs from the host's file, all
+when the installed SGLang is not the pinned one), timeout_s (per SGLang parse).
+"""
+
+import base64
+import glob
+import hashlib
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import traceback
+
+MARKER = "sglang-pve-preflight "
+VERDICT = "sglang-pve-verdict "
+CAP_SYS_RESOURCE = 24
+LIMIT_ROWS = {"Max open files": "nofile", "Max locked memory": "memlock"}
+
+# Runs in the deploy's venv, one process per config (SGLang's imports are heavy and its parse
+# leaves global state behind). argparse errors exit with usage on stderr: keep the "error:" line.
+JUDGE = r"""
+import contextlib, io, json, os, sys, tempfile
+name, real_path, text = sys.argv[1:4]
+try:
+    from sglang.srt.server_args import prepare_server_args
+except Exception as exc:
+    verdict = {"ok": None, "error": "cannot import sglang.srt.server_args.prepare_server_args: %s: %s" % (type(exc).__name__, exc)}
+else:
+    errors = io.StringIO()
+    with tempfile.TemporaryDirectory(prefix="sglang-pve-preflight-") as tmp:
+        path = os.path.join(tmp, name + ".yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        try:
+            with contextlib.redirect_stderr(errors):
+                args = prepare_server_args(["--config", path])
+                # releases without resolve_once() resolve inside prepare_server_args (__post_init__)
+                getattr(args, "resolve_once", lambda: None)()
+            verdict = {"ok": True, "error": ""}
+        except SystemExit as exc:
+            lines = [l.split("error:", 1)[1].strip() for l in errors.getvalue().splitlines() if "error:" in l]
+            verdict = {"ok": False, "error": lines[-1] if lines else "argparse exited with status %s" % exc.code}
+        except Exception as exc:
+            verdict = {"ok": False, "error": ("%s: %s" % (type(exc).__name__, exc)).replace(path, real_path)}
+print()
+print("sglang-pve-verdict " + json.dumps(verdict))
+"""
+VERSION = "import importlib.metadata as m\ntry: print(m.version('sglang'))\nexcept m.PackageNotFoundError: print()"
+
+
+def read_model(path):
+    """Whether `path` is a directory, and its config.json parsed (or why not)."""
+    found = {"dir": os.path.isdir(path), "config": None, "error": None}
+    if not found["dir"]:
+        return found
+    try:
+        with open(os.path.join(path, "config.json"), "rb") as f:
+            config = json.loads(f.read().decode("utf-8"))
+    except FileNotFoundError:
+        found["error"] = "is missing"
+    except OSError as exc:
+        found["error"] = "cannot be read (%s)" % exc.strerror
+    except ValueError as exc:
+        found["error"] = "is not valid JSON (%s)" % exc
+    else:
+        if isinstance(config, dict):
+            found["config"] = config
+        else:
+            found["error"] = "is not a JSON object"
+    return found
+
+
+def sha1_of(path):
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha1(f.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def gpus():
+    return sorted((os.path.basename(p) for p in glob.glob("/dev/nvidia[0-9]*") if re.fullmatch(r"nvidia\d+", os.path.basename(p))),
+                  key=lambda name: int(name[6:]))
+
+
+def _address(hex_address):
+    raw = bytes.fromhex(hex_address)
+    if len(raw) == 4:
+        return socket.inet_ntop(socket.AF_INET, raw[::-1])
+    return socket.inet_ntop(socket.AF_INET6, b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4)))
+
+
+def listening(ports):
+    """{inode: (port, address)} of TCP sockets in LISTEN state on any of `ports`."""
+    sockets = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) < 10 or fields[3] != "0A":  # 0A = TCP_LISTEN
+                continue
+            hex_address, hex_port = fields[1].split(":")
+            if int(hex_port, 16) in ports:
+                sockets[fields[9]] = (int(hex_port, 16), _address(hex_address))
+    return sockets
+
+
+def _read(path, mode="r"):
+    try:
+        with open(path, mode) as f:
+            return f.read()
+    except OSError:
+        return b"" if "b" in mode else ""
+
+
+def holders(inodes):
+    """{inode: [pid, ...]} of processes holding the sockets, from /proc/<pid>/fd links."""
+    wanted = {"socket:[%s]" % inode: inode for inode in inodes}
+    found = {inode: [] for inode in inodes}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fds = os.listdir("/proc/%s/fd" % pid)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink("/proc/%s/fd/%s" % (pid, fd))
+            except OSError:
+                continue
+            if link in wanted and int(pid) not in found[wanted[link]]:
+                found[wanted[link]].append(int(pid))
+    return found
+
+
+def process(pid):
+    environ = _read("/proc/%d/environ" % pid, "rb").split(b"\0")
+    unit = next((e.split(b"=", 1)[1].decode(errors="replace") for e in environ if e.startswith(b"SGLANG_PVE_UNIT=")), None)
+    cmdline = _read("/proc/%d/cmdline" % pid, "rb").replace(b"\0", b" ").decode(errors="replace").strip()
+    return {"pid": pid, "comm": _read("/proc/%d/comm" % pid).strip(), "cmdline": cmdline[:200], "unit": unit}
+
+
+def listeners(ports):
+    sockets = listening(set(ports))
+    held = holders(sockets) if sockets else {}
+    return [{"port": port, "address": address, "holders": [process(pid) for pid in held[inode]]}
+            for inode, (port, address) in sorted(sockets.items(), key=lambda item: item[1])]
+
+
+def limits():
+    """PID 1's soft and hard limits (None = unlimited), and whether it may raise them."""
+    found = {}
+    for line in _read("/proc/1/limits").splitlines():
+        match = re.match(r"(Max [a-z ]+?)\s{2,}(\S+)\s+(\S+)", line)
+        if match and match.group(1) in LIMIT_ROWS:
+            found[LIMIT_ROWS[match.group(1)]] = [None if v == "unlimited" else int(v) for v in match.group(2, 3)]
+    status = dict(line.split(":", 1) for line in _read("/proc/1/status").splitlines() if ":" in line)
+    cap_eff = int(status.get("CapEff", "0").strip() or "0", 16)
+    # A capability counts for rlimits only in the initial user namespace (privileged container).
+    uid_map = _read("/proc/1/uid_map").split()
+    return {
+        "limits": found,
+        "cap_sys_resource": bool(cap_eff >> CAP_SYS_RESOURCE & 1),
+        "init_userns": uid_map[:3] == ["0", "0", "4294967295"],
+    }
+
+
+def installed_version(venv, timeout):
+    """sglang's version in the venv: None without a venv, "" when sglang is not installed."""
+    python = os.path.join(venv, "bin", "python")
+    if not os.access(python, os.X_OK):
+        return None
+    try:
+        done = subprocess.run([python, "-c", VERSION], capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def judge(venv, configs, timeout):
+    """SGLang's own verdict on each config: all processes at once, each under `timeout`."""
+    python = os.path.join(venv, "bin", "python")
+    running = {}
+    for name, config in configs.items():
+        env = dict(os.environ, **config["env"])
+        running[name] = subprocess.Popen([python, "-c", JUDGE, name, config["path"], config["text"]], stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd="/", text=True)
+    verdicts = {}
+    for name, proc in running.items():
+        try:
+            out = proc.communicate(timeout=timeout)[0]
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            verdicts[name] = {"ok": None, "error": "SGLang's parser did not finish within %d s" % timeout}
+            continue
+        lines = [line[len(VERDICT):] for line in out.splitlines() if line.startswith(VERDICT)]
+        verdicts[name] = json.loads(lines[-1]) if lines else {
+            "ok": None, "error": "SGLang's parser exited with status %d without a verdict" % proc.returncode}
+    return verdicts
+
+
+def main(spec):
+    found = {
+        "models": {path: read_model(path) for path in spec["models"]},
+        "configs": {name: sha1_of(config["path"]) for name, config in spec["configs"].items()},
+        "gpus": gpus(),
+        "listeners": listeners(spec["ports"]),
+    }
+    found.update(limits())
+    found["sglang"] = installed_version(spec["venv"], spec["timeout_s"])
+    if found["sglang"]:
+        chosen = {name: config for name, config in spec["configs"].items()
+                  if spec["judge"] == "all" or found["sglang"] != spec["pinned"] or found["configs"][name] != config["sha1"]}
+        found["verdicts"] = judge(spec["venv"], chosen, spec["timeout_s"])
+    else:
+        found["verdicts"] = {}
+    return found
+
+
+if __name__ == "__main__":
+    try:
+        result = main(json.loads(base64.b64decode(sys.argv[2])))
+    except Exception:
+        result = {"error": traceback.format_exc()}
+    print(MARKER + json.dumps(result, sort_keys=True))

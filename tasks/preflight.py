@@ -1,0 +1,36 @@
+"""Preflight: judge every server configuration against the host, before anything changes.
+
+    pyinfra inventory/lab.py tasks/preflight.py     alone: SGLang's parser judges every config
+    local.include("tasks/preflight.py")             in deploy.py: only configs that would change
+
+One remote command reads the host (sglang_pve.facts.preflight); the rules are pure
+(sglang_pve.preflight). A problem stops the whole run here, at load time, before any operation;
+warnings are logged and the run goes on.
+"""
+
+import os
+
+from pyinfra import host, logger, state
+from pyinfra.api.exceptions import MissingCommandError, PyinfraError
+
+from sglang_pve.context import deployment, venv
+from sglang_pve.facts.preflight import PreflightProbe
+from sglang_pve.preflight import check, probe_spec
+
+alone = os.path.realpath(state.current_deploy_filename or "") == os.path.realpath(__file__)
+config = deployment()
+spec = probe_spec(config, venv(), judge_all=alone)
+try:
+    snapshot = host.get_fact(PreflightProbe, spec=spec)
+except MissingCommandError:
+    raise PyinfraError(f"preflight cannot run on {host.name}: it has no python3 (install it first)") from None
+if snapshot is None:
+    raise PyinfraError(f"preflight could not read {host.name}: its probe failed (output above)")
+
+report = check(config, spec, snapshot)
+for warning in report.warnings:
+    logger.warning(f"{host.print_prefix}preflight warning: {warning.render(host.name)}")
+if report.problems:
+    raise PyinfraError(report.refusal(host.name))
+if alone:
+    logger.info(f"{host.print_prefix}preflight passed: {report.summary()}")

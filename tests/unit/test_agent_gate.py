@@ -1,0 +1,189 @@
+"""The readiness gate against a scripted SGLang log and a tiny HTTP server."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sglang_pve.agent import exitcodes, gate, procs, state
+from sglang_pve.agent.logfollow import size
+from tests.unit.test_agent_support import (  # noqa: F401 (agent_env: autouse fixture)
+    BASELINE_V059, CONTEXT_LENGTH_CRASH, EAGLE3_HEAD, HealthServer, LogScript, agent_env, append, messages,
+    sleeper, stop, write_spec)
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+
+def run_gate(spec, main_pid, **kwargs):
+    say, started = messages(), []
+    code = gate.run(spec, main_pid, say, poll_s=0.05, on_ready=lambda s, pid: started.append(pid) or 99999, **kwargs)
+    return code, say.said, started
+
+
+def diagnoses(spec):
+    return [json.loads(p.read_text()) for p in sorted(Path(spec.diagnoses_dir).glob("*.json"))]
+
+
+def prepared(spec, previous_run=True):
+    """What prestart leaves behind: the log with an older run in it, and the offset after it."""
+    if previous_run:  # an older start's ready line must not make this start ready
+        append(spec.log, "\n".join(BASELINE_V059) + "\n")
+    state.write_offset(spec, size(spec.log))
+
+
+def test_ready_needs_the_ready_line_and_health_200(tmp_path):
+    spec = write_spec(tmp_path)
+    prepared(spec)
+    main_pid = sleeper()
+    try:
+        with HealthServer(spec.port, {"/health": [503, 503, 200]}) as server:
+            LogScript(spec.log, BASELINE_V059, delay=0.01).start()
+            code, said, started = run_gate(spec, main_pid.pid)
+    finally:
+        stop(main_pid)
+    assert code == exitcodes.OK
+    assert started == [main_pid.pid]  # the watchdog was started for this main PID
+    assert server.hits["/health"] == 3  # 503 twice after the ready line, then 200
+    changes = [re.search(r"phase \w+ -> (\w+)", m).group(1) for m in said if "phase " in m]
+    assert changes == ["dist_init", "weights", "kv_cache", "cuda_graph", "http", "warmup", "ready"]
+    assert "'fired up' seen and /health answered 200" in said[-1]
+    record = state.read_status(spec)
+    assert record["verdict"] == "ready" and record["phase"] == "ready"
+    assert diagnoses(spec) == []
+
+
+def test_stall_fails_within_the_phase_timeout_and_names_the_phase(tmp_path):
+    spec = write_spec(tmp_path, stall_timeout_s={"cuda_graph": 0.5})
+    prepared(spec)
+    main_pid = sleeper()
+    try:
+        with HealthServer(spec.port, {"/health": [200]}) as server:
+            append(spec.log, "\n".join(BASELINE_V059[:15]) + "\n")  # ... Capture cuda graph begin
+            started = time.monotonic()
+            code, said, _ = run_gate(spec, main_pid.pid)
+            elapsed = time.monotonic() - started
+    finally:
+        stop(main_pid)
+    assert code == exitcodes.STALL
+    assert 0.4 < elapsed < 10
+    assert server.hits.get("/health", 0) == 0  # never ready without the ready line
+    (diag,) = diagnoses(spec)
+    assert diag["kind"] == "stall" and diag["phase"] == "cuda_graph"
+    assert diag["summary"].startswith("stalled in cuda_graph: no log progress for")
+    assert "Capture cuda graph begin" in diag["summary"]
+    assert diag["log_tail"][-1].startswith("[2026-07-20 10:04:33 TP0] Capture cuda graph begin")
+    assert diag["gpus"] is None and diag["holders"] == [] and diag["main_pid"] == main_pid.pid
+    assert oct(os.stat(list(Path(spec.diagnoses_dir).glob("*.json"))[0]).st_mode & 0o777) == "0o640"
+    assert state.read_status(spec)["verdict"].startswith("failed: stalled in cuda_graph")
+    assert "diagnosis: " in said[-1]
+
+
+def test_the_agents_own_lines_are_no_progress_and_before_the_first_line_dist_init_applies(tmp_path):
+    spec = write_spec(tmp_path, stall_timeout_s={"dist_init": 0.4}, startup_timeout_s=20)
+    prepared(spec, previous_run=False)
+    main_pid = sleeper()
+    chatter = LogScript(spec.log, ["[2026-07-20 10:00:00 sglang-pve prestart] still talking"] * 100, delay=0.02)
+    chatter.start()
+    try:
+        code, _, _ = run_gate(spec, main_pid.pid)
+    finally:
+        stop(main_pid)
+    assert code == exitcodes.STALL
+    assert diagnoses(spec)[0]["phase"] == "launch"
+
+
+def test_crash_line_fails_fast_with_the_reason(tmp_path):
+    spec = write_spec(tmp_path, speculative=True, stall_timeout_s={p: 30 for p in ("weights", "kv_cache", "draft")})
+    prepared(spec)
+    main_pid = sleeper()
+    try:
+        append(spec.log, "\n".join(EAGLE3_HEAD[:7] + CONTEXT_LENGTH_CRASH) + "\n")
+        started = time.monotonic()
+        code, said, _ = run_gate(spec, main_pid.pid, fatal_grace_s=0.2)
+        elapsed = time.monotonic() - started
+    finally:
+        stop(main_pid)
+    assert code == exitcodes.CRASH
+    assert elapsed < 10
+    (diag,) = diagnoses(spec)
+    assert diag["kind"] == "crash" and diag["phase"] == "draft"
+    assert diag["reason"].startswith("ValueError: Warning: Target model's context_length (262144)")
+    assert diag["summary"].startswith("crashed in draft: ValueError: Warning: Target model's context_length")
+    assert "FAILED: crashed in draft" in said[-1]
+
+
+def test_main_pid_exit_fails_the_start(tmp_path):
+    spec = write_spec(tmp_path)
+    prepared(spec)
+    main_pid = sleeper()
+    append(spec.log, "\n".join(BASELINE_V059[:8]) + "\n")
+    stop(main_pid)
+    code, _, _ = run_gate(spec, main_pid.pid)
+    assert code == exitcodes.CRASH
+    assert diagnoses(spec)[0]["summary"].startswith(f"main process {main_pid.pid} exited in weights")
+
+
+def test_deadline_fails_even_while_the_log_grows(tmp_path):
+    spec = write_spec(tmp_path, startup_timeout_s=0.6)
+    prepared(spec)
+    main_pid = sleeper()
+    bar = LogScript(spec.log, [f"\rMulti-thread loading shards: {i}% Completed" for i in range(100)], delay=0.02)
+    bar.start()
+    try:
+        code, _, _ = run_gate(spec, main_pid.pid)
+    finally:
+        stop(main_pid)
+    assert code == exitcodes.DEADLINE
+    assert diagnoses(spec)[0]["summary"].startswith("startup deadline 0.6s exceeded in weights")
+
+
+def agent(*args, **kwargs):
+    env = {**os.environ, "PYTHONPATH": str(PROJECT)}
+    return subprocess.Popen([sys.executable, "-m", "sglang_pve.agent", *args], env=env, cwd=PROJECT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
+
+
+def test_gate_command_starts_a_detached_watchdog_that_exits_with_the_main_pid(tmp_path):
+    spec = write_spec(tmp_path, watchdog={"interval_s": 0.2})
+    prepared(spec)
+    main_pid = sleeper()
+    try:
+        with HealthServer(spec.port, {"/health": [200], "/health_generate": [200]}):
+            append(spec.log, "\n".join(BASELINE_V059) + "\n")
+            out, _ = agent("gate", "--spec", spec.path, "--main-pid", str(main_pid.pid)).communicate(timeout=30)
+            assert "sglang-pve gate] ready after" in out
+            watchdog_pid = int(re.search(r"watchdog PID (\d+)", out).group(1))
+            watchdog = procs.identify(watchdog_pid)
+            assert procs.alive(watchdog)
+            assert os.getsid(watchdog_pid) == watchdog_pid  # its own session
+            wait_for(lambda: "sglang-pve watchdog] watching sglang-t1.service" in open(spec.log).read())
+    finally:
+        stop(main_pid)
+    assert procs.wait_gone([watchdog], 15) == []
+    assert f"main PID {main_pid.pid} is gone; watchdog exits" in open(spec.log).read()
+
+
+def wait_for(condition, timeout=15):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def test_gate_command_exits_143_on_sigterm(tmp_path):
+    spec = write_spec(tmp_path)
+    prepared(spec)
+    main_pid = sleeper()
+    try:
+        child = agent("gate", "--spec", spec.path, "--main-pid", str(main_pid.pid))
+        assert "waiting for sglang-t1.service" in child.stdout.readline()
+        child.send_signal(signal.SIGTERM)
+        out, _ = child.communicate(timeout=15)
+    finally:
+        stop(main_pid)
+    assert child.returncode == exitcodes.TERMINATED
+    assert "stopped by SIGTERM in phase launch" in out

@@ -1,0 +1,75 @@
+"""Holders of the (fake) device nodes: real child processes holding a temp file open with O_PATH,
+ours when their environment carries SGLANG_PVE_UNIT=sglang-..."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from sglang_pve.agent import holders, procs
+from sglang_pve.agent.cli import main
+from tests.unit.test_agent_support import agent_env, hold_device, stop  # noqa: F401 (autouse fixture)
+
+
+def test_scan_finds_holders_and_tells_ours_from_foreign(agent_env):
+    ours = hold_device(agent_env / "nvidia0", unit="sglang-baseline.service", argv_tag="ours-tag")
+    foreign = hold_device(agent_env / "nvidiactl", argv_tag="foreign-tag")
+    other_prefix = hold_device(agent_env / "nvidia1", unit="vllm-x.service")
+    (agent_env / "not-a-gpu").touch()
+    bystander = hold_device(agent_env / "not-a-gpu", unit="sglang-baseline.service")
+    try:
+        found = {h.pid: h for h in holders.scan("sglang-")}
+        assert set(found) == {ours.pid, foreign.pid, other_prefix.pid}
+        assert found[ours.pid].ours and found[ours.pid].unit == "sglang-baseline.service"
+        assert found[ours.pid].devices == (str(agent_env / "nvidia0"),)
+        assert "ours-tag" in found[ours.pid].cmdline
+        assert not found[foreign.pid].ours and found[foreign.pid].unit is None
+        assert "foreign-tag" in found[foreign.pid].cmdline
+        assert not found[other_prefix.pid].ours
+    finally:
+        for child in (ours, foreign, other_prefix, bystander):
+            stop(child)
+
+
+def test_scan_skips_the_agent_itself_and_gone_processes(agent_env):
+    fd = os.open(agent_env / "nvidia0", os.O_CREAT | os.O_RDONLY)
+    child = hold_device(agent_env / "nvidia1", unit="sglang-t1.service")
+    try:
+        assert [h.pid for h in holders.scan("sglang-")] == [child.pid]  # not this test process
+        stop(child)
+        assert holders.scan("sglang-") == []
+    finally:
+        os.close(fd)
+        stop(child)
+
+
+def test_alive_checks_the_start_time_so_a_reused_pid_is_not_the_same_process():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        proc = procs.identify(child.pid)
+        assert procs.alive(proc)
+        assert not procs.alive(procs.Proc(child.pid, proc.start + 1))
+    finally:
+        stop(child)
+    assert not procs.alive(proc)
+
+
+def test_terminate_escalates_to_sigkill_by_pid(agent_env):
+    stubborn = hold_device(agent_env / "nvidia0", unit="sglang-t1.service", ignore_term=True)
+    started = time.monotonic()
+    survivors = procs.terminate([procs.identify(stubborn.pid)], grace_s=0.3, kill_wait_s=5)
+    assert survivors == []
+    assert stubborn.wait(timeout=5) == -9
+    assert time.monotonic() - started < 10
+
+
+def test_holders_command_prints_json(agent_env, capsys):
+    child = hold_device(agent_env / "nvidia0", unit="sglang-t1.service")
+    try:
+        assert main(["holders"]) == 0
+        listed = json.loads(capsys.readouterr().out)
+        assert listed == [{"pid": child.pid, "cmdline": listed[0]["cmdline"], "devices": [str(agent_env / "nvidia0")],
+                           "ours": True, "unit": "sglang-t1.service"}]
+    finally:
+        stop(child)

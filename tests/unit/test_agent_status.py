@@ -1,0 +1,105 @@
+"""`status --json`: every verdict, from one systemctl call, the logs and the state files."""
+
+import json
+import os
+import time
+
+from sglang_pve.agent import diagnosis, state, status
+from sglang_pve.agent.cli import main
+from sglang_pve.agent.logfollow import size
+from tests.unit.test_agent_support import (  # noqa: F401 (agent_env: autouse fixture)
+    BASELINE_V059, HealthServer, agent_env, append, fake_nvidia_smi, fake_systemctl, systemctl_calls, write_spec)
+
+
+def monotonic_usec(seconds_ago: float) -> str:
+    return str(int((time.monotonic() - seconds_ago) * 1e6))
+
+
+def started_with(spec, lines, seconds_ago=0.0):
+    """The log of an older run, then this start's lines; the offset between them."""
+    append(spec.log, "old run\n")
+    state.write_offset(spec, size(spec.log))
+    append(spec.log, "".join(line + "\n" for line in lines))
+    if seconds_ago:
+        os.utime(spec.log, (time.time() - seconds_ago, time.time() - seconds_ago))
+
+
+def local_stamp(epoch: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+
+
+def test_every_verdict_from_one_systemctl_call(tmp_path, monkeypatch):
+    stall = {"weights": 600, "cuda_graph": 30}
+    ready = write_spec(tmp_path, server="ready")
+    starting = write_spec(tmp_path, server="starting", stall_timeout_s=stall)
+    stalled = write_spec(tmp_path, server="stalled", stall_timeout_s=stall)
+    zombie = write_spec(tmp_path, server="zombie")
+    failed = write_spec(tmp_path, server="failed")
+    crashed = write_spec(tmp_path, server="crashed")
+    write_spec(tmp_path, server="pre")
+    write_spec(tmp_path, server="stopped")
+    (tmp_path / "specs" / "broken.lifecycle.json").write_text("{}")
+
+    started_with(ready, BASELINE_V059)
+    state.update_status(ready, ready_at=time.time() - 60)
+    hour_ago = time.time() - 3600
+    started_with(starting, [f"[{local_stamp(time.time() - 42)} TP0] Load weight begin. avail mem=93.46 GB",
+                            "\rMulti-thread loading shards:  40% Completed | 26/64"])
+    started_with(stalled, BASELINE_V059[:15], seconds_ago=100)
+    started_with(zombie, BASELINE_V059 + [f"[{local_stamp(hour_ago)} TP0] Decode batch, #running-req: 1, gen throughput (token/s): 80.1",
+                                          '[2026-07-20 10:00:00] INFO:     127.0.0.1:5 - "GET /health_generate HTTP/1.1" 503'])
+    state.update_status(zombie, watchdog={"failures": 2, "failing_since": hour_ago + 60})
+    started_with(failed, BASELINE_V059[:15])
+    path = diagnosis.write(failed, "stall", "stalled in cuda_graph: no log progress for 1200s (limit 1200s)",
+                           phase="cuda_graph", seconds_in_phase=1260, seconds_stalled=1200)
+    started_with(crashed, BASELINE_V059[:5])
+    monkeypatch.setenv("SGLANG_PVE_SYSTEMCTL", str(fake_systemctl(tmp_path, {
+        "sglang-ready.service": {"ActiveState": "active", "SubState": "running", "Result": "success", "MainPID": "4242"},
+        "sglang-starting.service": {"ActiveState": "activating", "SubState": "start-post", "ExecMainStartTimestampMonotonic": monotonic_usec(50)},
+        "sglang-stalled.service": {"ActiveState": "activating", "SubState": "start-post", "ExecMainStartTimestampMonotonic": monotonic_usec(400)},
+        "sglang-zombie.service": {"ActiveState": "active", "SubState": "running", "MainPID": "4343"},
+        "sglang-failed.service": {"ActiveState": "failed", "SubState": "failed", "Result": "exit-code", "ExecMainStartTimestampMonotonic": monotonic_usec(30)},
+        "sglang-crashed.service": {"ActiveState": "failed", "SubState": "failed", "Result": "signal", "ExecMainStartTimestampMonotonic": monotonic_usec(5)},
+        "sglang-pre.service": {"ActiveState": "activating", "SubState": "start-pre", "InactiveExitTimestampMonotonic": monotonic_usec(12)},
+    })))
+    monkeypatch.setenv("SGLANG_PVE_NVIDIA_SMI", str(fake_nvidia_smi(tmp_path, "0, GPU-a, NVIDIA H200, 80211, 143771, 0\n")))
+
+    with HealthServer(ready.port, {"/health": [200]}):
+        report = status.collect(str(tmp_path / "specs"))
+
+    shows = [call for call in systemctl_calls(tmp_path) if call[0] == "show"]
+    assert len(shows) == 1 and len([a for a in shows[0] if a.endswith(".service")]) == 8
+    by_name = {entry.get("server"): entry for entry in report["servers"]}
+    assert by_name["ready"]["verdict"] == "ready" and by_name["ready"]["health"]["status"] == 200
+    assert by_name["ready"]["phase"] == "ready" and by_name["ready"]["seconds_in_phase"] >= 59
+    assert by_name["starting"]["verdict"].startswith("starting (weights, 4")  # 42 s by the line's stamp
+    assert by_name["starting"]["last_log_line"] == "Multi-thread loading shards:  40% Completed | 26/64"
+    assert by_name["stalled"]["verdict"].startswith("stalled (cuda_graph, no progress for 10")
+    assert by_name["zombie"]["verdict"] == f"zombie since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(hour_ago + 60))}"
+    assert by_name["zombie"]["health"] is None  # port closed: not probed
+    assert by_name["failed"]["verdict"] == "failed: stalled in cuda_graph: no log progress for 1200s (limit 1200s)"
+    assert by_name["failed"]["diagnosis"] == path and by_name["failed"]["phase"] == "cuda_graph"
+    assert by_name["crashed"]["verdict"] == "failed: unit result signal"
+    assert by_name["pre"]["verdict"].startswith("starting (prestart, 1")
+    assert by_name["stopped"]["verdict"] == "stopped"
+    assert by_name[None]["error"].startswith(f"spec {tmp_path}/specs/broken.lifecycle.json: missing key(s)")
+    assert report["gpus"][0]["memory_used_mib"] == 80211 and report["unit_error"] is None
+
+
+def test_active_but_unhealthy_with_a_busy_log_is_still_ready(tmp_path, monkeypatch):
+    spec = write_spec(tmp_path, watchdog={"interval_s": 30})
+    started_with(spec, BASELINE_V059 + [f"[{local_stamp(time.time())} TP0] Decode batch, #running-req: 48, #queue-req: 9"])
+    monkeypatch.setenv("SGLANG_PVE_SYSTEMCTL", str(fake_systemctl(tmp_path, {
+        "sglang-t1.service": {"ActiveState": "active", "SubState": "running"}})))
+    with HealthServer(spec.port, {"/health": [503]}):
+        entry = status.collect(str(tmp_path / "specs"))["servers"][0]
+    assert entry["health"]["status"] == 503 and entry["verdict"] == "ready"
+
+
+def test_status_command_prints_one_json_document(tmp_path, capsys):
+    write_spec(tmp_path)
+    assert main(["status", "--json", "--spec-dir", str(tmp_path / "specs")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["servers"][0]["verdict"] == "stopped" and report["gpus"] is None
+    assert main(["status", "--spec-dir", str(tmp_path / "specs")]) == 0
+    assert "sglang-t1.service" in capsys.readouterr().out

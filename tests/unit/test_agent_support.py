@@ -1,0 +1,277 @@
+"""Shared helpers of the agent tests (no tests here): specs with tiny timeouts, a scripted SGLang
+log, a tiny HTTP server, fake systemctl/nvidia-smi scripts, and processes holding fake devices.
+
+Every test runs with the `agent_env` fixture: the device glob points into tmp_path, nvidia-smi is
+absent and systemctl is a fake, so nothing on this host is scanned, queried or signalled except
+the test's own children (always by PID).
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from sglang_pve.agent import spec as spec_module
+
+# A v0.5.9-era baseline start, 2 ranks shown (TP=8 prints the same per rank), tqdm bars with \r.
+BASELINE_V059 = [
+    "[2026-07-20 10:00:00] server_args=ServerArgs(model_path='/shared/models/Kimi-K2.5-INT4', tp_size=8, port=8000)",
+    "[2026-07-20 10:00:05 TP0] Init torch distributed begin.",
+    "[2026-07-20 10:00:05 TP1] Init torch distributed begin.",
+    "[2026-07-20 10:00:09 TP0] Init torch distributed ends. mem usage=0.61 GB",
+    "[2026-07-20 10:00:09 TP1] Init torch distributed ends. mem usage=0.61 GB",
+    "[2026-07-20 10:00:10 TP0] Load weight begin. avail mem=93.46 GB",
+    "[2026-07-20 10:00:10 TP1] Load weight begin. avail mem=93.46 GB",
+    "\rMulti-thread loading shards:   0% Completed | 0/64 [00:00<?, ?it/s]"
+    "\rMulti-thread loading shards:  50% Completed | 32/64 [02:10<02:10,  4.06s/it]"
+    "\rMulti-thread loading shards: 100% Completed | 64/64 [04:20<00:00,  4.06s/it]",
+    "[2026-07-20 10:04:31 TP1] Load weight end. type=KimiK25ForConditionalGeneration, dtype=torch.bfloat16, avail mem=20.11 GB, mem usage=73.35 GB.",
+    "[2026-07-20 10:04:31 TP0] Load weight end. type=KimiK25ForConditionalGeneration, dtype=torch.bfloat16, avail mem=20.11 GB, mem usage=73.35 GB.",
+    "[2026-07-20 10:04:32 TP0] KV Cache is allocated. #tokens: 912384, KV size: 7.65 GB",
+    "[2026-07-20 10:04:32 TP1] KV Cache is allocated. #tokens: 912384, KV size: 7.65 GB",
+    "[2026-07-20 10:04:32 TP1] Load weight end. type=KimiK25ForConditionalGeneration, dtype=torch.bfloat16, avail mem=20.11 GB, mem usage=73.35 GB.",
+    "[2026-07-20 10:04:32 TP0] Memory pool end. avail mem=11.02 GB",
+    "[2026-07-20 10:04:33 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=10.87 GB",
+    "\rCapturing batches (bs=512 avail_mem=10.85 GB):   0%|          | 0/52 [00:00<?, ?it/s]"
+    "\rCapturing batches (bs=8 avail_mem=9.90 GB): 100%|##########| 52/52 [01:40<00:00,  1.93s/it]",
+    "[2026-07-20 10:06:14 TP0] Capture cuda graph end. Time elapsed: 101.20 s. mem usage=0.98 GB. avail mem=9.89 GB.",
+    "[2026-07-20 10:06:15 TP0] max_total_num_tokens=912384, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=128, context_len=262144, available_gpu_mem=9.89 GB",
+    "[2026-07-20 10:06:16] INFO:     Started server process [4242]",
+    "[2026-07-20 10:06:16] INFO:     Waiting for application startup.",
+    "[2026-07-20 10:06:16] INFO:     Application startup complete.",
+    "[2026-07-20 10:06:16] INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
+    '[2026-07-20 10:06:17] INFO:     127.0.0.1:50112 - "GET /model_info HTTP/1.1" 200 OK',
+    "[2026-07-20 10:06:17 TP0] Prefill batch. #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0",
+    '[2026-07-20 10:06:19] INFO:     127.0.0.1:50114 - "POST /generate HTTP/1.1" 200 OK',
+    "[2026-07-20 10:06:19] The server is fired up and ready to roll!",
+]
+
+# A HEAD-era EAGLE-3 start: draft loads before the target graphs, then the draft's own graphs.
+EAGLE3_HEAD = [
+    "[2026-07-20 11:00:05 TP0] Init torch distributed begin.",
+    "[2026-07-20 11:00:08 TP0] Init torch distributed ends. elapsed=3.21 s, mem usage=0.61 GB",
+    "[2026-07-20 11:00:09 TP0] Load weight begin. avail mem=93.46 GB",
+    "\rLoading safetensors checkpoint shards: 100% Completed | 64/64 [04:20<00:00,  4.06s/it]",
+    "[2026-07-20 11:04:30 TP0] Load weight end. elapsed=261.02 s, type=KimiK25ForConditionalGeneration, dtype=torch.bfloat16, avail mem=20.11 GB, mem usage=73.35 GB.",
+    "[2026-07-20 11:04:31 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 456192, KV size: 3.82 GB",
+    "[2026-07-20 11:04:31 TP0] Memory pool end. avail mem=15.80 GB",
+    "[2026-07-20 11:04:32 TP0] Load weight begin. avail mem=15.80 GB",
+    "[2026-07-20 11:04:34 TP0] Load weight end. elapsed=2.01 s, type=Eagle3DeepseekV2ForCausalLM, dtype=torch.bfloat16, avail mem=14.90 GB, mem usage=0.90 GB.",
+    "[2026-07-20 11:04:35 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 456192, KV size: 0.12 GB",
+    "[2026-07-20 11:04:36 TP0] Capture target decode CUDA graph begin. backend=flashinfer, bs=[1, 2, 4, 8]",
+    "\rCapturing batches (bs=8 avail_mem=14.10 GB): 100%|##########| 4/4 [00:12<00:00,  3.07s/it]",
+    "[2026-07-20 11:04:48 TP0] Capture target decode CUDA graph end. elapsed=12.30 s, mem usage=0.21 GB",
+    "[2026-07-20 11:04:49 TP0] Capture draft decode CUDA graph begin. backend=flashinfer, bs=[1, 2, 4, 8]",
+    "\rCapturing batches (bs=8 avail_mem=13.90 GB): 100%|##########| 4/4 [00:03<00:00,  1.01s/it]",
+    "[2026-07-20 11:04:52 TP0] Capture draft decode CUDA graph end. elapsed=3.10 s",
+    "[2026-07-20 11:04:52 TP0] Capture draft extend CUDA graph begin. backend=flashinfer, bs=[1, 2, 4, 8]",
+    "[2026-07-20 11:04:54 TP0] Capture draft extend CUDA graph end. elapsed=2.00 s",
+    "[2026-07-20 11:04:55 TP0] max_total_num_tokens=456192, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=48, context_len=131072, available_gpu_mem=13.50 GB",
+    "[2026-07-20 11:04:56] INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
+    '[2026-07-20 11:04:57] INFO:     127.0.0.1:50112 - "GET /model_info HTTP/1.1" 200 OK',
+    "[2026-07-20 11:05:01] The server is fired up and ready to roll!",
+]
+
+# The draft context-length error after the 1T target loaded (notes/sglang.md section 2).
+CONTEXT_LENGTH_CRASH = [
+    "[2026-07-20 12:04:32 TP0] Load weight begin. avail mem=15.80 GB",
+    "[2026-07-20 12:04:33 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/opt/sglang/venvs/0.5.9/lib/python3.12/site-packages/sglang/srt/managers/scheduler.py", line 2630, in run_scheduler_process',
+    "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)",
+    "ValueError: Warning: Target model's context_length (262144) is greater than the derived context_length (131072). "
+    "This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length may differ from "
+    "max_position_embeddings in the model's config. To allow overriding this maximum, set the env var "
+    "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+    "",
+    "[2026-07-20 12:04:34] Received sigquit from a child process. It usually means the child failed.",
+]
+
+
+@pytest.fixture(autouse=True)
+def agent_env(monkeypatch, tmp_path):
+    """Isolate the agent from this host's devices, nvidia-smi and systemd."""
+    devices = tmp_path / "dev"
+    devices.mkdir()
+    monkeypatch.setenv("SGLANG_PVE_DEV_GLOB", f"{devices}/nvidia*")
+    monkeypatch.setenv("SGLANG_PVE_NVIDIA_SMI", "")
+    monkeypatch.setenv("SGLANG_PVE_SYSTEMCTL", str(fake_systemctl(tmp_path, {})))
+    monkeypatch.delenv("INVOCATION_ID", raising=False)
+    monkeypatch.delenv("SGLANG_PVE_UNIT", raising=False)
+    return devices
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def write_spec(tmp_path: Path, **changes) -> spec_module.Spec:
+    """A valid spec with tiny timeouts; `changes` replace top-level keys or merge into dicts."""
+    server = changes.get("server", "t1")
+    data = {
+        "server": server, "unit": f"sglang-{server}.service", "unit_prefix": "sglang-",
+        "log": str(tmp_path / "log" / f"{server}.log"), "host": "127.0.0.1", "port": free_port(),
+        "speculative": False, "startup_timeout_s": 30,
+        "stall_timeout_s": {phase: 5 for phase in spec_module.STALL_PHASES},
+        "watchdog": {"interval_s": 0.05, "timeout_s": 1, "failures": 3, "max_restarts": 2,
+                     "window_s": 3600, "backoff_s": 0.1, "backoff_max_s": 0.2},
+        "gpu_free_timeout_s": 2, "gpu_idle_mib": 1024,
+        "state_dir": str(tmp_path / "state"), "diagnoses_dir": str(tmp_path / "state" / "diagnoses"),
+    }
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    (tmp_path / "log").mkdir(exist_ok=True)
+    path = tmp_path / "specs" / f"{data['server']}.lifecycle.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(data))
+    return spec_module.load(str(path))
+
+
+def append(path: str, text: str) -> None:
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+class LogScript(threading.Thread):
+    """Appends `lines` (each + "\\n") to the log, `delay` seconds apart, then stops."""
+
+    def __init__(self, path: str, lines: list, delay: float = 0.02):
+        super().__init__(daemon=True)
+        self.path, self.lines, self.delay = path, lines, delay
+
+    def run(self):
+        for line in self.lines:
+            append(self.path, line + "\n")
+            time.sleep(self.delay)
+
+
+class HealthServer:
+    """A tiny HTTP server: `answers[path]` is a list of statuses served in turn (the last one
+    repeats); unknown paths answer 404. `hits[path]` counts requests."""
+
+    def __init__(self, port: int, answers: dict):
+        self.answers = {path: list(codes) for path, codes in answers.items()}
+        self.hits = {}
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                server.hits[self.path] = server.hits.get(self.path, 0) + 1
+                codes = server.answers.get(self.path, [404])
+                code = codes.pop(0) if len(codes) > 1 else codes[0]
+                self.send_response(code)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def fake_systemctl(tmp_path: Path, units: dict, restart_rc: int = 0) -> Path:
+    """A systemctl stand-in: `show` answers from `units` ({unit: {property: value}}), every call is
+    appended as a JSON list to tmp_path/systemctl.calls."""
+    script = tmp_path / "systemctl"
+    (tmp_path / "systemctl.units.json").write_text(json.dumps(units))
+    script.write_text(textwrap.dedent(f"""\
+        #!{sys.executable}
+        import json, sys
+        args = sys.argv[1:]
+        with open({str(tmp_path / "systemctl.calls")!r}, "a") as calls:
+            calls.write(json.dumps(args) + "\\n")
+        units = json.load(open({str(tmp_path / "systemctl.units.json")!r}))
+        if args[0] == "show":
+            props = args[args.index("-p") + 1].split(",")
+            names = [a for a in args[1:] if not a.startswith("-") and a != args[args.index("-p") + 1]]
+            default = {{"LoadState": "not-found", "ActiveState": "inactive", "SubState": "dead", "Result": "success", "MainPID": "0"}}
+            blocks = []
+            for name in names:
+                unit = {{"Id": name, **units.get(name, default)}}
+                if "--value" in args:
+                    print("\\n".join(str(unit.get(p, "")) for p in props))
+                else:
+                    blocks.append("\\n".join(f"{{p}}={{unit.get(p, '')}}" for p in props))
+            if blocks:
+                print("\\n\\n".join(blocks))
+        sys.exit({restart_rc} if args[0] == "restart" else 0)
+        """))
+    script.chmod(0o755)
+    return script
+
+
+def systemctl_calls(tmp_path: Path) -> list:
+    path = tmp_path / "systemctl.calls"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def fake_nvidia_smi(tmp_path: Path, csv_text: str) -> Path:
+    """nvidia-smi printing tmp_path/nvidia-smi.csv (rewrite that file to change the answer)."""
+    (tmp_path / "nvidia-smi.csv").write_text(csv_text)
+    script = tmp_path / "nvidia-smi"
+    script.write_text(f"#!/bin/sh\ncat {tmp_path / 'nvidia-smi.csv'}\n")
+    script.chmod(0o755)
+    return script
+
+
+def hold_device(device: Path, unit: str | None = None, ignore_term: bool = False, argv_tag: str = "holder"):
+    """A child process holding `device` open with O_PATH (like the lab's simulator), started with
+    SGLANG_PVE_UNIT=unit when given. Returns the Popen once the descriptor is open."""
+    device.touch()
+    env = {k: v for k, v in os.environ.items() if k != "SGLANG_PVE_UNIT"}
+    if unit:
+        env["SGLANG_PVE_UNIT"] = unit
+    code = textwrap.dedent(f"""\
+        import os, signal, sys, time
+        {"signal.signal(signal.SIGTERM, signal.SIG_IGN)" if ignore_term else ""}
+        fd = os.open({str(device)!r}, os.O_PATH)
+        print("holding", flush=True)
+        time.sleep(120)
+        """)
+    child = subprocess.Popen([sys.executable, "-c", code, argv_tag], env=env, stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "holding"
+    return child
+
+
+def sleeper():
+    """A child process that stands in for the server's main PID."""
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+
+
+def stop(child: subprocess.Popen) -> None:
+    """Kill one of our own children by its PID and reap it."""
+    if child.poll() is None:
+        child.kill()
+    child.wait(timeout=10)
+
+
+def messages():
+    """A `say` that records what the agent says."""
+    said = []
+
+    def say(text, error=False):
+        said.append(text)
+
+    say.said = said
+    return say

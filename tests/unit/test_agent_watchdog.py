@@ -1,0 +1,129 @@
+"""The watchdog: consecutive counted failures, no counting while the log grows, restart, cap."""
+
+import json
+import threading
+from pathlib import Path
+
+from sglang_pve.agent import exitcodes, restarts, state, watchdog
+from tests.unit.test_agent_support import (  # noqa: F401 (agent_env: autouse fixture)
+    HealthServer, LogScript, agent_env, fake_systemctl, messages, sleeper, stop, systemctl_calls, write_spec)
+
+NOISE = [
+    '[2026-07-20 10:00:00] INFO:     127.0.0.1:5 - "GET /health_generate HTTP/1.1" 503 Service Unavailable',
+    "[2026-07-20 10:00:00] Health check failed. Server couldn't get a response from detokenizer for last 20 seconds.",
+    '[2026-07-20 10:00:00] INFO:     10.0.0.9:7 - "GET /metrics HTTP/1.1" 200 OK',
+    "[2026-07-20 10:00:00 sglang-pve watchdog] the agent's own line",
+]
+DECODE = ("[2026-07-20 10:00:00 TP0] Decode batch, #running-req: 12, #token: 40211, token usage: 0.04, "
+          "accept len: 2.85, cuda graph: True, gen throughput (token/s): 88.13, #queue-req: 3")
+
+
+def run(spec, main):
+    say = messages()
+    return watchdog.run(spec, main.pid, say, tick_s=0.01), say.said
+
+
+def diagnoses(spec):
+    return [json.loads(p.read_text()) for p in sorted(Path(spec.diagnoses_dir).glob("*.json"))]
+
+
+def test_consecutive_failures_with_only_probe_noise_in_the_log_restart_the_unit(tmp_path):
+    spec = write_spec(tmp_path)
+    main = sleeper()
+    LogScript(spec.log, NOISE * 20, delay=0.005).start()
+    try:
+        with HealthServer(spec.port, {"/health_generate": [503]}):
+            code, said = run(spec, main)
+        assert main.poll() is None  # a restart is systemd's job, the watchdog kills nothing
+    finally:
+        stop(main)
+    assert code == exitcodes.OK
+    assert [m.split(": ")[-1] for m in said if "log is silent" in m] == ["1/3", "2/3", "3/3"]
+    assert ["restart", "--no-block", "sglang-t1.service"] in systemctl_calls(tmp_path)
+    assert len(restarts.in_window(spec)) == 1
+    (diag,) = diagnoses(spec)
+    assert diag["kind"] == "wedged" and diag["phase"] == "ready"
+    assert "failed 3 times in a row (last: HTTP 503)" in diag["summary"] and "restart 1/2" in diag["summary"]
+    assert state.read_status(spec)["verdict"].startswith("restarting: wedged")
+
+
+def test_failures_while_the_log_grows_are_not_counted(tmp_path):
+    spec = write_spec(tmp_path)
+    main = sleeper()
+    LogScript(spec.log, [DECODE] * 150, delay=0.01).start()
+    threading.Timer(1.0, main.kill).start()  # the test ends the "server" by its PID
+    try:
+        with HealthServer(spec.port, {"/health_generate": [503]}) as server:
+            code, said = run(spec, main)
+    finally:
+        stop(main)
+    assert code == exitcodes.OK
+    assert server.hits["/health_generate"] >= 3
+    assert any("but the log grew: busy, not counted" in m for m in said)
+    assert not any("log is silent" in m for m in said)
+    assert systemctl_calls(tmp_path) == [] and diagnoses(spec) == []
+    assert "is gone; watchdog exits" in said[-1]
+
+
+def test_a_success_resets_the_count(tmp_path):
+    spec = write_spec(tmp_path)
+    main = sleeper()
+    threading.Timer(1.0, main.kill).start()
+    try:
+        with HealthServer(spec.port, {"/health_generate": [503, 503, 200] * 200}):
+            code, said = run(spec, main)
+    finally:
+        stop(main)
+    assert code == exitcodes.OK
+    assert any("answers again after 2 failure(s)" in m for m in said)
+    assert systemctl_calls(tmp_path) == []
+
+
+def test_restart_cap_fails_the_unit_by_killing_its_main_pid(tmp_path, monkeypatch):
+    spec = write_spec(tmp_path)
+    main = sleeper()
+    monkeypatch.setenv("SGLANG_PVE_SYSTEMCTL", str(fake_systemctl(tmp_path, {
+        "sglang-t1.service": {"ActiveState": "active", "MainPID": str(main.pid)}})))
+    restarts.record(spec)
+    restarts.record(spec)  # max_restarts=2 already used within the window
+    try:
+        with HealthServer(spec.port, {"/health_generate": [503]}):
+            code, said = run(spec, main)
+        assert main.wait(timeout=10) == -9
+    finally:
+        stop(main)
+    assert code == exitcodes.RESTART_CAP
+    assert not any(call[0] == "restart" for call in systemctl_calls(tmp_path))
+    assert ["show", "-p", "MainPID", "--value", "sglang-t1.service"] in systemctl_calls(tmp_path)
+    (diag,) = diagnoses(spec)
+    assert diag["kind"] == "restart_cap"
+    verdict = state.read_status(spec)["verdict"]
+    assert verdict.startswith("failed: watchdog restart cap reached (2 restarts within 3600s); wedged")
+    assert len(restarts.in_window(spec)) == 2
+    assert any(f"sent SIGKILL to main PID {main.pid}" in m for m in said)
+
+
+def test_a_failing_restart_command_fails_the_unit_instead(tmp_path, monkeypatch):
+    spec = write_spec(tmp_path, watchdog={"failures": 1})
+    main = sleeper()
+    monkeypatch.setenv("SGLANG_PVE_SYSTEMCTL", str(fake_systemctl(tmp_path, {}, restart_rc=1)))
+    try:
+        with HealthServer(spec.port, {"/health_generate": [500]}):
+            code, said = run(spec, main)
+        assert main.wait(timeout=10) == -9
+    finally:
+        stop(main)
+    assert code == exitcodes.RESTART_CAP
+    assert any("cannot restart" in m for m in said)
+
+
+def test_no_answer_at_all_counts_as_failure(tmp_path):
+    spec = write_spec(tmp_path, watchdog={"failures": 2, "timeout_s": 0.2})
+    main = sleeper()
+    try:
+        code, said = run(spec, main)  # nothing listens on the port
+    finally:
+        stop(main)
+    assert code == exitcodes.OK
+    assert ["restart", "--no-block", "sglang-t1.service"] in systemctl_calls(tmp_path)
+    assert "Connection refused" in diagnoses(spec)[0]["summary"]

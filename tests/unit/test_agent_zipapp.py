@@ -1,0 +1,48 @@
+"""The shipped zipapp: deterministic bytes, stdlib only, runs with the system python3."""
+
+import ast
+import subprocess
+import sys
+import zipfile
+from io import BytesIO
+from pathlib import Path
+
+from sglang_pve.agent import zipapp
+
+PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+
+
+def test_same_sources_give_the_same_bytes():
+    first = zipapp.build()
+    assert first == zipapp.build()
+    with zipfile.ZipFile(BytesIO(first)) as archive:
+        infos = archive.infolist()
+    names = [info.filename for info in infos]
+    assert names[0] == "__main__.py" and names[1:] == sorted(names[1:])
+    assert "sglang_pve/__init__.py" in names and "sglang_pve/agent/cli.py" in names
+    assert not any("__pycache__" in name or not name.endswith(".py") for name in names)
+    assert {info.date_time for info in infos} == {(1980, 1, 1, 0, 0, 0)}
+    assert {info.external_attr >> 16 for info in infos} == {0o100644}
+
+
+def test_the_agent_imports_only_the_standard_library():
+    stdlib = set(sys.stdlib_module_names)
+    for name, path in zipapp.sources():
+        tree = ast.parse(Path(path).read_text(), path)
+        for node in ast.walk(tree):
+            modules = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                       else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            for module in modules:
+                top = module.split(".")[0]
+                assert top in stdlib or top == "sglang_pve", f"{name} imports {module}"
+
+
+def test_built_zipapp_runs_help_and_holders_with_the_system_python(tmp_path):
+    target = tmp_path / "sglang-pve-agent.pyz"
+    target.write_bytes(zipapp.build())
+    done = subprocess.run([PYTHON, str(target), "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "prestart" in done.stdout and "SGLANG_PVE_NVIDIA_SMI" in done.stdout and "| 5    | gate" in done.stdout
+    done = subprocess.run([PYTHON, str(target), "gate", "--spec", str(tmp_path / "none.json"), "--main-pid", "1"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "file not found" in done.stderr

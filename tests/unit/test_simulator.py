@@ -1,0 +1,480 @@
+"""The SGLang simulator (lab/sglang_sim) on the host, without the lab.
+
+The simulator runs as a subprocess (`python -m sglang.launch_server --config ...` with the
+source tree on PYTHONPATH), with tiny phase durations, a temp fault file, temp config.json
+model dirs, a free port, and temp dirs for the published GPU records (SGLANG_SIM_RUN_DIR) and
+the device nodes (SGLANG_SIM_DEV_DIR, regular files here). Every simulator runs in its own
+session; teardown SIGKILLs that process group and any leaked child by PID, never by name.
+"""
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+SIM_ROOT = Path(__file__).resolve().parents[2] / "lab" / "sglang_sim"
+NVIDIA_SMI = SIM_ROOT / "nvidia_smi.py"
+TINY_PHASES = "dist_init=0.02,weights=0.05,kv_cache=0.02,draft=0.02,cuda_graph=0.05,http=0.02,warmup=0.05"
+DEVICE_NODES = ["nvidiactl", "nvidia-uvm"] + [f"nvidia{i}" for i in range(8)]
+CONTEXT_ERROR = (
+    "ValueError: Warning: Target model's context_length (131072) is greater than the derived "
+    "context_length (65536). This may lead to incorrect model outputs or CUDA errors. Note that "
+    "the derived context_length may differ from max_position_embeddings in the model's config. "
+    "To allow overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
+)
+TARGET_CONFIG = {
+    "architectures": ["KimiK25ForConditionalGeneration"],
+    "model_type": "kimi_k25",
+    "text_config": {
+        "architectures": ["DeepseekV3ForCausalLM"],
+        "num_hidden_layers": 61,
+        "kv_lora_rank": 512,
+        "qk_rope_head_dim": 64,
+        "max_position_embeddings": 262144,
+        "rope_scaling": {"type": "yarn", "factor": 64.0, "original_max_position_embeddings": 4096},
+    },
+    "vision_config": {"hidden_size": 1152},
+    "quantization_config": {"quant_method": "compressed-tensors"},
+}
+DRAFT_CONFIG = {
+    "architectures": ["LlamaForCausalLMEagle3"],
+    "num_hidden_layers": 1,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "max_position_embeddings": 131072,
+}
+# 100 GB in 4 shards: 47 GiB of weights per rank at tp 2.
+TARGET_INDEX = {"metadata": {"total_size": 100 * 10**9},
+                "weight_map": {f"w{i}": f"model-0000{i}-of-00004.safetensors" for i in range(1, 5)}}
+BASELINE = {
+    "served-model-name": "kimi-k2.5",
+    "tp-size": 2,
+    "trust-remote-code": True,
+    "host": "127.0.0.1",
+    "mem-fraction-static": 0.88,
+    "disable-custom-all-reduce": True,
+    "enable-metrics": True,
+    "decode-log-interval": 10,
+    "reasoning-parser": "kimi_k2",
+    "tool-call-parser": "kimi_k2",
+}
+EAGLE3 = {
+    "speculative-algorithm": "EAGLE3",
+    "speculative-num-steps": 2,
+    "speculative-eagle-topk": 1,
+    "speculative-num-draft-tokens": 3,
+    "context-length": 131072,
+}
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _group_members(pgid: int) -> list:
+    """Live PIDs of process group `pgid`."""
+    members = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(entry))
+    return members
+
+
+def _wait(predicate, timeout: float = 15.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Sim:
+    """One simulator process tree and its log, port and GPU records."""
+
+    def __init__(self, popen: subprocess.Popen, log: Path, port: int, run_dir: Path):
+        self.popen, self.log_path, self.port, self.run_dir = popen, log, port, run_dir
+
+    def log(self) -> str:
+        return self.log_path.read_bytes().decode(errors="replace")  # keep tqdm's \r
+
+    def wait_log(self, pattern: str, timeout: float = 15.0) -> str:
+        return _wait(lambda: re.search(pattern, self.log()), timeout, repr(pattern)).group(0)
+
+    def port_open(self) -> bool:
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", self.port)) == 0
+
+    def http(self, path: str, body=None, timeout: float = 30.0):
+        """(status, body bytes) of GET (or POST with a JSON body)."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=data)
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    def records(self) -> list:
+        """The GPU records currently published (one per GPU-holding process)."""
+        return [json.loads(p.read_text()) for p in (self.run_dir / "gpus").glob("*.json")]
+
+    def kill(self) -> None:
+        for record in self.records():
+            if record["role"] == "leak" and _alive(record["pid"]):
+                os.kill(record["pid"], signal.SIGKILL)
+        try:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.popen.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    (root / "target").mkdir()
+    (root / "target" / "config.json").write_text(json.dumps(TARGET_CONFIG))
+    (root / "target" / "model.safetensors.index.json").write_text(json.dumps(TARGET_INDEX))
+    (root / "draft").mkdir()
+    (root / "draft" / "config.json").write_text(json.dumps(DRAFT_CONFIG))
+    return SimpleNamespace(target=root / "target", draft=root / "draft")
+
+
+@pytest.fixture
+def lab(tmp_path, models):
+    """Writes configs and faults, starts simulators, kills them all at teardown."""
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for node in DEVICE_NODES:
+        (dev / node).touch()
+    sims = []
+
+    def config(name: str, spec: bool = False, **overrides) -> Path:
+        data = {"model-path": str(models.target), **BASELINE, "port": _free_port()}
+        if spec:
+            data.update(EAGLE3, **{"speculative-draft-model-path": str(models.draft)})
+        data.update({key.replace("_", "-"): value for key, value in overrides.items()})
+        data = {key: value for key, value in data.items() if value is not None}  # None: unset
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(data))
+        return path
+
+    def faults(entries: dict) -> None:
+        (tmp_path / "faults.yaml").write_text(yaml.safe_dump(entries))
+
+    def start(config_path: Path, phases: str = TINY_PHASES, **extra_env) -> Sim:
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(SIM_ROOT),
+            "PYTHONUNBUFFERED": "1",
+            "SGLANG_SIM_FAULTS": str(tmp_path / "faults.yaml"),
+            "SGLANG_SIM_RUN_DIR": str(tmp_path / "run"),
+            "SGLANG_SIM_DEV_DIR": str(dev),
+            "SGLANG_SIM_PHASE_SECONDS": phases,
+            "SGLANG_SIM_SIGTERM_POLL": "0.1",
+            **extra_env,
+        }
+        log = tmp_path / f"{config_path.stem}.log"
+        with log.open("wb") as out:
+            popen = subprocess.Popen(
+                [sys.executable, "-m", "sglang.launch_server", "--config", str(config_path)],
+                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            )
+        port = yaml.safe_load(config_path.read_text())["port"]
+        sim = Sim(popen, log, port, tmp_path / "run")
+        sims.append(sim)
+        return sim
+
+    yield SimpleNamespace(config=config, faults=faults, start=start, dev=dev, run=tmp_path / "run")
+    for sim in sims:
+        sim.kill()
+
+
+@pytest.fixture(scope="module")
+def sglang():
+    """The simulator's package imported in-process (removed again afterwards)."""
+    sys.path.insert(0, str(SIM_ROOT))
+    try:
+        from sglang.sim import perf
+        from sglang.srt import model_config, server_args
+
+        yield SimpleNamespace(server_args=server_args, model_config=model_config, perf=perf)
+    finally:
+        sys.path.remove(str(SIM_ROOT))
+        for name in [m for m in sys.modules if m == "sglang" or m.startswith("sglang.")]:
+            del sys.modules[name]
+
+
+def _assert_in_order(text: str, patterns: list) -> None:
+    position = 0
+    for pattern in patterns:
+        match = re.compile(pattern, re.M).search(text, position)
+        assert match, f"{pattern!r} not found after offset {position}:\n{text[position:][:3000]}"
+        position = match.end()
+
+
+def _nvidia_smi(run_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(NVIDIA_SMI), *args], capture_output=True, text=True,
+                          env={**os.environ, "SGLANG_SIM_RUN_DIR": str(run_dir)}, timeout=10)
+
+
+# ---- arguments (in-process, as a preflight would call them) ------------------------------------
+
+
+def test_config_merges_under_the_command_line(sglang, lab):
+    path = lab.config("eagle3-2step", spec=True)
+    args = sglang.server_args.prepare_server_args(
+        ["--config", str(path), "--port", "1234", "--speculative-num-step", "5"]
+    )
+    assert (args.port, args.speculative_num_steps) == (1234, 5)  # CLI wins; argparse prefixes work
+    assert args.tp_size == 2 and args.trust_remote_code is True  # YAML over defaults, store_true
+    assert args.watchdog_timeout == 300 and args.host == "127.0.0.1"
+
+
+def test_config_rejects_unknown_and_deprecated_keys(sglang, lab):
+    with pytest.raises(SystemExit) as exc:
+        sglang.server_args.prepare_server_args(["--config", str(lab.config("bad", no_such_flag=1))])
+    assert exc.value.code == 2
+    with pytest.raises(ValueError, match="Unsupported config option 'cuda_graph_max_bs'"):
+        sglang.server_args.prepare_server_args(["--config", str(lab.config("old", cuda_graph_max_bs=16))])
+
+
+def test_resolve_applies_speculative_rules(sglang, lab, caplog):
+    def resolved(**overrides):
+        args = sglang.server_args.prepare_server_args(["--config", str(lab.config("s", spec=True, **overrides))])
+        args.resolve_once()
+        return args
+
+    args = resolved(speculative_num_draft_tokens=7)
+    assert (args.speculative_num_steps, args.speculative_num_draft_tokens) == (2, 3)
+    assert "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1" in caplog.text
+    assert args.max_running_requests == 48
+    args = resolved(speculative_num_steps=None, speculative_eagle_topk=None, speculative_num_draft_tokens=None)
+    assert (args.speculative_num_steps, args.speculative_eagle_topk, args.speculative_num_draft_tokens) == (3, 1, 4)
+    with pytest.raises(AssertionError):
+        resolved(speculative_num_steps=None, speculative_num_draft_tokens=None)
+    with pytest.raises(TypeError):
+        resolved(speculative_eagle_topk=None)
+    with pytest.raises(OSError, match="Can't load the configuration of '/nonexistent'"):
+        resolved(model_path="/nonexistent")
+
+
+def test_context_length_rules(sglang, tmp_path, monkeypatch):
+    get = sglang.model_config.get_context_length
+    assert get({"max_position_embeddings": 4096, "rope_scaling": {"factor": 4.0}}) == 16384
+    assert get({"max_position_embeddings": 4096, "rope_scaling": {"factor": 4.0, "rope_type": "llama3"}}) == 4096
+    assert get({"seq_length": 8192, "max_position_embeddings": 4096}) == 8192
+    assert get({}) == 2048
+    (tmp_path / "config.json").write_text(json.dumps(DRAFT_CONFIG))
+    ModelConfig = sglang.model_config.ModelConfig
+    with pytest.raises(ValueError) as exc:
+        ModelConfig(str(tmp_path), context_length=262144, is_draft_model=True)
+    assert str(exc.value) == CONTEXT_ERROR.replace("131072", "262144").replace("65536", "131072")[len("ValueError: "):]
+    monkeypatch.setenv("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "1")
+    assert ModelConfig(str(tmp_path), context_length=262144, is_draft_model=True).context_len == 262144
+
+
+def test_nccl_profile_sets_the_baseline_rate(sglang):
+    tuned = dict.fromkeys(sglang.perf.NCCL_TUNING_VARS, "1")
+    assert sglang.perf.baseline_tok_s({}) == 63.0
+    assert sglang.perf.baseline_tok_s(tuned) == 89.0
+
+
+# ---- the server process ---------------------------------------------------------------------
+
+
+def test_baseline_starts_phase_by_phase_and_stops_on_sigterm(lab):
+    phases = TINY_PHASES.replace("weights=0.05", "weights=0.6").replace("warmup=0.05", "warmup=0.8")
+    sim = lab.start(lab.config("baseline"), phases=phases)
+    sim.wait_log(r"TP0\] Load weight begin")
+    assert not sim.port_open()
+    sim.wait_log(r"Uvicorn running on")
+    assert sim.http("/health")[0] == 503  # warming up
+    status, body = sim.http("/v1/models")
+    assert status == 200 and json.loads(body)["data"][0]["max_model_len"] == 262144
+    sim.wait_log(r"The server is fired up and ready to roll!")
+    assert sim.http("/health")[0] == 200
+    _assert_in_order(sim.log(), [
+        r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] server_args=ServerArgs\(model_path=",
+        r"^\[[\d :-]+ TP0\] Init torch distributed begin\.$",
+        r"^\[[\d :-]+ TP0\] Init torch distributed ends\. elapsed=[\d.]+ s, mem usage=[\d.]+ GB$",
+        r"^\[[\d :-]+ TP0\] Load weight begin\. avail mem=[\d.]+ GB$",
+        r"\rMulti-thread loading shards: 100% Completed \| 4/4 \[",
+        r"TP0\] Load weight end\. elapsed=[\d.]+ s, type=KimiK25ForConditionalGeneration, .*mem usage=46\.57 GB\.$",
+        r"TP0\] KV Cache is allocated\. #tokens: \d+, KV size: [\d.]+ GB$",
+        r"TP0\] Memory pool end\. avail mem=[\d.]+ GB$",
+        r"TP0\] Capture cuda graph begin\. This can take up to several minutes\. avail mem=[\d.]+ GB$",
+        r"\rCapturing batches \(bs=1 avail_mem=[\d.]+ GB\): 100%\|",
+        r"TP0\] Capture cuda graph end\. Time elapsed: [\d.]+ s\. mem usage=[\d.]+ GB\. avail mem=[\d.]+ GB\.$",
+        r"TP0\] max_total_num_tokens=\d+, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        r"max_running_requests=\d+, context_len=262144, available_gpu_mem=[\d.]+ GB$",
+        r"^\[[\d :-]+\] INFO:     Started server process \[\d+\]$",
+        r"INFO:     Waiting for application startup\.$",
+        r"INFO:     Application startup complete\.$",
+        rf"INFO:     Uvicorn running on http://127\.0\.0\.1:{sim.port} \(Press CTRL\+C to quit\)$",
+        r'INFO:     127\.0\.0\.1:\d+ - "GET /model_info HTTP/1\.1" 200 OK$',
+        r"TP0\] Prefill batch\. #new-seq: 1, #new-token: \d+",
+        r'"POST /v1/chat/completions HTTP/1\.1" 200 OK$',  # Kimi-K2.5 is multimodal
+        r"^\[[\d :-]+\] The server is fired up and ready to roll!$",
+    ])
+    assert sim.log().count("Init torch distributed ends") == 2  # every rank
+    assert sim.log().count("Multi-thread loading shards:   0%") == 1  # TP0 only
+
+    status, body = sim.http("/generate", {"text": "The capital city of France is",
+                                          "sampling_params": {"max_new_tokens": 12}})
+    meta = json.loads(body)["meta_info"]
+    assert status == 200 and meta["completion_tokens"] == 12 and "spec_accept_length" not in meta
+    smi = _nvidia_smi(lab.run, "--query-gpu=index,memory.used,utilization.gpu", "--format=csv,noheader,nounits")
+    used = [int(line.split(", ")[1]) for line in smi.stdout.splitlines()]
+    assert used[0] > 80000 and used[1] > 80000 and used[2:] == [3] * 6
+
+    members = _group_members(sim.popen.pid)
+    assert len(members) >= 4  # launcher, 2 schedulers, detokenizer (+ resource tracker)
+    sim.popen.send_signal(signal.SIGTERM)
+    sim.popen.wait(timeout=10)
+    _wait(lambda: not any(map(_alive, members)), 5, "the process tree to exit")
+    assert "Draining requests and shutting down..." in sim.log()
+
+
+def test_speculative_server_reports_acceptance(lab):
+    sim = lab.start(lab.config("eagle3-2step", spec=True, random_seed=7))
+    sim.wait_log(r"The server is fired up and ready to roll!")
+    _assert_in_order(sim.log(), [
+        r"TP0\] Load weight end\. .*type=KimiK25ForConditionalGeneration",
+        r"TP0\] Memory pool end\.",
+        r"TP0\] Load weight begin\.",
+        r"TP0\] Load weight end\. .*type=LlamaForCausalLMEagle3",
+        r"TP0\] Capture cuda graph end\.",
+        r"TP0\] Capture draft cuda graph end\.",
+        r"context_len=131072",
+    ])
+    request = {"text": "hello", "sampling_params": {"max_new_tokens": 40, "temperature": 0}}
+    first, second = (json.loads(sim.http("/generate", request)[1]) for _ in range(2))
+    assert first["text"] == second["text"]  # deterministic for a seed
+    assert first["meta_info"]["spec_accept_length"] > 1.0
+    info = json.loads(sim.http("/server_info")[1])
+    assert info["internal_states"][0]["avg_spec_accept_length"] > 1.0
+    assert info["speculative_num_draft_tokens"] == 3 and info["version"].startswith("0.5.16.dev")
+    assert b"sglang:spec_accept_length" in sim.http("/metrics")[1]
+
+
+def test_crash_fault_fails_like_the_draft_context_check(lab):
+    lab.faults({"eagle3-2step": {"crash": "context_length"}})
+    sim = lab.start(lab.config("eagle3-2step", spec=True))
+    assert sim.popen.wait(timeout=20) != 0
+    log = sim.log()
+    assert CONTEXT_ERROR in log
+    _assert_in_order(log, [
+        r"TP\d\] Memory pool end\.",
+        r"TP\d\] Scheduler hit an exception: Traceback \(most recent call last\):",
+        re.escape(CONTEXT_ERROR),
+        r"^\[[\d :-]+\] Received sigquit from a child process\. It usually means the child failed\.$",
+    ])
+    assert "Capture cuda graph" not in log and not sim.port_open()
+    _wait(lambda: not _group_members(sim.popen.pid), 5, "the process tree to exit")
+
+
+def test_hang_with_leak_keeps_the_gpu_after_the_launcher_dies(lab):
+    lab.faults({"baseline": {"hang": "cuda_graph", "leak_child": True}})
+    sim = lab.start(lab.config("baseline"))
+    sim.wait_log(r"TP0\] Capture cuda graph begin")
+    sim.wait_log(r"TP1\] Capture cuda graph begin")
+    size = sim.log_path.stat().st_size
+    time.sleep(1.0)
+    assert sim.log_path.stat().st_size == size  # silent
+    assert not sim.port_open()
+    schedulers = [r for r in sim.records() if r["role"].startswith("scheduler_TP")]
+    assert len(schedulers) == 2 and all(r["utilization_gpu"] == 0 and r["memory_used_mib"] > 80000 for r in schedulers)
+    leak = _wait(lambda: [r for r in sim.records() if r["role"] == "leak"], 5, "the leaked child")[0]
+
+    os.kill(sim.popen.pid, signal.SIGKILL)  # the launcher dies; PDEATHSIG takes the schedulers
+    sim.popen.wait(timeout=5)
+    _wait(lambda: not any(_alive(r["pid"]) for r in schedulers), 5, "the schedulers to die")
+    os.kill(leak["pid"], signal.SIGTERM)  # ignored
+    time.sleep(0.2)
+    assert _alive(leak["pid"])
+    fds = {os.readlink(f"/proc/{leak['pid']}/fd/{fd}") for fd in os.listdir(f"/proc/{leak['pid']}/fd")}
+    assert {str(lab.dev / name) for name in ("nvidia0", "nvidiactl", "nvidia-uvm")} <= fds
+    smi = _nvidia_smi(lab.run, "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", "0")
+    assert int(smi.stdout) > 1000
+
+
+def test_warmup_hang_keeps_the_port_open_and_unhealthy(lab):
+    lab.faults({"baseline": {"hang": "warmup"}})
+    sim = lab.start(lab.config("baseline"))
+    sim.wait_log(r'"GET /model_info HTTP/1\.1" 200')
+    time.sleep(0.8)
+    assert sim.http("/health")[0] == 503
+    assert "Prefill batch" not in sim.log() and "fired up" not in sim.log()
+
+
+def test_wedge_after_ready_fails_health_but_stays_alive(lab):
+    lab.faults({"baseline": {"wedge_after_ready": True}})
+    sim = lab.start(lab.config("baseline"), SGLANG_HEALTH_CHECK_TIMEOUT="1")
+    sim.wait_log(r"The server is fired up and ready to roll!")
+    members = _group_members(sim.popen.pid)
+    assert sim.http("/health")[0] == 503
+    assert "Health check failed. Server couldn't get a response from detokenizer for last 1 seconds." in sim.log()
+    assert sim.popen.poll() is None and all(map(_alive, members))
+
+
+# ---- fake nvidia-smi --------------------------------------------------------------------------
+
+
+def test_nvidia_smi_formats(tmp_path):
+    gpus = tmp_path / "gpus"
+    gpus.mkdir()
+    with open("/proc/self/stat") as f:
+        starttime = f.read().rsplit(")", 1)[1].split()[19]
+    (gpus / "1.json").write_text(json.dumps({"pid": os.getpid(), "starttime": starttime, "gpu": 3,
+                                             "memory_used_mib": 90000, "utilization_gpu": 35}))
+    # Same PID, other start time: the process that wrote it is gone (PID reused).
+    (gpus / "2.json").write_text(json.dumps({"pid": os.getpid(), "starttime": "1", "gpu": 4,
+                                             "memory_used_mib": 50000, "utilization_gpu": 90}))
+
+    out = _nvidia_smi(tmp_path, "--query-gpu=index,name,memory.used,memory.total,utilization.gpu,driver_version",
+                      "--format=csv").stdout.splitlines()
+    assert out[0] == "index, name, memory.used [MiB], memory.total [MiB], utilization.gpu [%], driver_version"
+    assert out[4] == "3, NVIDIA RTX PRO 6000 Blackwell Server Edition, 90003 MiB, 97887 MiB, 35 %, 580.95.05"
+    assert out[5].startswith("4, NVIDIA RTX PRO 6000 Blackwell Server Edition, 3 MiB,")
+    assert not (gpus / "2.json").exists()  # record of a gone process: dropped
+    plain = _nvidia_smi(tmp_path, "--query-gpu=uuid,memory.used", "--format=csv,noheader,nounits").stdout.splitlines()
+    assert len(plain) == 8 and re.fullmatch(r"GPU-[0-9a-f-]{36}, 90003", plain[3])
+    assert _nvidia_smi(tmp_path, "--query-compute-apps=pid,used_memory,gpu_uuid", "--format=csv,noheader,nounits").stdout == ""
+    listing = _nvidia_smi(tmp_path, "-L").stdout.splitlines()
+    assert len(listing) == 8 and listing[0].startswith("GPU 0: NVIDIA RTX PRO 6000 Blackwell Server Edition (UUID: GPU-")
+    assert "CUDA Version: 13.0" in _nvidia_smi(tmp_path).stdout
+    bad = _nvidia_smi(tmp_path, "--query-gpu=index,bogus", "--format=csv")
+    assert bad.returncode == 2 and bad.stdout.strip() == 'Field "bogus" is not a valid field to query.'
