@@ -2,7 +2,7 @@
 (inventory), or per run (`--data key=value`). Validated by sglang_pve.config before any change."""
 
 # NCCL tuning profiles: name -> {NCCL variable: value}. Exactly one is active everywhere a
-# process can start from (units, /etc/nccl.conf, the venv's sitecustomize.py, root's .zshrc).
+# process can start from (units, /etc/nccl.conf, the venv's startup hook, root's .zshrc).
 nccl_profiles = {
     # Measured on 8x PCIe RTX PRO 6000: 89 tok/s with these vs 63 tok/s without (DESIGN.md).
     "pcie-tuned": {

@@ -3,6 +3,7 @@
 ETC_DIR = "/etc/sglang"
 NCCL_ENV = f"{ETC_DIR}/nccl.env"  # EnvironmentFile= of every server unit
 NCCL_CONF = "/etc/nccl.conf"  # read by NCCL itself in every process
+NCCL_PROFILE_MODULE = "sglang_pve_nccl"  # in the venv's site-packages, imported by a .pth of the same name
 SERVERS_DIR = f"{ETC_DIR}/servers"
 LOG_DIR = "/var/log/sglang"
 UNIT_DIR = "/etc/systemd/system"

@@ -1,7 +1,7 @@
 """Render the files the deploy manages, from the validated Deployment. Pure: no host access.
 
     files = nccl_files(deployment, purelib="/opt/sglang/venvs/sglang-0.5.16.../lib/python3.11/site-packages")
-    [f.path for f in files]  # ['/etc/sglang/nccl.env', '/etc/nccl.conf', '.../sitecustomize.py']
+    [f.path for f in files]  # ['/etc/sglang/nccl.env', '/etc/nccl.conf', '.../sglang_pve_nccl.py', '.../sglang_pve_nccl.pth']
 """
 
 import hashlib
@@ -40,11 +40,13 @@ def nccl_block(deployment: Deployment) -> str:
 
 def nccl_files(deployment: Deployment, purelib: str) -> list[ManagedFile]:
     env_text = nccl_env_text(deployment)
-    site = render("sitecustomize.py.j2", profile=deployment.data.nccl_profile, env=deployment.nccl_env)
+    module = render("nccl_profile.py.j2", profile=deployment.data.nccl_profile, env=deployment.nccl_env)
     return [
         ManagedFile(paths.NCCL_ENV, env_text),
         ManagedFile(paths.NCCL_CONF, env_text),
-        ManagedFile(f"{purelib}/sitecustomize.py", site),
+        ManagedFile(f"{purelib}/{paths.NCCL_PROFILE_MODULE}.py", module),
+        # site.py runs `import` lines of .pth files at every start, before sitecustomize
+        ManagedFile(f"{purelib}/{paths.NCCL_PROFILE_MODULE}.pth", f"import {paths.NCCL_PROFILE_MODULE}\n"),
     ]
 
 

@@ -1,5 +1,6 @@
 """One NCCL profile everywhere a process can start from: the units' EnvironmentFile, NCCL's own
-/etc/nccl.conf, the venv's sitecustomize.py, and a managed block in the user's shell rc."""
+/etc/nccl.conf, a startup hook in the venv's site-packages (a .pth importing the profile module:
+Debian/Ubuntu's own sitecustomize.py shadows a venv's), and a managed block in the user's shell rc."""
 
 from pyinfra import host
 
@@ -12,7 +13,7 @@ config = deployment()
 profile = config.data.nccl_profile
 site_packages = host.get_fact(VenvSitePackages, path=venv())
 
-files.managed(name=f"NCCL profile {profile}: nccl.env, nccl.conf, sitecustomize.py",
+files.managed(name=f"NCCL profile {profile}: nccl.env, nccl.conf, venv startup hook",
               files=nccl_files(config, site_packages))
 blocks.block(name=f"NCCL profile {profile}: {config.data.shell_rc}", path=config.data.shell_rc,
              marker="nccl-profile", body=nccl_block(config), user=config.data.shell_user)

@@ -41,11 +41,13 @@ def _prestart(args) -> int:
 
 
 def _gate(args) -> int:
-    return gate.run(load(args.spec), args.main_pid, Reporter("gate", sys.stdout))
+    spec = load(args.spec)
+    return gate.run(spec, args.main_pid, Reporter("gate", sys.stdout, log=spec.log))
 
 
 def _watchdog(args) -> int:
-    return watchdog.run(load(args.spec), args.main_pid, Reporter("watchdog", sys.stdout))
+    spec = load(args.spec)
+    return watchdog.run(spec, args.main_pid, Reporter("watchdog", sys.stdout, log=spec.log))
 
 
 def _poststop(args) -> int:

@@ -3,8 +3,10 @@
 The unit's `StandardOutput=append:/var/log/sglang/NAME.log` applies to every Exec line, so what
 prestart, gate and poststop print lands in the server log, which the gate and the watchdog follow.
 The `sglang-pve <tool>` tag marks those lines; `is_own()` lets the followers ignore them, so the
-agent's own words never count as the server's progress. Under systemd (INVOCATION_ID set) each
-message also goes to the journal through syslog, so `journalctl -u sglang-NAME` shows it.
+agent's own words never count as the server's progress. A tqdm bar may be half drawn when a
+message comes (no line end yet): the message then starts on a new line, so it stays a line of its
+own. Under systemd (INVOCATION_ID set) each message also goes to the journal through syslog, so
+`journalctl -u sglang-NAME` shows it.
 """
 
 import os
@@ -21,33 +23,48 @@ def is_own(text: str) -> bool:
 
 
 class Reporter:
-    """say(text): one tagged line to `stream`, to `log` too unless `stream` already is that
-    file (as it is under the unit), and to the journal when running under systemd."""
+    """say(text): tagged lines to `stream` and to the server log `log` (once: not again when
+    `stream` already is that file, as under the unit), and to the journal under systemd."""
 
     def __init__(self, tool: str, stream=None, log: str | None = None):
         self.tool = tool
         self.stream = stream if stream is not None else sys.stdout
-        self.log = log if log and not _same_file(self.stream, log) else None
+        self.log = log
+        self.stream_is_log = bool(log) and _same_file(self.stream, log)
         self.journal = "INVOCATION_ID" in os.environ
         if self.journal:
             syslog.openlog(f"sglang-pve-{tool}", 0, syslog.LOG_DAEMON)
 
     def __call__(self, text: str, error: bool = False) -> None:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-        lines = [f"[{stamp} sglang-pve {self.tool}] {part}\n" for part in text.splitlines() or [""]]
+        lines = "".join(f"[{stamp} sglang-pve {self.tool}] {part}\n" for part in text.splitlines() or [""])
+        lead = "" if not self.log or _at_line_start(self.log) else "\n"
         try:
-            self.stream.write("".join(lines))
+            self.stream.write((lead if self.stream_is_log else "") + lines)
             self.stream.flush()
         except (OSError, ValueError):
             pass
-        if self.log:
+        if self.log and not self.stream_is_log:
             try:
                 with open(self.log, "a", encoding="utf-8") as handle:
-                    handle.write("".join(lines))
+                    handle.write(lead + lines)
             except OSError:
                 pass
         if self.journal:
             syslog.syslog(syslog.LOG_ERR if error else syslog.LOG_INFO, text)
+
+
+def _at_line_start(path: str) -> bool:
+    """The file is empty or ends with a line break (no half-drawn tqdm bar at its end)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            if handle.tell() == 0:
+                return True
+            handle.seek(-1, os.SEEK_END)
+            return handle.read(1) in (b"\n", b"\r")
+    except OSError:
+        return True
 
 
 def _same_file(stream, path: str) -> bool:

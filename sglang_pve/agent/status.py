@@ -4,7 +4,9 @@ One command for the pyinfra status fact: one systemctl call for all units, one n
 one /proc scan, and per server a look at its log, state files and (if the port listens) /health.
 
     {"time": "2026-07-20T10:00:00Z", "host": "gpu1", "spec_dir": "/etc/sglang/servers",
-     "driver": "580.95.05", "gpus": [{"index": 0, "memory_used_mib": 80211, ...}] | null,
+     "driver": "580.95.05", "device_majors": {"nvidia": 195, "nvidia-uvm": 510, ...},
+     "device_nodes": [{"path": "/dev/nvidia0", "major": 195, "minor": 0}, ...],
+     "gpus": [{"index": 0, "memory_used_mib": 80211, ...}] | null,
      "gpu_error": null, "holders": [{"pid": 4300, "cmdline": "...", "ours": true, ...}],
      "unit_error": null,
      "servers": [{"server": "baseline", "unit": "sglang-baseline.service",
@@ -62,6 +64,8 @@ def collect(spec_dir: str) -> dict:
         "host": socket.gethostname(),
         "spec_dir": spec_dir,
         "driver": gpus.driver_version(),
+        "device_majors": gpus.device_majors(),
+        "device_nodes": [asdict(node) for node in gpus.device_nodes()],
         "gpus": None if gpu_list is None else [asdict(gpu) for gpu in gpu_list],
         "gpu_error": gpu_error,
         "holders": [h.to_json() for h in holders.scan(prefix)],
@@ -121,15 +125,21 @@ def server(spec: Spec, unit: dict | None) -> dict:
 
 
 def _failure(spec: Spec, unit: dict, record: dict, latest: str | None, started: float | None) -> str:
-    """Why the unit failed: this start's diagnosis, else the agent's verdict, else systemd's Result."""
-    if latest and (started is None or os.path.getmtime(latest) >= started - 1):
+    """Why the unit failed, newest first: the agent's verdict (gate, watchdog, prestart), this
+    start's diagnosis, else systemd's Result with the last exception line of the log."""
+    def this_start(epoch: float) -> bool:
+        return started is None or epoch >= started - 1
+
+    verdict = record.get("verdict") or ""
+    if verdict.startswith("failed: ") and this_start(record.get("updated", 0)):
+        return verdict[len("failed: "):]
+    if latest and this_start(os.path.getmtime(latest)):
         summary = (state.read_json(latest) or {}).get("summary")
         if summary:
             return summary
-    verdict = record.get("verdict") or ""
-    if verdict.startswith("failed: ") and (started is None or record.get("updated", 0) >= started - 1):
-        return verdict[len("failed: "):]
-    return f"unit result {unit.get('Result') or 'unknown'}"
+    why = f"unit result {unit.get('Result') or 'unknown'}"
+    errors = [line for line in logfollow.tail(spec.log, 50) if phases.is_exception(phases.parse_line(line))]
+    return f"{why}; log: {errors[0].strip()}" if errors else why
 
 
 def _phase_from_log(spec: Spec) -> tuple:

@@ -72,12 +72,15 @@ def changed_files(files: list[ManagedFile], states: dict[str, FileState | None])
 
 
 def converge(files: list[ManagedFile], states: dict[str, FileState | None]):
-    """Shared by every operation that manages files: diff (when asked) and write what differs."""
-    for file in changed_files(files, states):
-        current = states.get(file.path)
-        if state.config.DIFF and file.differs(current):
-            show_diff(file, current)
-        yield from write_commands(file, current)
+    """Shared by every operation that manages files: diff (when asked) and write what differs.
+    All diffs come before the first command: pyinfra's --dry stops a generator at its first yield."""
+    changed = changed_files(files, states)
+    if state.config.DIFF:
+        for file in changed:
+            if file.differs(states.get(file.path)):
+                show_diff(file, states.get(file.path))
+    for file in changed:
+        yield from write_commands(file, states.get(file.path))
 
 
 @operation()

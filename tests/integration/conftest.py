@@ -45,19 +45,23 @@ def sh(script: str, check: bool = True) -> str:
     return on_target("bash", "-c", script, check=check).stdout
 
 
-def pyinfra(*args: str, deploy: str = "deploy.py", check: bool = True) -> str:
-    """Run the pyinfra CLI against the lab over SSH; return its output without colours."""
-    result = subprocess.run([PYINFRA, "-y", "inventory/lab.py", deploy, *args], cwd=PROJECT,
-                            capture_output=True, text=True, timeout=600)
+def pyinfra(*args: str, deploy: str = "deploy.py", check: bool = True, yes: bool = True) -> tuple[int, str]:
+    """Run the pyinfra CLI against the lab over SSH; return its exit code and output without colours.
+    `yes=False` for --dry (pyinfra skips change detection under -y)."""
+    command = [PYINFRA, *(["-y"] if yes else []), "inventory/lab.py", deploy, *args]
+    result = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
     output = ANSI.sub("", result.stdout + result.stderr)
     if check and result.returncode != 0:
         raise AssertionError(f"pyinfra {deploy} {' '.join(args)} exited {result.returncode}:\n{output}")
-    return output
+    return result.returncode, output
 
 
-def changed_operations(output: str) -> list[str]:
-    """Operations pyinfra reports as having changed something on the lab host."""
-    return re.findall(rf"\[{HOST}\] Success", output)
+def grand_total(output: str) -> dict[str, int]:
+    """The 'Grand total' row of pyinfra's results table: operations that changed, failed, did nothing."""
+    row = re.search(r"Grand total\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)", output)
+    assert row, f"no results table in:\n{output[-2000:]}"
+    operations, changed, error, unchanged = (0 if cell == "-" else int(cell) for cell in row.groups())
+    return {"operations": operations, "changed": changed, "error": error, "unchanged": unchanged}
 
 
 MANAGED = "/etc/sglang /etc/nccl.conf /etc/systemd/system /root/.zshrc /opt/sglang /var/lib/sglang-pve"

@@ -24,6 +24,15 @@ def test_lines_are_tagged_and_go_to_the_log_once(tmp_path):
     assert not is_own("[2026-07-20 10:00:00 TP0] Load weight begin.")
 
 
+def test_a_half_drawn_tqdm_bar_does_not_swallow_the_line(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text("\rCapturing batches (bs=8 avail_mem=9.90 GB):  40%|####      | 21/52")
+    with open(log, "a") as as_under_the_unit:
+        Reporter("gate", as_under_the_unit, log=str(log))("phase kv_cache -> cuda_graph")
+    lines = log.read_text().split("\n")
+    assert lines[0].endswith("21/52") and is_own(lines[1]) and lines[2] == ""
+
+
 def test_diagnosis_has_py_spy_stacks_of_our_holders_and_the_main_pid(tmp_path, monkeypatch, agent_env):
     fake = tmp_path / "bin" / "py-spy"
     fake.parent.mkdir()

@@ -36,6 +36,8 @@ def test_every_verdict_from_one_systemctl_call(tmp_path, monkeypatch):
     zombie = write_spec(tmp_path, server="zombie")
     failed = write_spec(tmp_path, server="failed")
     crashed = write_spec(tmp_path, server="crashed")
+    died = write_spec(tmp_path, server="died")
+    refused = write_spec(tmp_path, server="refused")
     write_spec(tmp_path, server="pre")
     write_spec(tmp_path, server="stopped")
     (tmp_path / "specs" / "broken.lifecycle.json").write_text("{}")
@@ -53,6 +55,10 @@ def test_every_verdict_from_one_systemctl_call(tmp_path, monkeypatch):
     path = diagnosis.write(failed, "stall", "stalled in cuda_graph: no log progress for 1200s (limit 1200s)",
                            phase="cuda_graph", seconds_in_phase=1260, seconds_stalled=1200)
     started_with(crashed, BASELINE_V059[:5])
+    started_with(died, BASELINE_V059 + ["Traceback (most recent call last):", '  File "x.py", line 1, in f',
+                                        "RuntimeError: CUDA error: an illegal memory access was encountered"])
+    started_with(refused, [])
+    state.update_status(refused, verdict="failed: GPUs held by other processes (prestart refused)")
     monkeypatch.setenv("SGLANG_PVE_SYSTEMCTL", str(fake_systemctl(tmp_path, {
         "sglang-ready.service": {"ActiveState": "active", "SubState": "running", "Result": "success", "MainPID": "4242"},
         "sglang-starting.service": {"ActiveState": "activating", "SubState": "start-post", "ExecMainStartTimestampMonotonic": monotonic_usec(50)},
@@ -60,6 +66,8 @@ def test_every_verdict_from_one_systemctl_call(tmp_path, monkeypatch):
         "sglang-zombie.service": {"ActiveState": "active", "SubState": "running", "MainPID": "4343"},
         "sglang-failed.service": {"ActiveState": "failed", "SubState": "failed", "Result": "exit-code", "ExecMainStartTimestampMonotonic": monotonic_usec(30)},
         "sglang-crashed.service": {"ActiveState": "failed", "SubState": "failed", "Result": "signal", "ExecMainStartTimestampMonotonic": monotonic_usec(5)},
+        "sglang-died.service": {"ActiveState": "failed", "Result": "exit-code", "ExecMainStartTimestampMonotonic": monotonic_usec(900)},
+        "sglang-refused.service": {"ActiveState": "failed", "Result": "exit-code", "ExecMainStartTimestampMonotonic": monotonic_usec(900)},
         "sglang-pre.service": {"ActiveState": "activating", "SubState": "start-pre", "InactiveExitTimestampMonotonic": monotonic_usec(12)},
     })))
     monkeypatch.setenv("SGLANG_PVE_NVIDIA_SMI", str(fake_nvidia_smi(tmp_path, "0, GPU-a, NVIDIA H200, 80211, 143771, 0\n")))
@@ -68,7 +76,7 @@ def test_every_verdict_from_one_systemctl_call(tmp_path, monkeypatch):
         report = status.collect(str(tmp_path / "specs"))
 
     shows = [call for call in systemctl_calls(tmp_path) if call[0] == "show"]
-    assert len(shows) == 1 and len([a for a in shows[0] if a.endswith(".service")]) == 8
+    assert len(shows) == 1 and len([a for a in shows[0] if a.endswith(".service")]) == 10
     by_name = {entry.get("server"): entry for entry in report["servers"]}
     assert by_name["ready"]["verdict"] == "ready" and by_name["ready"]["health"]["status"] == 200
     assert by_name["ready"]["phase"] == "ready" and by_name["ready"]["seconds_in_phase"] >= 59
@@ -80,6 +88,9 @@ def test_every_verdict_from_one_systemctl_call(tmp_path, monkeypatch):
     assert by_name["failed"]["verdict"] == "failed: stalled in cuda_graph: no log progress for 1200s (limit 1200s)"
     assert by_name["failed"]["diagnosis"] == path and by_name["failed"]["phase"] == "cuda_graph"
     assert by_name["crashed"]["verdict"] == "failed: unit result signal"
+    assert by_name["died"]["verdict"] == ("failed: unit result exit-code; "
+                                          "log: RuntimeError: CUDA error: an illegal memory access was encountered")
+    assert by_name["refused"]["verdict"] == "failed: GPUs held by other processes (prestart refused)"
     assert by_name["pre"]["verdict"].startswith("starting (prestart, 1")
     assert by_name["stopped"]["verdict"] == "stopped"
     assert by_name[None]["error"].startswith(f"spec {tmp_path}/specs/broken.lifecycle.json: missing key(s)")
@@ -101,5 +112,6 @@ def test_status_command_prints_one_json_document(tmp_path, capsys):
     assert main(["status", "--json", "--spec-dir", str(tmp_path / "specs")]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["servers"][0]["verdict"] == "stopped" and report["gpus"] is None
+    assert report["device_nodes"] == [] and isinstance(report["device_majors"], dict)
     assert main(["status", "--spec-dir", str(tmp_path / "specs")]) == 0
     assert "sglang-t1.service" in capsys.readouterr().out

@@ -92,7 +92,7 @@ def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone between open and read: ESRCH
         return False
 
 
@@ -103,7 +103,7 @@ def _group_members(pgid: int) -> list:
         try:
             with open(f"/proc/{entry}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             continue
         if int(fields[2]) == pgid and fields[0] != "Z":
             members.append(int(entry))
@@ -443,10 +443,12 @@ def test_warmup_hang_keeps_the_port_open_and_unhealthy(lab):
 def test_wedge_after_ready_fails_health_but_stays_alive(lab):
     lab.faults({"baseline": {"wedge_after_ready": True}})
     sim = lab.start(lab.config("baseline"), SGLANG_HEALTH_CHECK_TIMEOUT="1")
-    sim.wait_log(r"The server is fired up and ready to roll!")
+    ready = sim.wait_log(r"The server is fired up and ready to roll!")
     members = _group_members(sim.popen.pid)
     assert sim.http("/health")[0] == 503
-    assert "Health check failed. Server couldn't get a response from detokenizer for last 1 seconds." in sim.log()
+    after_ready = sim.log().split(ready, 1)[1]
+    assert "Health check failed. Server couldn't get a response from detokenizer for last 1 seconds." in after_ready
+    assert "Prefill batch" not in after_ready  # the scheduler took nothing more
     assert sim.popen.poll() is None and all(map(_alive, members))
 
 

@@ -1,9 +1,4 @@
-"""SGLang's detokenizer process: scheduler outputs in, text back to the tokenizer manager.
-
-Fault `wedge_after_ready`: once the launcher flips the wedge switch (after "fired up"), the
-detokenizer swallows every output. Generations never finish and /health gets no response
-within SGLANG_HEALTH_CHECK_TIMEOUT, so it answers 503 while every process stays alive.
-"""
+"""SGLang's detokenizer process: scheduler outputs in, text back to the tokenizer manager."""
 
 from sglang.sim.channels import Channels
 from sglang.sim.logs import configure_logger
@@ -16,6 +11,4 @@ def run_detokenizer_process(log_level: str, chans: Channels) -> None:
     set_process_title("sglang::detokenizer")
     configure_logger(log_level)
     while True:
-        output = chans.to_detokenizer.get()
-        if not chans.wedged.is_set():
-            chans.to_tokenizer.put(output)
+        chans.to_tokenizer.put(chans.to_detokenizer.get())

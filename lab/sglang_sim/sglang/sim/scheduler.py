@@ -355,12 +355,20 @@ class _ServeLoop:
     def run(self) -> None:
         while True:
             new = self._recv_requests(block=not self.running)
+            if self.chans.wedged.is_set():
+                self._wedge()
             if new:
                 self._prefill(new)
             if self.running:
                 self._decode_step()
             if not self.running:
                 self._set_busy(False)
+
+    def _wedge(self) -> None:
+        """Fault wedge_after_ready: the event loop stops taking requests, outside any batch
+        (so SGLang's watchdog never fires): nothing is logged, GPUs idle, processes alive."""
+        self._set_busy(False)
+        threading.Event().wait()
 
     def _recv_requests(self, block: bool) -> List[dict]:
         queue = self.chans.to_scheduler
