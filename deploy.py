@@ -11,4 +11,5 @@ deployment()
 
 local.include("tasks/sglang.py")
 local.include("tasks/nccl_env.py")
+local.include("tasks/agent.py")
 local.include("tasks/servers.py")

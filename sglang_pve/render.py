@@ -91,10 +91,13 @@ def _unit(deployment: Deployment, server: ServerConfig, venv: str) -> str:
         venv=venv,
         config_path=paths.server_config_path(server.name),
         log_path=paths.log_path(server.name),
-        # The readiness gate fails the start itself at startup_timeout_s; systemd's own timeout
-        # is the backstop, with room for the reaper before and the diagnosis after.
-        timeout_start_s=math.ceil(life.startup_timeout_s + life.gpu_free_timeout_s + 60),
-        timeout_stop_s=math.ceil(life.stop_timeout_s),
+        agent=paths.AGENT,
+        spec_path=paths.lifecycle_path(server.name),
+        # The gate fails the start itself at startup_timeout_s; systemd's timeout is the backstop,
+        # with room for prestart (GPU reaping, restart backoff) and the diagnosis (nvidia-smi, py-spy).
+        timeout_start_s=math.ceil(life.startup_timeout_s + life.gpu_free_timeout_s + life.watchdog.backoff_max_s + 90),
+        # TimeoutStopSec also bounds ExecStopPost, which waits up to gpu_free_timeout_s.
+        timeout_stop_s=math.ceil(life.stop_timeout_s + life.gpu_free_timeout_s + 40),
         limits=deployment.data.unit_limits,
     )
 

@@ -16,6 +16,7 @@ of a recycled PID) are dropped. Supported forms, as the real tool prints them:
 
 import json
 import os
+import signal
 import sys
 import time
 import uuid
@@ -38,11 +39,13 @@ def gpu_uuid(index: int) -> str:
 
 
 def _start_time(pid: int):
+    """Start time of a live process; None when it is gone or a zombie (its fds are closed)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
+            fields = f.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
+    return None if fields[0] == "Z" else fields[19]
 
 
 def read_usage() -> dict:
@@ -162,36 +165,44 @@ def list_gpus(gpus: list) -> None:
         print(f"GPU {index}: {NAME} (UUID: {gpu_uuid(index)})")
 
 
+def _box(*cells: str) -> str:
+    """One table row: cells padded (or clipped) to the real tool's column widths."""
+    widths = (41, 24, 22) if len(cells) == 3 else (89,)
+    return "|" + "|".join(f"{cell:<{w}.{w}}" for cell, w in zip(cells, widths)) + "|"
+
+
 def summary(gpus: list) -> None:
+    """The plain `nvidia-smi` table (layout approximates driver 580's)."""
     usage = read_usage()
-    line = "+-----------------------------------------+------------------------+----------------------+"
-    print(time.strftime("%a %b %d %H:%M:%S %Y"))
-    print("+-----------------------------------------------------------------------------------------+")
-    print(f"| NVIDIA-SMI {DRIVER_VERSION}             Driver Version: {DRIVER_VERSION}     CUDA Version: {CUDA_VERSION}     |")
-    print(line)
-    print("| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |")
-    print("| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |")
-    print("|                                         |                        |               MIG M. |")
-    print(line.replace("-", "="))
+    rule, wide = "+" + "+".join("-" * w for w in (41, 24, 22)) + "+", "+" + "-" * 89 + "+"
+    name = NAME if len(NAME) <= 26 else NAME[:23] + "..."
+    lines = [time.strftime("%a %b %d %H:%M:%S %Y"), wide,
+             _box(f" NVIDIA-SMI {DRIVER_VERSION:<22}Driver Version: {DRIVER_VERSION:<15}CUDA Version: {CUDA_VERSION}"),
+             rule,
+             _box(" GPU  Name                 Persistence-M", " Bus-Id          Disp.A", " Volatile Uncorr. ECC"),
+             _box(" Fan  Temp   Perf          Pwr:Usage/Cap", "           Memory-Usage", " GPU-Util  Compute M."),
+             _box("", "", "               MIG M."),
+             rule.replace("-", "=")]
     for index in gpus:
         mem, util = usage[index]
-        temp, pstate = 32 + util * 45 // 100, "P1" if mem > IDLE_MIB else "P8"
-        print(f"| {index:>3}  {NAME[:30]:<30}  On  |   {PCI_BUS_IDS[index]} Off |                  Off |")
-        print(f"| N/A   {temp:>2}C    {pstate}  {_power(util):>5.0f}W /  {POWER_LIMIT_W:.0f}W |"
-              f"  {mem:>6}MiB / {MEMORY_TOTAL_MIB}MiB | {util:>5}%      Default |")
-        print("|                                         |                        |                  N/A |")
-        print(line)
-    print()
-    print("+-----------------------------------------------------------------------------------------+")
-    print("| Processes:                                                                              |")
-    print("|  GPU   GI   CI              PID   Type   Process name                        GPU Memory |")
-    print("|        ID   ID                                                               Usage      |")
-    print("|=========================================================================================|")
-    print("|  No running processes found                                                             |")
-    print("+-----------------------------------------------------------------------------------------+")
+        pstate = "P1" if mem > IDLE_MIB else "P8"
+        lines += [
+            _box(f" {index:>3}  {name:<26}      On", f"   {PCI_BUS_IDS[index]} Off", "                  Off"),
+            _box(f" N/A   {32 + util * 45 // 100:>2}C    {pstate}   {_power(util):>12.0f}W /  {POWER_LIMIT_W:.0f}W",
+                 f" {mem:>7}MiB / {MEMORY_TOTAL_MIB:>6}MiB ", f" {util:>6}%      Default "),
+            _box("", "", "                  N/A"),
+            rule,
+        ]
+    lines += ["", wide, _box(" Processes:"),
+              _box("  GPU   GI   CI              PID   Type   Process name                        GPU Memory"),
+              _box("        ID   ID                                                               Usage"),
+              "|" + "=" * 89 + "|",
+              _box("  No running processes found"), wide]
+    print("\n".join(lines))
 
 
 def main(argv: list) -> None:
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `nvidia-smi | head` must not traceback
     opts = parse_args(argv)
     gpus = selected_gpus(opts)
     if "query-gpu" in opts or "query-compute-apps" in opts:

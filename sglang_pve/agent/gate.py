@@ -148,7 +148,7 @@ class _Gate:
         if kind == "stall":
             summary = f"stalled in {phase}: no log progress for {stalled:.0f}s (limit {spec.stall_timeout(phase):g}s), {elapsed:.0f}s after start"
             if self.tracker.ready and self.health is not None:
-                summary += f"; the ready line was seen but /health answered {self.health.describe()}"
+                summary += f"; the ready line was seen but /health failed: {self.health.describe()}"
             elif self.last_line:
                 summary += f"; last line: {self.last_line.strip()[:160]}"
             code = exitcodes.STALL

@@ -5,7 +5,8 @@
     python3 -m sglang_pve.agent.zipapp /tmp/sglang-pve-agent.pyz
 
 Contents: `__main__.py` (calls sglang_pve.agent.cli.main()), `sglang_pve/__init__.py` and every
-`sglang_pve/agent/**/*.py`, sorted, with a fixed timestamp (1980-01-01), mode 0644 and deflate.
+`sglang_pve/agent/**/*.py`, sorted, with a fixed timestamp (1980-01-01) and mode 0644, stored
+uncompressed: deflate output may differ between zlib builds, i.e. between controllers.
 It runs with any python3 >= 3.11 and nothing else: `/usr/bin/python3 sglang-pve-agent.pyz --help`.
 """
 
@@ -49,10 +50,10 @@ def build() -> bytes:
 
 def _add(archive: zipfile.ZipFile, name: str, data: bytes) -> None:
     info = zipfile.ZipInfo(name, date_time=_EPOCH)
-    info.compress_type = zipfile.ZIP_DEFLATED
+    info.compress_type = zipfile.ZIP_STORED
     info.create_system = 3  # Unix, so the mode below is honoured
     info.external_attr = 0o100644 << 16
-    archive.writestr(info, data, compresslevel=9)
+    archive.writestr(info, data)
 
 
 if __name__ == "__main__":

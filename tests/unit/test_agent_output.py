@@ -29,7 +29,7 @@ def test_a_half_drawn_tqdm_bar_does_not_swallow_the_line(tmp_path):
     log.write_text("\rCapturing batches (bs=8 avail_mem=9.90 GB):  40%|####      | 21/52")
     with open(log, "a") as as_under_the_unit:
         Reporter("gate", as_under_the_unit, log=str(log))("phase kv_cache -> cuda_graph")
-    lines = log.read_text().split("\n")
+    lines = log.read_bytes().decode().split("\n")
     assert lines[0].endswith("21/52") and is_own(lines[1]) and lines[2] == ""
 
 

@@ -88,24 +88,30 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _alive(pid: int) -> bool:
+def _stat(pid) -> list:
+    """Fields of /proc/PID/stat after the command name ([] when the process is gone)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+            return f.read().rsplit(")", 1)[1].split()
     except (FileNotFoundError, ProcessLookupError):  # gone between open and read: ESRCH
-        return False
+        return []
+
+
+def _alive(pid: int) -> bool:
+    fields = _stat(pid)
+    return bool(fields) and fields[0] != "Z"
+
+
+def _start_time(pid: int):
+    return _stat(pid)[19] if _alive(pid) else None
 
 
 def _group_members(pgid: int) -> list:
     """Live PIDs of process group `pgid`."""
     members = []
     for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
+        fields = _stat(entry)
+        if fields and int(fields[2]) == pgid and fields[0] != "Z":
             members.append(int(entry))
     return members
 
@@ -151,13 +157,13 @@ class Sim:
         return [json.loads(p.read_text()) for p in (self.run_dir / "gpus").glob("*.json")]
 
     def kill(self) -> None:
+        """SIGKILL what is left: leaked children (checked by start time) and the process group
+        (whose id cannot be reused while any member lives)."""
         for record in self.records():
-            if record["role"] == "leak" and _alive(record["pid"]):
+            if record["role"] == "leak" and _start_time(record["pid"]) == record["starttime"]:
                 os.kill(record["pid"], signal.SIGKILL)
-        try:
+        if _group_members(self.popen.pid):
             os.killpg(self.popen.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         self.popen.wait(timeout=10)
 
 
@@ -316,7 +322,7 @@ def test_nccl_profile_sets_the_baseline_rate(sglang):
 
 
 def test_baseline_starts_phase_by_phase_and_stops_on_sigterm(lab):
-    phases = TINY_PHASES.replace("weights=0.05", "weights=0.6").replace("warmup=0.05", "warmup=0.8")
+    phases = TINY_PHASES.replace("weights=0.05", "weights=0.6").replace("warmup=0.05", "warmup=1.2")
     sim = lab.start(lab.config("baseline"), phases=phases)
     sim.wait_log(r"TP0\] Load weight begin")
     assert not sim.port_open()
@@ -450,6 +456,10 @@ def test_wedge_after_ready_fails_health_but_stays_alive(lab):
     assert "Health check failed. Server couldn't get a response from detokenizer for last 1 seconds." in after_ready
     assert "Prefill batch" not in after_ready  # the scheduler took nothing more
     assert sim.popen.poll() is None and all(map(_alive, members))
+    sim.popen.send_signal(signal.SIGTERM)  # unhealthy: SGLang exits without draining
+    assert sim.popen.wait(timeout=10) == -signal.SIGKILL
+    assert "Signal SIGTERM received while health check failed. Force exiting." in sim.log()
+    _wait(lambda: not any(map(_alive, members)), 5, "the process tree to exit")
 
 
 # ---- fake nvidia-smi --------------------------------------------------------------------------
@@ -458,8 +468,7 @@ def test_wedge_after_ready_fails_health_but_stays_alive(lab):
 def test_nvidia_smi_formats(tmp_path):
     gpus = tmp_path / "gpus"
     gpus.mkdir()
-    with open("/proc/self/stat") as f:
-        starttime = f.read().rsplit(")", 1)[1].split()[19]
+    starttime = _start_time(os.getpid())
     (gpus / "1.json").write_text(json.dumps({"pid": os.getpid(), "starttime": starttime, "gpu": 3,
                                              "memory_used_mib": 90000, "utilization_gpu": 35}))
     # Same PID, other start time: the process that wrote it is gone (PID reused).

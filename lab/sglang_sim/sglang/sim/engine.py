@@ -31,7 +31,7 @@ from sglang.sim.logs import UVICORN_ERROR
 from sglang.sim.phases import phase_durations
 from sglang.sim.procutil import kill_process_tree
 from sglang.sim.scheduler import run_scheduler_process
-from sglang.sim.tokenizer_manager import TokenizerManager
+from sglang.sim.tokenizer_manager import ServerStatus, TokenizerManager
 from sglang.sim.warmup import wait_and_warmup
 from sglang.srt.server_args import ServerArgs
 
@@ -106,11 +106,21 @@ def _watch_subprocesses(procs: List[mp.Process], tm: TokenizerManager, stop: thr
 
 
 def _sigterm_watchdog(tm: TokenizerManager) -> None:
+    """SGLang's sigterm_watchdog: after SIGTERM, drain the requests, then kill the tree."""
     poll = env.SIGTERM_POLL.get()
     while not tm.gracefully_exit:
         time.sleep(poll)
-    while tm.num_inflight:
-        logger.info(f"Gracefully exiting... Remaining number of requests {tm.num_inflight}.")
+    while True:
+        if tm.server_status == ServerStatus.UNHEALTHY:
+            logger.error("Signal SIGTERM received while health check failed. Force exiting.")
+            break
+        remaining_rids = tm.inflight_rids()
+        logger.info(
+            f"Gracefully exiting... Remaining number of requests {len(remaining_rids)}. "
+            f"Remaining requests {remaining_rids=}."
+        )
+        if not remaining_rids:
+            break
         time.sleep(poll)
     kill_process_tree(os.getpid())
 

@@ -56,10 +56,9 @@ class TokenizerManager:
         self._counter = itertools.count()
         threading.Thread(target=self._handle_loop, name="handle_loop", daemon=True).start()
 
-    @property
-    def num_inflight(self) -> int:
+    def inflight_rids(self) -> List[str]:
         with self._lock:
-            return len(self._queues)
+            return list(self._queues)
 
     def _handle_loop(self) -> None:
         while True:

@@ -1,0 +1,7 @@
+"""The lifecycle agent (readiness gate, watchdog, GPU reaper, status): one stdlib-only zipapp."""
+
+from sglang_pve import paths
+from sglang_pve.agent import zipapp
+from sglang_pve.operations import files
+
+files.managed(name="Lifecycle agent", files=[files.ManagedFile(paths.AGENT, zipapp.build(), mode="755")])
