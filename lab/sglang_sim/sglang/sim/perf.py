@@ -10,7 +10,7 @@ EAGLE-3 (topk 1): each verify step accepts 1 + k draft tokens, k ~ a chain of Be
 successes capped at num_steps (p ~ 0.72 per request, a guess), so the mean accept length is
 1 + p + ... + p^steps (2.2 / 2.6 / 3.1 for 2 / 3 / 5 steps). A step costs more than a plain
 decode step (drafting plus verifying), 1.25 + 0.1 * steps times (a guess): 2, 3, 5 steps give
-roughly 137, 150, 159 tok/s against 89. Batching slows each stream by 4 % per extra request.
+roughly 137, 150, 156 tok/s against 89. Batching slows each stream by 4 % per extra request.
 """
 
 import random
