@@ -52,7 +52,9 @@ def servers(files: dict[str, list[ManagedFile]], active: str | None):
         state = current.units.get(unit)
         if name != active and state:
             if state.running:
-                commands.append(StringCommand("systemctl", "stop", unit))
+                # SGLang ends its drain on SIGTERM by SIGKILLing its own tree, so systemd marks every
+                # stop "failed (signal)"; a stop we asked for is not a failure worth keeping.
+                commands.append(StringCommand("systemctl", "stop", unit, "&&", "systemctl", "reset-failed", unit))
             if state.enabled == "enabled":
                 commands.append(StringCommand("systemctl", "disable", unit))
     if active:

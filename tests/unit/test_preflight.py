@@ -245,41 +245,66 @@ def test_derived_context_length_follows_sglang(config, length):
     assert derived_context_length(config)[0] == length
 
 
-# A capture from the lab (python -m lab up): three configs, one with a missing draft and sshd's
-# port; config.json bodies trimmed to the keys the rules read.
+# A capture from the lab (python -m lab up, sglang-baseline running on the SGLang simulator), judging
+# baseline and eagle3-3step as shipped plus two bad configs; config.json bodies trimmed to the keys
+# the rules read. The lines before the result are what SSH may print first.
+LAB_SERVERS = copy.deepcopy(SHIPPED)
+for _name in ("eagle3-2step", "eagle3-5step"):
+    del LAB_SERVERS["servers"][_name]
+LAB_SERVERS["servers"]["ssh-port"] = {
+    "port": 22, "speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/data/models/missing-eagle3",
+    "speculative-num-steps": 3, "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 4}
+LAB_SERVERS["servers"]["bad-parser"] = {"reasoning-parser": "kimi_k3"}
 CAPTURED = [
     "Warning: Permanently added '10.200.0.11' (ED25519) to the list of known hosts.",
-    'sglang-pve-preflight {"cap_sys_resource": false, "configs": {"baseline": null, "eagle3-3step": null, '
+    'sglang-pve-preflight {"cap_sys_resource": false, "configs": {"bad-parser": null, "baseline": '
+    '"f03208f8677c54bd8bc9a69c44ec679bf33f03ba", "eagle3-3step": "774a9467fa38fc01aff1ed0b2fe193cce54b6fb4", '
     '"ssh-port": null}, "gpus": ["nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidia4", "nvidia5", "nvidia6", '
     '"nvidia7"], "init_userns": true, "limits": {"memlock": [8388608, 8388608], "nofile": [20000, 20000]}, '
     '"listeners": [{"address": "0.0.0.0", "holders": [{"cmdline": "sshd: /usr/sbin/sshd -D [listener] 0 of 10-100 '
-    'startups", "comm": "sshd", "pid": 39, "unit": null}], "port": 22}, {"address": "::", "holders": [{"cmdline": '
-    '"sshd: /usr/sbin/sshd -D [listener] 0 of 10-100 startups", "comm": "sshd", "pid": 39, "unit": null}], "port": '
-    '22}], "models": {"/data/models/Kimi-K2.5-eagle3": {"config": {"architectures": ["LlamaForCausalLMEagle3"], '
-    '"draft_vocab_size": null, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57], '
-    '"use_aux_hidden_state": true}, "hidden_size": 7168, "max_position_embeddings": 131072, "model_type": "llama", '
-    '"num_hidden_layers": 1, "rope_scaling": null, "target_hidden_size": 7168, "tie_word_embeddings": false, '
-    '"vocab_size": 163840}, "dir": true, "error": null}, "/data/models/missing-eagle3": {"config": null, "dir": '
-    'false, "error": null}, "/shared/models/Kimi-K2.5-INT4": {"config": {"architectures": '
+    'startups", "comm": "sshd", "pid": 43, "unit": null}], "port": 22}, {"address": "::", "holders": [{"cmdline": '
+    '"sshd: /usr/sbin/sshd -D [listener] 0 of 10-100 startups", "comm": "sshd", "pid": 43, "unit": null}], "port": '
+    '22}, {"address": "0.0.0.0", "holders": [{"cmdline": '
+    '"/opt/sglang/venvs/sglang-0.5.16.dev20260720+g8905cbd42/bin/python -m sglang.launch_server --config '
+    '/etc/sglang/servers/baseline.yaml", "comm": "python", "pid": 3988, "unit": "sglang-baseline.service"}], '
+    '"port": 8000}], "models": {"/data/models/Kimi-K2.5-eagle3": {"config": {"architectures": '
+    '["LlamaForCausalLMEagle3"], "draft_vocab_size": null, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1,'
+    ' 29, 57], "use_aux_hidden_state": true}, "hidden_size": 7168, "max_position_embeddings": 131072, "model_type":'
+    ' "llama", "num_hidden_layers": 1, "rope_scaling": null, "target_hidden_size": 7168, "tie_word_embeddings": '
+    'false, "vocab_size": 163840}, "dir": true, "error": null}, "/data/models/missing-eagle3": {"config": null, '
+    '"dir": false, "error": null}, "/shared/models/Kimi-K2.5-INT4": {"config": {"architectures": '
     '["KimiK25ForConditionalGeneration"], "model_type": "kimi_k25", "text_config": {"architectures": '
     '["DeepseekV3ForCausalLM"], "hidden_size": 7168, "max_position_embeddings": 262144, "num_hidden_layers": 61, '
     '"rope_scaling": {"beta_fast": 1.0, "beta_slow": 1.0, "factor": 64.0, "mscale": 1.0, "mscale_all_dim": 1.0, '
     '"original_max_position_embeddings": 4096, "type": "yarn"}, "tie_word_embeddings": false, "vocab_size": '
-    '163840}}, "dir": true, "error": null}}, "sglang": null, "verdicts": {}}',
+    '163840}}, "dir": true, "error": null}}, "sglang": "0.5.16.dev20260720+g8905cbd42", "verdicts": {"bad-parser": '
+    '{"error": "argument --reasoning-parser: invalid choice: \'kimi_k3\' (choose from \'deepseek-r1\', \'deepseek-v3\', '
+    "'glm45', 'gpt-oss', 'kimi', 'kimi_k2', 'minimax', 'minimax-append-think', 'qwen3', 'qwen3-thinking', "
+    '\'step3\')", "ok": false}, "baseline": {"error": "", "ok": true}, "eagle3-3step": {"error": "", "ok": true}, '
+    '"ssh-port": {"error": "OSError: Can\'t load the configuration of \'/data/models/missing-eagle3\'. If you were '
+    "trying to load it from 'https://huggingface.co/models', make sure you don't have a local directory with the "
+    "same name. Otherwise, make sure '/data/models/missing-eagle3' is the correct path to a directory containing a "
+    'config.json file", "ok": false}}}',
 ]
 
 
-def test_fact_parses_a_captured_lab_output():
+def test_fact_parses_a_captured_lab_output(tmp_path):
     found = PreflightProbe().process(CAPTURED)
-    assert found.error is None and found.sglang is None and found.verdicts == {}
+    assert found.error is None and found.sglang == PINNED
     assert found.gpus == [f"nvidia{i}" for i in range(8)]
     assert found.limits == {"memlock": (8388608, 8388608), "nofile": (20000, 20000)}
     assert not found.cap_sys_resource and found.init_userns
     assert [(x.port, x.address, x.holders[0].comm, x.holders[0].unit) for x in found.listeners] == [
-        (22, "0.0.0.0", "sshd", None), (22, "::", "sshd", None)]
+        (22, "0.0.0.0", "sshd", None), (22, "::", "sshd", None), (8000, "0.0.0.0", "python", "sglang-baseline.service")]
     assert found.models["/data/models/missing-eagle3"] == ModelDir(False, None, None)
     assert found.models[TARGET_PATH].config["text_config"]["num_hidden_layers"] == 61
-    assert found.configs == {"baseline": None, "eagle3-3step": None, "ssh-port": None}
+    assert found.configs["bad-parser"] is None and len(found.configs["baseline"]) == 40
+    assert found.verdicts["baseline"] == Verdict(True, "") and found.verdicts["bad-parser"].ok is False
+    # and the rules judge it: the lab's limits and our own listener on 8000 pass
+    report = judge(tmp_path, LAB_SERVERS, groups=("all", "lab"), host=found)
+    assert sorted(p.key for p in merged(report.problems)) == [
+        "servers.bad-parser", "servers.ssh-port", "servers.ssh-port.port", "servers.ssh-port.speculative-draft-model-path"]
+    assert "port 8000 held by sglang-baseline.service" in report.summary()
 
 
 def test_fact_reports_a_probe_without_result():

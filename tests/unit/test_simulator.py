@@ -447,14 +447,16 @@ def test_warmup_hang_keeps_the_port_open_and_unhealthy(lab):
 
 
 def test_wedge_after_ready_fails_health_but_stays_alive(lab):
-    lab.faults({"baseline": {"wedge_after_ready": True}})
+    lab.faults({"baseline": {"wedge_after_ready": 1.5}})
     sim = lab.start(lab.config("baseline"), SGLANG_HEALTH_CHECK_TIMEOUT="1")
     ready = sim.wait_log(r"The server is fired up and ready to roll!")
     members = _group_members(sim.popen.pid)
+    assert sim.http("/health")[0] == 200  # healthy first, as a readiness gate sees it
+    time.sleep(2)
     assert sim.http("/health")[0] == 503
     after_ready = sim.log().split(ready, 1)[1]
     assert "Health check failed. Server couldn't get a response from detokenizer for last 1 seconds." in after_ready
-    assert "Prefill batch" not in after_ready  # the scheduler took nothing more
+    assert "Prefill batch" not in after_ready.split("Health check failed", 1)[1]  # nothing taken after the wedge
     assert sim.popen.poll() is None and all(map(_alive, members))
     sim.popen.send_signal(signal.SIGTERM)  # unhealthy: SGLang exits without draining
     assert sim.popen.wait(timeout=10) == -signal.SIGKILL

@@ -21,13 +21,16 @@ from sglang.sim.phases import PHASES, validate_phase_seconds
 CRASH_KINDS = ("context_length",)
 
 
+WEDGE_DELAY_S = 3.0
+
+
 @dataclass(frozen=True)
 class Faults:
     """The faults injected into one start of one server configuration."""
 
     hang: Optional[str] = None
     crash: Optional[str] = None
-    wedge_after_ready: bool = False
+    wedge_after_ready: Optional[float] = None  # seconds healthy after `fired up` before the wedge
     leak_child: bool = False
     phase_seconds: Dict[str, float] = field(default_factory=dict)
 
@@ -64,16 +67,25 @@ def _parse_entry(entry: object, where: str) -> Faults:
         raise ValueError(f"{where}: hang must be one of {', '.join(PHASES)}, got {hang!r}")
     if crash is not None and crash not in CRASH_KINDS:
         raise ValueError(f"{where}: crash must be one of {', '.join(CRASH_KINDS)}, got {crash!r}")
-    for flag in ("wedge_after_ready", "leak_child"):
-        if not isinstance(entry.get(flag, False), bool):
-            raise ValueError(f"{where}: {flag} must be true or false, got {entry[flag]!r}")
+    if not isinstance(entry.get("leak_child", False), bool):
+        raise ValueError(f"{where}: leak_child must be true or false, got {entry['leak_child']!r}")
+    wedge = entry.get("wedge_after_ready", False)
+    if not isinstance(wedge, (bool, int, float)) or (not isinstance(wedge, bool) and wedge < 0):
+        raise ValueError(f"{where}: wedge_after_ready must be true, false or seconds >= 0, got {wedge!r}")
     seconds = entry.get("phase_seconds") or {}
     if not isinstance(seconds, dict):
         raise ValueError(f"{where}: phase_seconds must map phase -> seconds, got {seconds!r}")
     return Faults(
         hang=hang,
         crash=crash,
-        wedge_after_ready=entry.get("wedge_after_ready", False),
+        wedge_after_ready=_wedge_delay(wedge),
         leak_child=entry.get("leak_child", False),
         phase_seconds=validate_phase_seconds(seconds, f"{where}: phase_seconds"),
     )
+
+
+def _wedge_delay(value: object) -> Optional[float]:
+    """true: healthy for WEDGE_DELAY_S first (a guess: long enough for a readiness check to pass)."""
+    if isinstance(value, bool):
+        return WEDGE_DELAY_S if value else None
+    return float(value)

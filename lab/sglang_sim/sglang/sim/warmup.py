@@ -10,6 +10,7 @@ as Kimi-K2.5) get `POST /v1/chat/completions` with an image. Success logs
 import json
 import logging
 import os
+import threading
 import time
 import traceback
 import urllib.request
@@ -82,5 +83,5 @@ def wait_and_warmup(tm: TokenizerManager, chans: Channels, faults: Faults, delay
             return
     tm.server_status = ServerStatus.UP
     logger.info("The server is fired up and ready to roll!")
-    if faults.wedge_after_ready:
-        chans.wedged.set()
+    if faults.wedge_after_ready is not None:
+        threading.Timer(faults.wedge_after_ready, chans.wedged.set).start()
