@@ -8,6 +8,7 @@ from pyinfra import local
 from sglang_pve.context import deployment
 
 deployment()
+local.include("tasks/preflight.py")  # reads the host; refuses before any change
 
 local.include("tasks/sglang.py")
 local.include("tasks/nccl_env.py")

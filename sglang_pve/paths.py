@@ -11,6 +11,7 @@ AGENT = "/opt/sglang-pve/sglang-pve-agent.pyz"
 STATE_DIR = "/var/lib/sglang-pve"
 DIAGNOSES_DIR = f"{STATE_DIR}/diagnoses"
 UNIT_PREFIX = "sglang-"
+SGLANG_DEFAULT_PORT = 30000  # SGLang's own, when a configuration sets no port
 
 
 def unit_name(server: str) -> str:

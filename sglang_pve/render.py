@@ -50,7 +50,7 @@ def nccl_files(deployment: Deployment, purelib: str) -> list[ManagedFile]:
     ]
 
 
-def _server_yaml(server: ServerConfig) -> str:
+def server_yaml(server: ServerConfig) -> str:
     flags = yaml.safe_dump(server.args.as_flags(), sort_keys=False, default_flow_style=False).rstrip("\n")
     return render("server.yaml.j2", server=server.name, flags_yaml=flags)
 
@@ -65,7 +65,7 @@ def lifecycle_spec(server: ServerConfig) -> dict:
         "unit_prefix": paths.UNIT_PREFIX,
         "log": paths.log_path(server.name),
         "host": "127.0.0.1" if bind in ("0.0.0.0", "::") else bind,
-        "port": args.port or 30000,  # SGLang's default port
+        "port": args.port or paths.SGLANG_DEFAULT_PORT,
         "speculative": args.speculative,
         "startup_timeout_s": life.startup_timeout_s,
         "stall_timeout_s": life.stall_timeout_s.model_dump(),
@@ -107,6 +107,6 @@ def server_files(deployment: Deployment, server: ServerConfig, venv: str) -> lis
     spec = json.dumps(lifecycle_spec(server), indent=2, sort_keys=True) + "\n"
     return [
         ManagedFile(paths.unit_path(server.name), _unit(deployment, server, venv)),
-        ManagedFile(paths.server_config_path(server.name), _server_yaml(server)),
+        ManagedFile(paths.server_config_path(server.name), server_yaml(server)),
         ManagedFile(paths.lifecycle_path(server.name), spec),
     ]

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from .. import paths
 from ..config import Deployment, Problem, ServerConfig
 from ..facts.preflight import HostSnapshot, ProbeSpec, RenderedConfig
-from ..render import server_files
+from ..operations.files import ManagedFile
+from ..render import server_yaml
 from .context import context_problems
 from .draft import eagle3_problems
 from .flags import rendered_problems, verdict_problems
@@ -66,7 +67,7 @@ def probe_spec(deployment: Deployment, venv: str, judge_all: bool) -> ProbeSpec:
     configs that differ from the host's copy (or every one, when the venv holds another version)."""
     configs = {}
     for name, server in deployment.servers.items():
-        rendered = next(f for f in server_files(deployment, server, venv) if f.path == paths.server_config_path(name))
+        rendered = ManagedFile(paths.server_config_path(name), server_yaml(server))
         configs[name] = RenderedConfig(rendered.path, rendered.content, rendered.sha1, dict(server.env))
     servers = deployment.servers.values()
     models = dict.fromkeys(p for s in servers for p in (s.args.model_path, s.args.speculative_draft_model_path) if p)

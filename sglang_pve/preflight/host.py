@@ -8,7 +8,6 @@ from ..config import Problem, ServerConfig
 from ..config.deployment import UnitLimits
 from ..facts.preflight import HostSnapshot, Listener
 
-SGLANG_DEFAULT_PORT = 30000
 _SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 
@@ -33,7 +32,7 @@ def gpu_problems(servers: dict[str, ServerConfig], gpus: list[str]) -> list[Prob
 
 
 def port(server: ServerConfig) -> int:
-    return server.args.port or SGLANG_DEFAULT_PORT
+    return server.args.port or paths.SGLANG_DEFAULT_PORT
 
 
 def ours(listener: Listener) -> bool:
