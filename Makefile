@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PYINFRA := $(VENV)/bin/pyinfra
 SYSTEM_PACKAGES := lxc lxcfs debootstrap openssh-client iproute2 make python3-venv
 
-.PHONY: demo test venv system-packages lab-up lab-down deploy status clean
+.PHONY: demo test venv system-packages lab-up lab-down deploy preflight status clean
 
 demo: venv system-packages lab-up deploy status
 
@@ -34,6 +34,9 @@ lab-down: venv
 
 deploy: venv
 	$(PYINFRA) -y inventory/lab.py deploy.py
+
+preflight: venv
+	$(PYINFRA) -y inventory/lab.py tasks/preflight.py
 
 status: venv
 	$(PYINFRA) -y inventory/lab.py tasks/status.py

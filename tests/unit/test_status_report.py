@@ -1,0 +1,35 @@
+"""The status table: one row per configuration, GPUs collapsed, foreign holders named."""
+
+from sglang_pve.status_report import render
+
+REPORT = {
+    "driver": "580.95.05", "gpu_error": None,
+    "gpus": [{"index": i, "memory_used_mib": 87026 if i < 7 else 3, "memory_total_mib": 97887, "utilization_pct": 0} for i in range(8)],
+    "holders": [{"pid": 4242, "devices": ["/dev/nvidia0"], "cmdline": "python3 rogue.py", "ours": False},
+                {"pid": 17, "devices": ["/dev/nvidia1"], "cmdline": "python -m sglang.launch_server", "ours": True}],
+    "servers": [
+        {"server": "baseline", "state": {"ActiveState": "active", "SubState": "running"}, "phase": "ready",
+         "seconds_in_phase": 3725, "health": {"status": 200}, "restarts": {"in_window": 1}, "verdict": "ready",
+         "last_log_line": "[...] Decode batch, accept len: 2.85", "diagnosis": None},
+        {"server": "eagle3-2step", "state": {"ActiveState": "failed", "SubState": "failed"}, "phase": "cuda_graph",
+         "seconds_in_phase": 11, "health": None, "restarts": {"in_window": 0},
+         "verdict": "failed: stalled in cuda_graph", "last_log_line": "Capture cuda graph begin.",
+         "diagnosis": "/var/lib/sglang-pve/diagnoses/eagle3-2step-x-stall.json"},
+    ],
+}
+
+
+def test_rows_and_details():
+    text = render("sglang1", REPORT)
+    lines = text.splitlines()
+    assert lines[0] == "sglang1:"
+    baseline = next(line for line in lines if line.strip().startswith("baseline "))
+    assert "active/running" in baseline and "1h02m" in baseline and "200" in baseline and baseline.endswith("ready")
+    assert "eagle3-2step diagnosis: /var/lib/sglang-pve/diagnoses/eagle3-2step-x-stall.json" in text
+    assert "0-6: 87026/97887 MiB 0%, 7: 3/97887 MiB 0%" in text
+    assert "foreign holder of /dev/nvidia0: PID 4242 python3 rogue.py" in text
+    assert "PID 17" not in text
+
+
+def test_not_deployed_host():
+    assert "not deployed yet" in render("sglang1", None)
