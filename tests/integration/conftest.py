@@ -23,8 +23,9 @@ def lab_missing() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def lab():
+    """The lab, up (idempotent, ~0.1 s when already up): per module, since test_lab.py takes it down."""
     reason = lab_missing()
     if reason:
         pytest.skip(reason)
