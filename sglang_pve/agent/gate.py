@@ -7,13 +7,15 @@ POLL_S. Outcomes:
 - ready: `The server is fired up and ready to roll!` was seen AND GET /health answered 200 ->
   start the watchdog (detached, same cgroup, output to the server log) and exit 0;
 - stall: no progress for stall_timeout_s[phase] (before the first line: dist_init's; after the
-  ready line, while /health is not 200 yet: warmup's) -> exit 5;
+  ready line, while /health is not 200 yet: warmup's) -> exit 5; probe and scrape access lines
+  (phases.is_noise) are not progress;
 - deadline: startup_timeout_s since the gate started -> exit 6;
 - crash: a fatal line (phases.py; the rest of the traceback is read for FATAL_GRACE_S) or the
   main PID is gone -> exit 7, the diagnosis names the reason (e.g. the context-length ValueError).
 
-Every failure writes a diagnosis first (diagnosis.py) and sets the status verdict. A non-zero
-exit makes systemd fail the unit and kill its whole cgroup. Phase changes are printed:
+Every failure writes a diagnosis first (diagnosis.py) and sets the status verdict; a stall or
+deadline then SIGKILLs the main PID (no drain for a server that never served). A non-zero exit
+makes systemd fail the unit and kill its whole cgroup. Phase changes are printed:
 
     [2026-07-20 10:05:12 sglang-pve gate] phase weights -> kv_cache after 301s in weights (312s since start)
 """
@@ -22,7 +24,7 @@ import signal
 import threading
 import time
 
-from sglang_pve.agent import diagnosis, exitcodes, logfollow, output, probe, procs, state, watchdog
+from sglang_pve.agent import diagnosis, exitcodes, logfollow, output, phases, probe, procs, state, watchdog
 from sglang_pve.agent.phases import PhaseTracker
 from sglang_pve.agent.spec import Spec
 
@@ -117,8 +119,11 @@ class _Gate:
         for line in update.lines:
             if output.is_own(line):
                 continue
-            progressed = True
-            self.last_line = line
+            if not phases.is_noise(line):
+                # Probe/scrape access lines (our own /health probe after the ready line, `status`,
+                # Prometheus) are no progress: else polling a hung warm-up hides the stall forever.
+                progressed = True
+                self.last_line = line
             old = self.tracker.phase
             new = self.tracker.feed(line)
             if new:
@@ -163,5 +168,14 @@ class _Gate:
         path = diagnosis.write(spec, kind, summary, phase=phase, seconds_in_phase=in_phase,
                                seconds_stalled=stalled, reason=reason, main_pid=self.main_pid)
         state.update_status(spec, verdict=f"failed: {summary}", diagnosis=path)
-        self.say(f"FAILED: {summary}\ndiagnosis: {path}", error=True)
+        killed = kind != "crash" and self._kill_main()
+        note = f"\nsent SIGKILL to main PID {self.main_pid}: nothing to drain before ready" if killed else ""
+        self.say(f"FAILED: {summary}{note}\ndiagnosis: {path}", error=True)
         return code
+
+    def _kill_main(self) -> bool:
+        """A server that never became ready has nothing to drain: SIGKILL its main PID (the ranks
+        follow by PDEATHSIG, systemd's cgroup kill takes the rest). Once HTTP is up SGLang answers
+        SIGTERM by draining, which waits for the hung warm-up request until TimeoutStopSec, with
+        the GPUs held all along."""
+        return self.main is not None and procs.kill(self.main)

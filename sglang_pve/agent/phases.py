@@ -9,8 +9,9 @@ no prefix at all. Phases, in order (notes/sglang.md section 3):
 |------------|------------------------------------------------------------------------------------|
 | launch     | (process start; nothing recognised yet; stall limit = dist_init's)                 |
 | dist_init  | `Init torch distributed begin.` / `... ends. elapsed=...`                          |
-| weights    | `Load weight begin/end`, `Multi-thread loading shards`, `Loading ... checkpoint shards` |
-| kv_cache   | `KV Cache is allocated. ...`, `Memory pool end. avail mem=...`                     |
+| weights    | `Load weight begin`, `Multi-thread loading shards`, `Loading ... checkpoint shards` |
+| kv_cache   | `Load weight end` (SGLang sizes and allocates the KV pool right after the weights and |
+|            | logs nothing when it begins), `KV Cache is allocated. ...`, `Memory pool end. ...` |
 | draft      | speculative only: a rank's second `Load weight begin`; `Capture draft cuda graph begin` |
 |            | (v0.5.9), `Capture draft decode/extend CUDA graph begin/end` (HEAD); the draft's   |
 |            | weight/KV/`Capturing batches` lines stay in draft                                  |
@@ -52,8 +53,8 @@ _SIGNALS = [
         ("graph_end", r"Capture .*(?:cuda|CUDA) graph end"),
         ("capturing", r"Capturing batches|DeepGEMM JIT"),
         ("weights_begin", r"Load weight begin"),
-        ("weights", r"Load weight end|Multi-thread loading shards|Loading \w+ checkpoint shards"),
-        ("kv_cache", r"KV Cache is allocated|Memory pool end"),
+        ("weights", r"Multi-thread loading shards|Loading \w+ checkpoint shards"),
+        ("kv_cache", r"Load weight end|KV Cache is allocated|Memory pool end"),
         ("dist_init", r"Init torch distributed (?:begin|ends)"),
         ("http", r"max_total_num_tokens=|Started server process|Waiting for application startup"
                  r"|Application startup complete|Uvicorn running on"),

@@ -187,3 +187,24 @@ def test_gate_command_exits_143_on_sigterm(tmp_path):
         stop(main_pid)
     assert child.returncode == exitcodes.TERMINATED
     assert "stopped by SIGTERM in phase launch" in out
+
+
+def test_probe_access_lines_are_no_progress_and_a_stall_kills_the_main_pid(tmp_path):
+    """A hung warm-up answers every /health probe with 503: those access lines must not reset the
+    stall clock, and a server that never served is SIGKILLed (SGLang's SIGTERM drain would wait
+    for the hung request, holding the GPUs until TimeoutStopSec)."""
+    spec = write_spec(tmp_path, stall_timeout_s={"warmup": 0.5, "http": 0.5}, startup_timeout_s=20)
+    prepared(spec)
+    main_pid = sleeper()
+    up_to_warmup = BASELINE_V059[: BASELINE_V059.index(next(l for l in BASELINE_V059 if "GET /model_info" in l)) + 1]
+    append(spec.log, "\n".join(up_to_warmup) + "\n")
+    probe = '[2026-07-20 10:06:18] INFO:     127.0.0.1:50200 - "GET /health HTTP/1.1" 503 Service Unavailable'
+    probes = LogScript(spec.log, [probe] * 400, delay=0.02)
+    probes.start()
+    try:
+        code, said, _ = run_gate(spec, main_pid.pid)
+        assert main_pid.wait(timeout=5) == -signal.SIGKILL
+    finally:
+        stop(main_pid)
+    assert code == exitcodes.STALL and diagnoses(spec)[0]["phase"] == "warmup"
+    assert f"sent SIGKILL to main PID {main_pid.pid}" in said[-1]

@@ -114,3 +114,10 @@ def test_probe_noise_is_not_progress_but_real_work_is():
                         "accept len: 2.85, cuda graph: True, gen throughput (token/s): 88.13, #queue-req: 0")
     assert not is_noise('[2026-07-20 10:00:00] INFO:     127.0.0.1:5 - "POST /v1/chat/completions HTTP/1.1" 200 OK')
     assert not is_noise("[2026-07-20 10:00:00 TP0] Prefill batch, #new-seq: 1, #new-token: 8192, #cached-token: 0, ")
+
+
+def test_load_weight_end_starts_kv_cache_which_logs_nothing_when_it_begins():
+    tracker = PhaseTracker()
+    for line in BASELINE_V059[:10]:
+        tracker.feed(line)
+    assert tracker.phase == "kv_cache"  # after TP0's `Load weight end`, before `KV Cache is allocated`
