@@ -47,7 +47,7 @@ def render(host: str, report: dict | None) -> str:
     lines = [f"{host}:"] + ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1] for row in rows]
     for server in report["servers"]:
         if server.get("last_log_line") and server.get("verdict") != "stopped":
-            lines.append(f"  {server['server']} last log line: {server['last_log_line'][-160:]}")
+            lines.append(f"  {server['server']} last log line: {server['last_log_line'][:200]}")
         if server.get("diagnosis"):
             lines.append(f"  {server['server']} diagnosis: {server['diagnosis']}")
     lines.append(f"  GPUs (driver {report.get('driver') or '?'}): {_gpus(report.get('gpus'), report.get('gpu_error'))}")

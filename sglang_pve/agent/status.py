@@ -83,7 +83,7 @@ def server(spec: Spec, unit: dict | None) -> dict:
         "server": spec.server, "unit": spec.unit, "spec": spec.path, "log": spec.log,
         "state": {key: unit[key] for key in ["Id", *UNIT_PROPERTIES] if key in unit} or None,
         "phase": None, "seconds_in_phase": None, "seconds_since_progress": None, "health": None,
-        "last_log_line": next(iter(logfollow.tail(spec.log, 1)), None),
+        "last_log_line": next((t for t in reversed(logfollow.tail(spec.log, 50)) if not output.is_own(t)), None),
         "restarts": _restarts(spec, now), "diagnosis": diagnosis.latest(spec),
     }
     started = _epoch(unit.get("ExecMainStartTimestampMonotonic"), now)
@@ -95,9 +95,9 @@ def server(spec: Spec, unit: dict | None) -> dict:
         entry.update(phase="prestart", seconds_in_phase=round(now - since, 1))
         entry["verdict"] = f"starting (prestart, {now - since:.0f}s)"
     elif active in ("activating", "failed"):
-        tracker, mtime = _phase_from_log(spec)
+        tracker = _phase_from_log(spec)
         since = tracker.since or started or now
-        silent = now - max(mtime or 0, started or 0)
+        silent = now - max(_last_activity(spec) or 0, started or 0)  # probe lines are no progress
         entry.update(phase=tracker.phase, seconds_in_phase=round(now - since, 1), seconds_since_progress=round(silent, 1))
         if active == "failed":
             entry["verdict"] = f"failed: {_failure(spec, unit, record, entry['diagnosis'], started)}"
@@ -143,7 +143,7 @@ def _failure(spec: Spec, unit: dict, record: dict, latest: str | None, started: 
 
 
 def _phase_from_log(spec: Spec) -> tuple:
-    """The phase tracker fed with this start's lines (from the recorded offset), and the log mtime."""
+    """The phase tracker fed with this start's lines (from the recorded offset)."""
     tracker = phases.PhaseTracker(spec.speculative)
     offset = state.read_offset(spec) or 0
     follower = logfollow.LogFollower(spec.log, offset)
@@ -154,11 +154,7 @@ def _phase_from_log(spec: Spec) -> tuple:
         for line in update.lines:
             if not output.is_own(line):
                 tracker.feed(line)
-    try:
-        mtime = os.stat(spec.log).st_mtime
-    except OSError:
-        mtime = None
-    return tracker, mtime
+    return tracker
 
 
 def _last_activity(spec: Spec) -> float | None:
