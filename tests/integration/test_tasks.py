@@ -1,0 +1,32 @@
+"""Every task file on its own, against the converged lab: `--dry` changes nothing, and a real run
+reports zero changes (the whole deploy's versions of both are in test_deploy.py)."""
+
+import pytest
+
+from tests.conftest import PROJECT
+from tests.integration.conftest import grand_total, pyinfra, snapshot
+
+pytestmark = pytest.mark.lab
+
+TASKS = sorted(path.name for path in (PROJECT / "tasks").glob("*.py"))
+
+
+@pytest.fixture(scope="module")
+def converged(lab):
+    pyinfra()
+    return lab
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_task_file_dry_run_is_pure_and_a_real_run_changes_nothing(converged, task):
+    before = snapshot()
+    pyinfra("--dry", deploy=f"tasks/{task}", yes=False)
+    assert snapshot() == before
+    _, output = pyinfra(deploy=f"tasks/{task}")
+    totals = grand_total(output)
+    assert totals["changed"] == 0 and totals["error"] == 0, output
+    assert snapshot() == before
+
+
+def test_every_task_file_is_covered():
+    assert {"agent.py", "nccl_env.py", "preflight.py", "servers.py", "sglang.py", "status.py"} <= set(TASKS)
