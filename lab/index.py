@@ -82,7 +82,7 @@ def _cached(key: str, fill: Callable[[Path], None]) -> list[Path]:
 
 def sim_wheel(sim_dir: Path) -> list[Path]:
     """The ``sglang`` wheel built from a copy of the simulator tree (the build must not
-    leave build/ or egg-info in a tree another helper owns)."""
+    leave build/ or egg-info in the tracked source tree)."""
 
     def build(out: Path) -> None:
         with tempfile.TemporaryDirectory() as tmp:
@@ -150,13 +150,8 @@ def _page(title: str, body: list[str]) -> str:
     )
 
 
-def publish(sim_dir: Path, rootfs: Path) -> str | None:
-    """Build or reuse the wheels and write the index; returns the sglang version published,
-    or None (with a warning) while the simulator tree does not exist yet."""
-    if not (sim_dir / "pyproject.toml").exists():
-        print(f"lab: warning: no {sim_dir}/pyproject.toml; the index has no sglang", flush=True)
-        write_index([])
-        return None
+def publish(sim_dir: Path, rootfs: Path) -> str:
+    """Build or reuse the wheels and write the index; returns the sglang version published."""
     version, requirements = sim_metadata(sim_dir)
     write_index(sim_wheel(sim_dir) + dependency_wheels(requirements, container_python(rootfs)))
     return version

@@ -14,7 +14,7 @@ LAB_DIR = Path(os.environ.get("SGLANG_PVE_LAB_DIR", "/var/lib/sglang-pve-lab"))
 
 # Tracked sources the lab installs.
 SOURCE_DIR = Path(__file__).resolve().parent
-SIM_DIR = SOURCE_DIR / "sglang_sim"  # the SGLang simulator (its own helper owns it)
+SIM_DIR = SOURCE_DIR / "sglang_sim"  # the SGLang simulator, served as the `sglang` wheel
 MODELS_SOURCE_DIR = SOURCE_DIR / "models"  # storage/<mount>/... mirrored into STORAGE_DIR
 
 # State, kept across `down`.

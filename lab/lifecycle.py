@@ -67,12 +67,10 @@ def _up() -> None:
             print(f"lab: {name} started at {ip}", flush=True)
     version = index.publish(layout.SIM_DIR, lower)
     index_pid = index.serve()
-    published = f"sglang=={version}" if version else "no sglang"
-    print(f"lab: index {layout.INDEX_URL} (pid {index_pid}) serves {published}", flush=True)
-    nvidia_smi = layout.SIM_DIR / "nvidia_smi.py"
+    print(f"lab: index {layout.INDEX_URL} (pid {index_pid}) serves sglang=={version}", flush=True)
+    nvidia_smi = (layout.SIM_DIR / "nvidia_smi.py").read_bytes()
     for name, ip in layout.HOSTS.items():
-        if nvidia_smi.exists():
-            container.install_file(name, "/usr/bin/nvidia-smi", nvidia_smi.read_bytes(), 0o755)
+        container.install_file(name, "/usr/bin/nvidia-smi", nvidia_smi, 0o755)
         container.install_file(name, FAULTS_FILE, b"", 0o644, overwrite=False)
         system = container.wait_until_booted(name, ip)
         print(f"lab: {name} is up (systemd {system}, ssh root@{ip})", flush=True)
