@@ -130,6 +130,7 @@ def ensure_running(
     (upper / "etc").mkdir(parents=True)
     (upper / "etc/hostname").write_text(f"{name}\n")
     (upper / "etc/hosts").write_text(rootfs.hosts_file(name))
+    (upper / "etc/pip.conf").write_text(rootfs.PIP_CONF)
     config_file.write_text(config)
     log = layout.LOG_DIR / f"{name}.lxc.log"
     log.parent.mkdir(parents=True, exist_ok=True)

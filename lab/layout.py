@@ -1,7 +1,10 @@
 """Every path, name and address of the local lab, in one place.
 
-The state dir is ``$SGLANG_PVE_LAB_DIR`` (default /var/lib/sglang-pve-lab). inventory/lab.py
-builds its inventory from here:
+The state dir is ``$SGLANG_PVE_LAB_DIR`` (default /var/lib/sglang-pve-lab). Several labs can run
+side by side on one machine (parallel test sessions): ``$SGLANG_PVE_LAB_SLOT=N`` (1..9) gives lab N
+its own state dir (``<state dir>-slotN``), bridge, subnet 10.(200+N).0.0/24 and veth names, and
+shares slot 0's caches (rootfs, wheels) and client key. inventory/lab.py builds its inventory
+from here:
 
 >>> inventory_hosts()[0][0], inventory_hosts()[0][1]["ssh_hostname"]
 ('sglang1', '10.200.0.11')
@@ -10,7 +13,11 @@ builds its inventory from here:
 import os
 from pathlib import Path
 
-LAB_DIR = Path(os.environ.get("SGLANG_PVE_LAB_DIR", "/var/lib/sglang-pve-lab"))
+BASE_DIR = Path(os.environ.get("SGLANG_PVE_LAB_DIR", "/var/lib/sglang-pve-lab"))
+SLOT = int(os.environ.get("SGLANG_PVE_LAB_SLOT", "0"))
+if not 0 <= SLOT <= 9:
+    raise ValueError(f"SGLANG_PVE_LAB_SLOT={SLOT}: must be 0..9")
+LAB_DIR = BASE_DIR.with_name(f"{BASE_DIR.name}-slot{SLOT}") if SLOT else BASE_DIR
 
 # Tracked sources the lab installs.
 SOURCE_DIR = Path(__file__).resolve().parent
@@ -18,10 +25,10 @@ SIM_DIR = SOURCE_DIR / "sglang_sim"  # the SGLang simulator, served as the `sgla
 MODELS_SOURCE_DIR = SOURCE_DIR / "models"  # storage/<mount>/... mirrored into STORAGE_DIR
 
 # State, kept across `down`.
-CACHE_DIR = LAB_DIR / "cache"  # debootstrapped rootfs, built and downloaded wheels
-SSH_DIR = LAB_DIR / "ssh"
-SSH_KEY = SSH_DIR / "id_ed25519"  # the lab's client key; the .pub is in every container
-KNOWN_HOSTS = SSH_DIR / "known_hosts"
+CACHE_DIR = BASE_DIR / "cache"  # debootstrapped rootfs, built and downloaded wheels (all slots)
+SSH_KEY_DIR = BASE_DIR / "ssh"
+SSH_KEY = SSH_KEY_DIR / "id_ed25519"  # the lab's client key; the .pub is in every container
+KNOWN_HOSTS = LAB_DIR / "ssh" / "known_hosts"
 STORAGE_DIR = LAB_DIR / "storage"  # stands in for the Proxmox host's /shared and /data
 STORAGE_MOUNTS = {"/shared": STORAGE_DIR / "shared", "/data": STORAGE_DIR / "data"}
 
@@ -34,10 +41,11 @@ INDEX_DIR = LAB_DIR / "index"  # PEP 503 simple index served over HTTP
 LXCFS_DIR = LAB_DIR / "lxcfs"  # lxcfs mount: per-container /proc/uptime etc.
 
 # Network: a host-only bridge, no NAT; containers reach only the bridge.
-BRIDGE = "sgpve-br0"
-BRIDGE_ADDRESS = "10.200.0.1"
+BRIDGE = f"sgpve-br{SLOT}"
+SUBNET = f"10.{200 + SLOT}.0"
+BRIDGE_ADDRESS = f"{SUBNET}.1"
 PREFIX_LENGTH = 24
-HOSTS = {"sglang1": "10.200.0.11"}
+HOSTS = {"sglang1": f"{SUBNET}.11"}
 INDEX_PORT = 8100
 INDEX_URL = f"http://{BRIDGE_ADDRESS}:{INDEX_PORT}/simple/"
 
@@ -53,7 +61,7 @@ def veth_name(host: str) -> str:
     >>> veth_name("sglang1")
     'sgpve-sglang1'
     """
-    return f"sgpve-{host}"[:15]
+    return ((f"sgpv{SLOT}-" if SLOT else "sgpve-") + host)[:15]
 
 
 def mac_address(ip: str) -> str:

@@ -32,7 +32,8 @@ PermitRootLogin prohibit-password
 """
 
 # pip refuses plain-HTTP indexes except on localhost; the lab's index is HTTP on the bridge
-# (production installs from HTTPS indexes and needs no such file).
+# (production installs from HTTPS indexes and needs no such file). Written into each container's
+# upper dir, not the shared rootfs: the bridge address depends on the lab slot.
 PIP_CONF = f"""\
 # sglang-pve lab: trust the lab's package index ({layout.INDEX_URL})
 [global]
@@ -126,7 +127,6 @@ def post_process(root: Path, public_key: str) -> bool:
         "root/.ssh/authorized_keys": (public_key + "\n", 0o600),
         "etc/ssh/sshd_config.d/sglang-pve-lab.conf": (SSHD_DROP_IN, 0o644),
         "etc/hosts": (hosts_file(), 0o644),
-        "etc/pip.conf": (PIP_CONF, 0o644),
     }
     changed = False
     for relative, (text, mode) in files.items():

@@ -13,7 +13,7 @@ def ensure_client_key() -> str:
     """
     public = layout.SSH_KEY.with_suffix(".pub")
     if not (layout.SSH_KEY.exists() and public.exists()):
-        layout.SSH_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+        layout.SSH_KEY_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
         layout.SSH_KEY.unlink(missing_ok=True)
         public.unlink(missing_ok=True)
         comment = ["-C", "sglang-pve-lab"]
@@ -30,4 +30,5 @@ def write_known_hosts(rootfs: Path) -> None:
         for ip in layout.HOSTS.values()
         for key in keys
     ]
+    layout.KNOWN_HOSTS.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     layout.KNOWN_HOSTS.write_text("\n".join(lines) + "\n")

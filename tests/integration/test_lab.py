@@ -127,7 +127,7 @@ def test_fake_gpus_are_passed_through_like_production(lab):
 
 def test_container_reaches_only_the_bridge(lab):
     routes = in_container("ip", "route", "show").stdout.splitlines()
-    assert [route.split()[:3] for route in routes] == [["10.200.0.0/24", "dev", "eth0"]]
+    assert [route.split()[:3] for route in routes] == [[f"{layout.SUBNET}.0/24", "dev", "eth0"]]
     outside = in_container("ip", "route", "get", "1.1.1.1")
     assert outside.returncode != 0 and "unreachable" in outside.stderr
     fetch = in_container(
