@@ -6,12 +6,15 @@ PY := $(VENV)/bin/python
 PYINFRA := $(VENV)/bin/pyinfra
 SYSTEM_PACKAGES := lxc lxcfs debootstrap openssh-client iproute2 make python3-venv
 
-.PHONY: demo test venv system-packages lab-up lab-down deploy preflight status clean
+.PHONY: demo test lint venv system-packages lab-up lab-down deploy preflight status clean
 
 demo: venv system-packages lab-up deploy status
 
-test: venv system-packages lab-up
+test: venv system-packages lint lab-up
 	$(PY) -m pytest
+
+lint: venv
+	$(VENV)/bin/ruff check .
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml

@@ -30,9 +30,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sglang_pve import paths  # noqa: E402
+from sglang_pve.agent.spec import STALL_PHASES  # noqa: E402
 from tests.conftest import group_data  # noqa: E402
 from tests.integration.conftest import (  # noqa: E402
-    PROJECT, on_target_python, read_diagnosis, refresh_simulator, restore_servers, set_faults, sh,
+    PROJECT,
+    on_target_python,
+    read_diagnosis,
+    refresh_simulator,
+    restore_servers,
+    set_faults,
+    sh,
 )
 
 SERVERS = ("baseline", "eagle3-2step", "eagle3-3step", "eagle3-5step")
@@ -41,7 +48,7 @@ SERVERS = ("baseline", "eagle3-2step", "eagle3-3step", "eagle3-5step")
 PROBE = r"""
 import json, os, subprocess, sys, time
 sys.path.insert(0, "/opt/sglang-pve/sglang-pve-agent.pyz")
-from sglang_pve.agent import gpus, holders, output, phases
+from sglang_pve.agent import contract, gpus, holders, output, phases
 unit, log, diag_dir, idle_mib, limit = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5])
 
 def active_state():
@@ -73,7 +80,7 @@ while time.monotonic() - t0 < limit:
         if new:
             t["diagnosis"], diag = now, new[-1]
     else:
-        if "released" not in t and not holders.scan("sglang-"):
+        if "released" not in t and not holders.scan(contract.UNIT_PREFIX):
             t["released"] = now
         if "released" in t and "gpus_free" not in t:
             if not gpus.busy(gpus.query_gpus() or [], idle_mib):
@@ -128,7 +135,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--phase", default="cuda_graph",
-                        choices=["dist_init", "weights", "kv_cache", "draft", "cuda_graph", "http", "warmup"])
+                        choices=STALL_PHASES)
     parser.add_argument("--server", default=None, help="default baseline (eagle3-2step for --phase draft)")
     args = parser.parse_args()
     server = args.server or ("eagle3-2step" if args.phase == "draft" else "baseline")

@@ -1,6 +1,7 @@
 """What the lab (inventory/lab.py) does differently from production, and why."""
 
 from lab.layout import INDEX_URL
+from sglang_pve.agent.spec import STALL_PHASES
 
 # The lab's own package index on the bridge serves the SGLang simulator under SGLang's real
 # distribution name and pinned version; nothing else is reachable from the containers.
@@ -15,7 +16,7 @@ unit_limits = {"nofile": 16384, "memlock": "8M"}
 lifecycle = {
     "startup_timeout_s": 120,
     "stop_timeout_s": 20,
-    "stall_timeout_s": {phase: 10 for phase in ("dist_init", "weights", "kv_cache", "draft", "cuda_graph", "http", "warmup")},
+    "stall_timeout_s": dict.fromkeys(STALL_PHASES, 10),
     "watchdog": {"interval_s": 2, "timeout_s": 3, "failures": 3, "max_restarts": 2, "window_s": 600,
                  "backoff_s": 1, "backoff_max_s": 4},
     "gpu_free_timeout_s": 15,

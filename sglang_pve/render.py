@@ -5,7 +5,6 @@
 """
 
 import hashlib
-import json
 import math
 import shlex
 from pathlib import Path
@@ -14,6 +13,7 @@ import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from . import paths
+from .agent import contract, spec
 from .config import Deployment, ServerConfig
 from .operations.files import ManagedFile
 
@@ -55,26 +55,22 @@ def server_yaml(server: ServerConfig) -> str:
     return render("server.yaml.j2", server=server.name, flags_yaml=flags)
 
 
-def lifecycle_spec(server: ServerConfig) -> dict:
-    """The agent's view of one server (sglang_pve/agent/spec.py documents the format)."""
-    args, life = server.args, server.lifecycle
-    bind = args.host or "127.0.0.1"
-    return {
+def lifecycle_spec(server: ServerConfig) -> spec.Spec:
+    """The agent's view of one server, passed through the agent's own parser (so the deploy can
+    never write a spec the agent refuses; sglang_pve/agent/spec.py documents the format)."""
+    args = server.args
+    return spec.parse({
         "server": server.name,
         "unit": paths.unit_name(server.name),
         "unit_prefix": paths.UNIT_PREFIX,
         "log": paths.log_path(server.name),
-        "host": "127.0.0.1" if bind in ("0.0.0.0", "::") else bind,
+        "host": contract.probe_address(args.host),
         "port": args.port or paths.SGLANG_DEFAULT_PORT,
         "speculative": args.speculative,
-        "startup_timeout_s": life.startup_timeout_s,
-        "stall_timeout_s": life.stall_timeout_s.model_dump(),
-        "watchdog": life.watchdog.model_dump(),
-        "gpu_free_timeout_s": life.gpu_free_timeout_s,
-        "gpu_idle_mib": life.gpu_idle_mib,
+        **server.lifecycle.model_dump(),
         "state_dir": paths.STATE_DIR,
         "diagnoses_dir": paths.DIAGNOSES_DIR,
-    }
+    }, paths.lifecycle_path(server.name))
 
 
 def _unit(deployment: Deployment, server: ServerConfig, venv: str) -> str:
@@ -92,6 +88,7 @@ def _unit(deployment: Deployment, server: ServerConfig, venv: str) -> str:
         config_path=paths.server_config_path(server.name),
         log_path=paths.log_path(server.name),
         agent=paths.AGENT,
+        python=contract.TARGET_PYTHON,
         spec_path=paths.lifecycle_path(server.name),
         # The gate fails the start itself at startup_timeout_s; systemd's timeout is the backstop,
         # with room for prestart (GPU reaping, restart backoff) and the diagnosis (nvidia-smi, py-spy).
@@ -104,9 +101,8 @@ def _unit(deployment: Deployment, server: ServerConfig, venv: str) -> str:
 
 def server_files(deployment: Deployment, server: ServerConfig, venv: str) -> list[ManagedFile]:
     """Unit, SGLang config and lifecycle spec of one server configuration."""
-    spec = json.dumps(lifecycle_spec(server), indent=2, sort_keys=True) + "\n"
     return [
         ManagedFile(paths.unit_path(server.name), _unit(deployment, server, venv)),
         ManagedFile(paths.server_config_path(server.name), server_yaml(server)),
-        ManagedFile(paths.lifecycle_path(server.name), spec),
+        ManagedFile(paths.lifecycle_path(server.name), spec.to_json(lifecycle_spec(server))),
     ]

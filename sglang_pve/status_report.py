@@ -44,7 +44,7 @@ def render(host: str, report: dict | None) -> str:
             server.get("verdict") or server.get("error", "?"),
         ))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
-    lines = [f"{host}:"] + ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1] for row in rows]
+    lines = [f"{host}:"] + ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + row[-1] for row in rows]
     for server in report["servers"]:
         if server.get("last_log_line") and server.get("verdict") != "stopped":
             lines.append(f"  {server['server']} last log line: {server['last_log_line'][:200]}")

@@ -4,4 +4,4 @@ from sglang_pve import paths
 from sglang_pve.agent import zipapp
 from sglang_pve.operations import files
 
-files.managed(name="Lifecycle agent", files=[files.ManagedFile(paths.AGENT, zipapp.build(), mode="755")])
+files.file_set(name="Lifecycle agent", files=[files.ManagedFile(paths.AGENT, zipapp.build(), mode="755")])

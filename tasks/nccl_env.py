@@ -6,14 +6,14 @@ from pyinfra import host
 
 from sglang_pve.context import deployment, venv
 from sglang_pve.facts.python import VenvSitePackages
-from sglang_pve.operations import blocks, files
+from sglang_pve.operations import files
 from sglang_pve.render import nccl_block, nccl_files
 
 config = deployment()
 profile = config.data.nccl_profile
 site_packages = host.get_fact(VenvSitePackages, path=venv())
 
-files.managed(name=f"NCCL profile {profile}: nccl.env, nccl.conf, venv startup hook",
+files.file_set(name=f"NCCL profile {profile}: nccl.env, nccl.conf, venv startup hook",
               files=nccl_files(config, site_packages))
-blocks.block(name=f"NCCL profile {profile}: {config.data.shell_rc}", path=config.data.shell_rc,
+files.block(name=f"NCCL profile {profile}: {config.data.shell_rc}", path=config.data.shell_rc,
              marker="nccl-profile", body=nccl_block(config), user=config.data.shell_user)

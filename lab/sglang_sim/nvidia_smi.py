@@ -168,7 +168,7 @@ def list_gpus(gpus: list) -> None:
 def _box(*cells: str) -> str:
     """One table row: cells padded (or clipped) to the real tool's column widths."""
     widths = (41, 24, 22) if len(cells) == 3 else (89,)
-    return "|" + "|".join(f"{cell:<{w}.{w}}" for cell, w in zip(cells, widths)) + "|"
+    return "|" + "|".join(f"{cell:<{w}.{w}}" for cell, w in zip(cells, widths, strict=False)) + "|"
 
 
 def summary(gpus: list) -> None:

@@ -16,11 +16,11 @@ import json
 import sys
 import traceback
 
-from sglang_pve.agent import exitcodes, gate, holders, overrides, reaper, status, watchdog
+from sglang_pve.agent import contract, exitcodes, gate, holders, overrides, reaper, status, watchdog
 from sglang_pve.agent.output import Reporter
 from sglang_pve.agent.spec import SpecError, load
 
-DEFAULT_SPEC_DIR = "/etc/sglang/servers"
+DEFAULT_SPEC_DIR = contract.SERVERS_DIR
 
 
 def main(argv: list | None = None) -> int:
@@ -89,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
         sub.set_defaults(handler=handler)
         if spec:
             sub.add_argument("--spec", required=spec == "required", metavar="FILE",
-                             help="the server's lifecycle spec, /etc/sglang/servers/NAME.lifecycle.json")
+                             help=f"the server's lifecycle spec, {contract.lifecycle_path('NAME')}")
         return sub
 
     command("prestart", _prestart, "ExecStartPre: refuse foreign GPU holders, reap ours, wait for free GPUs, backoff")
@@ -102,5 +102,6 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--json", action="store_true", help="one JSON document (for the pyinfra fact)")
     sub.add_argument("--spec-dir", default=DEFAULT_SPEC_DIR, metavar="DIR", help=f"default {DEFAULT_SPEC_DIR}")
     sub = command("holders", _holders, "processes holding /dev/nvidia* open, as JSON", spec="optional")
-    sub.add_argument("--unit-prefix", default="sglang-", help="marks ours without --spec (default sglang-)")
+    sub.add_argument("--unit-prefix", default=contract.UNIT_PREFIX,
+                     help=f"marks ours without --spec (default {contract.UNIT_PREFIX})")
     return parser

@@ -38,7 +38,9 @@ import re
 import time
 from dataclasses import dataclass, field
 
-PHASES = ("launch", "dist_init", "weights", "kv_cache", "draft", "cuda_graph", "http", "warmup", "ready")
+from sglang_pve.agent.spec import STALL_PHASES
+
+PHASES = ("launch", *STALL_PHASES, "ready")  # the order of spec.StallTimeouts' fields
 _ORDER = {phase: index for index, phase in enumerate(PHASES)}
 
 _PREFIX = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d+)?(?: ([^\]]*))?\] ?")

@@ -12,6 +12,8 @@ import socket
 import time
 from dataclasses import dataclass
 
+from sglang_pve.agent import contract
+
 
 @dataclass(frozen=True)
 class Result:
@@ -27,14 +29,9 @@ class Result:
         return f"HTTP {self.status}" if self.status is not None else (self.error or "no answer")
 
 
-def connect_host(host: str) -> str:
-    """Where to connect for a server bound to `host` (wildcards mean the loopback)."""
-    return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
-
-
 def get(host: str, port: int, path: str, timeout: float) -> Result:
     started = time.monotonic()
-    connection = http.client.HTTPConnection(connect_host(host), port, timeout=timeout)
+    connection = http.client.HTTPConnection(contract.probe_address(host), port, timeout=timeout)
     try:
         connection.request("GET", path, headers={"User-Agent": "sglang-pve-agent"})
         response = connection.getresponse()
@@ -51,7 +48,7 @@ def get(host: str, port: int, path: str, timeout: float) -> Result:
 
 def listening(host: str, port: int, timeout: float = 1.0) -> bool:
     try:
-        with socket.create_connection((connect_host(host), port), timeout=timeout):
+        with socket.create_connection((contract.probe_address(host), port), timeout=timeout):
             return True
     except OSError:
         return False

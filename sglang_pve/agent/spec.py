@@ -8,7 +8,8 @@ always present and unknown keys are refused (a typo must not silently fall back 
  "log": "/var/log/sglang/baseline.log", "host": "127.0.0.1", "port": 8000,
  "speculative": false,
  "startup_timeout_s": 5400,
- "stall_timeout_s": {"dist_init": 600, "weights": 900, "kv_cache": 300, "draft": 900,
+ "stop_timeout_s": 90,
+ "stall_timeout_s": {"dist_init": 600, "weights": 900, "kv_cache": 600, "draft": 900,
                      "cuda_graph": 1200, "http": 300, "warmup": 900},
  "watchdog": {"interval_s": 30, "timeout_s": 60, "failures": 3, "max_restarts": 3,
               "window_s": 3600, "backoff_s": 30, "backoff_max_s": 600},
@@ -16,14 +17,16 @@ always present and unknown keys are refused (a typo must not silently fall back 
  "state_dir": "/var/lib/sglang-pve", "diagnoses_dir": "/var/lib/sglang-pve/diagnoses"}
 ```
 
-- `server`: configuration name, `[A-Za-z0-9_.-]+` (used in file names).
+- `server`: configuration name, contract.SERVER_NAME (used in unit and file names).
 - `unit`: the systemd unit; it must start with `unit_prefix` and end in `.service`.
 - `unit_prefix`: every unit of this toolkit starts with it; a process whose environment carries
   `SGLANG_PVE_UNIT=<unit_prefix>...` is "ours" (see holders.py).
 - `log`: the server log (the unit's `StandardOutput=append:`), absolute path.
-- `host`, `port`: where /health and /health_generate answer (0.0.0.0 is probed on 127.0.0.1).
+- `host`, `port`: where /health and /health_generate answer (the deploy maps a wildcard bind
+  address with contract.probe_address: 0.0.0.0 -> 127.0.0.1, :: -> ::1).
 - `speculative`: the second `Load weight begin` of a rank is the draft model.
 - `startup_timeout_s`: overall startup deadline, from the gate's start to ready.
+- `stop_timeout_s`: how long a requested stop may drain before the unit's processes are killed.
 - `stall_timeout_s`: longest silence of the log allowed in each startup phase (phases.py);
   the period before the first line uses `dist_init`, the wait for /health after the ready line
   uses `warmup`.
@@ -37,56 +40,94 @@ always present and unknown keys are refused (a typo must not silently fall back 
 - `diagnoses_dir`: where failure diagnoses are written (diagnosis.py).
 
 Durations are seconds, int or float, > 0 (`max_restarts` and `gpu_idle_mib` may be 0).
+
+The dataclasses below are the schema, with the defaults and bounds in their fields' metadata:
+the deploy's pydantic model (sglang_pve/config/lifecycle.py) is derived from them and render.py
+writes a spec by passing it through `parse`, so the deploy cannot write what the agent refuses.
 """
 
 import json
 import math
-import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 
-STALL_PHASES = ("dist_init", "weights", "kv_cache", "draft", "cuda_graph", "http", "warmup")
-# Phases that borrow another phase's stall timeout (see phases.PHASES).
-STALL_ALIASES = {"launch": "dist_init", "ready": "warmup"}
-
-_SERVER_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+from sglang_pve.agent import contract
 
 
 class SpecError(ValueError):
     """The spec file is missing, not JSON, or a key has a bad value; the message says which."""
 
 
+def seconds(default: float, *, ge: float | None = None):
+    """A duration field: > 0, or >= `ge`."""
+    return field(default=default, metadata={"ge": ge} if ge is not None else {"gt": 0})
+
+
+def count(default: int, *, ge: int):
+    return field(default=default, metadata={"ge": ge})
+
+
+@dataclass(frozen=True)
+class StallTimeouts:
+    """Longest log silence per startup phase (phases.py); the field order is the phase order."""
+
+    dist_init: float = seconds(600)
+    weights: float = seconds(900)  # shard bars move every few seconds to a minute
+    # SGLang's own barrier: a rank waits up to 480 s for slower ranks after sizing its KV pool
+    # (notes/sglang.md); a healthy slow rank must not be taken for a stall.
+    kv_cache: float = seconds(600)
+    draft: float = seconds(900)
+    cuda_graph: float = seconds(1200)
+    http: float = seconds(300)
+    warmup: float = seconds(900)  # SGLang's own warm-up request times out at 600 s
+
+
 @dataclass(frozen=True)
 class Watchdog:
-    interval_s: float
-    timeout_s: float
-    failures: int
-    max_restarts: int
-    window_s: float
-    backoff_s: float
-    backoff_max_s: float
+    """Liveness after ready: /health_generate every interval; `failures` in a row restart the unit."""
+
+    interval_s: float = seconds(30)
+    timeout_s: float = seconds(60)  # above SGLang's 20 s detokenizer health timeout
+    failures: int = count(3, ge=1)
+    max_restarts: int = count(3, ge=0)
+    window_s: float = seconds(3600)
+    backoff_s: float = seconds(30, ge=0)
+    backoff_max_s: float = seconds(600, ge=0)
 
 
 @dataclass(frozen=True)
-class Spec:
-    path: str
-    server: str
+class Lifecycle:
+    """The `lifecycle:` block of servers.yml: deadlines and the watchdog (1T model defaults)."""
+
+    startup_timeout_s: float = seconds(5400)
+    stop_timeout_s: float = seconds(90)
+    stall_timeout_s: StallTimeouts = field(default_factory=StallTimeouts)
+    watchdog: Watchdog = field(default_factory=Watchdog)
+    gpu_free_timeout_s: float = seconds(120)
+    gpu_idle_mib: int = count(1024, ge=0)
+
+
+STALL_PHASES = tuple(f.name for f in fields(StallTimeouts))
+# Phases that borrow another phase's stall timeout (see phases.PHASES).
+STALL_ALIASES = {"launch": "dist_init", "ready": "warmup"}
+_ABSOLUTE = {"absolute": True}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Spec(Lifecycle):
+    server: str = field(metadata={"pattern": contract.SERVER_NAME})
     unit: str
     unit_prefix: str
-    log: str
+    log: str = field(metadata=_ABSOLUTE)
     host: str
-    port: int
+    port: int = field(metadata={"ge": 1, "le": 65535})
     speculative: bool
-    startup_timeout_s: float
-    stall_timeout_s: dict
-    watchdog: Watchdog
-    gpu_free_timeout_s: float
-    gpu_idle_mib: float
-    state_dir: str
-    diagnoses_dir: str
+    state_dir: str = field(metadata=_ABSOLUTE)
+    diagnoses_dir: str = field(metadata=_ABSOLUTE)
+    path: str = field(default="<spec>", metadata={"file": False})  # where it was read from
 
     def stall_timeout(self, phase: str) -> float:
         """Allowed log silence in `phase` (a phases.PHASES name)."""
-        return self.stall_timeout_s[STALL_ALIASES.get(phase, phase)]
+        return getattr(self.stall_timeout_s, STALL_ALIASES.get(phase, phase))
 
     def state_file(self, kind: str, suffix: str = ".json") -> str:
         """state_dir/<kind>/<server><suffix>, e.g. state_file("run", ".offset")."""
@@ -106,45 +147,21 @@ def load(path: str) -> Spec:
 
 
 def parse(data: object, path: str = "<spec>") -> Spec:
-    check = _Checker(path)
-    top = check.mapping(data, "", _TOP_KEYS)
-    stall = check.mapping(top["stall_timeout_s"], "stall_timeout_s", STALL_PHASES)
-    watchdog = check.mapping(top["watchdog"], "watchdog", _WATCHDOG_KEYS)
-    spec = Spec(
-        path=path,
-        server=check.text(top, "server", pattern=_SERVER_NAME),
-        unit=check.text(top, "unit"),
-        unit_prefix=check.text(top, "unit_prefix"),
-        log=check.abspath(top, "log"),
-        host=check.text(top, "host"),
-        port=check.integer(top, "port", low=1, high=65535),
-        speculative=check.boolean(top, "speculative"),
-        startup_timeout_s=check.seconds(top, "startup_timeout_s"),
-        stall_timeout_s={phase: check.seconds(stall, phase, "stall_timeout_s.") for phase in STALL_PHASES},
-        watchdog=Watchdog(
-            interval_s=check.seconds(watchdog, "interval_s", "watchdog."),
-            timeout_s=check.seconds(watchdog, "timeout_s", "watchdog."),
-            failures=check.integer(watchdog, "failures", "watchdog.", low=1),
-            max_restarts=check.integer(watchdog, "max_restarts", "watchdog.", low=0),
-            window_s=check.seconds(watchdog, "window_s", "watchdog."),
-            backoff_s=check.seconds(watchdog, "backoff_s", "watchdog.", low=0),
-            backoff_max_s=check.seconds(watchdog, "backoff_max_s", "watchdog.", low=0),
-        ),
-        gpu_free_timeout_s=check.seconds(top, "gpu_free_timeout_s"),
-        gpu_idle_mib=check.seconds(top, "gpu_idle_mib", low=0),
-        state_dir=check.abspath(top, "state_dir"),
-        diagnoses_dir=check.abspath(top, "diagnoses_dir"),
-    )
+    spec = _Checker(path).build(Spec, data, "")
     if not (spec.unit.startswith(spec.unit_prefix) and spec.unit.endswith(".service")):
-        check.fail("unit", spec.unit, f"a unit name starting with unit_prefix {spec.unit_prefix!r} and ending in .service")
+        _Checker(path).fail("unit", spec.unit, f"a unit name starting with unit_prefix {spec.unit_prefix!r} and ending in .service")
     return spec
 
 
-_TOP_KEYS = (
-    "server", "unit", "unit_prefix", "log", "host", "port", "speculative", "startup_timeout_s",
-    "stall_timeout_s", "watchdog", "gpu_free_timeout_s", "gpu_idle_mib", "state_dir", "diagnoses_dir",
-)
-_WATCHDOG_KEYS = ("interval_s", "timeout_s", "failures", "max_restarts", "window_s", "backoff_s", "backoff_max_s")
+def to_json(spec: Spec) -> str:
+    """The file text of a spec (what `load` reads back), keys sorted."""
+    data = asdict(spec)
+    del data["path"]
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def file_fields(cls) -> list:
+    return [f for f in fields(cls) if f.metadata.get("file", True)]
 
 
 class _Checker:
@@ -154,45 +171,53 @@ class _Checker:
     def fail(self, key: str, value: object, wanted: str):
         raise SpecError(f"spec {self.path}: key {key!r} is {value!r}; expected {wanted} (fix it in servers.yml and deploy again)")
 
-    def mapping(self, value: object, key: str, keys: tuple) -> dict:
-        where = f"{key}." if key else ""
+    def build(self, cls, value: object, where: str):
+        """An instance of dataclass `cls` from a JSON object: every key present, none unknown."""
         if not isinstance(value, dict):
-            self.fail(key or "<top level>", type(value).__name__, "a JSON object")
-        missing = [k for k in keys if k not in value]
-        unknown = sorted(set(value) - set(keys))
+            self.fail(where.rstrip(".") or "<top level>", type(value).__name__, "a JSON object")
+        known = [f.name for f in file_fields(cls)]
+        missing = [k for k in known if k not in value]
+        unknown = sorted(set(value) - set(known))
         if missing:
             raise SpecError(f"spec {self.path}: missing key(s) {', '.join(where + k for k in missing)} (the deploy always renders every key)")
         if unknown:
-            raise SpecError(f"spec {self.path}: unknown key(s) {', '.join(where + k for k in unknown)}; known: {', '.join(keys)}")
+            raise SpecError(f"spec {self.path}: unknown key(s) {', '.join(where + k for k in unknown)}; known: {', '.join(known)}")
+        values = {f.name: self.value(f, value[f.name], where + f.name) for f in file_fields(cls)}
+        if "path" in {f.name for f in fields(cls)}:
+            values["path"] = self.path
+        return cls(**values)
+
+    def value(self, spec_field, value: object, key: str):
+        kind, bounds = spec_field.type, spec_field.metadata
+        if is_dataclass(kind):
+            return self.build(kind, value, key + ".")
+        if kind is bool:
+            if not isinstance(value, bool):
+                self.fail(key, value, "true or false")
+            return value
+        if kind is str:
+            pattern = bounds.get("pattern")
+            if not isinstance(value, str) or not value or (pattern and not pattern.fullmatch(value)):
+                self.fail(key, value, "a non-empty string" + (f" matching {pattern.pattern}" if pattern else ""))
+            if bounds.get("absolute"):
+                if not value.startswith("/"):
+                    self.fail(key, value, "an absolute path")
+                return value.rstrip("/") or "/"
+            return value
+        number = isinstance(value, kind if kind is int else (int, float)) and not isinstance(value, bool)
+        if kind is float:
+            number = number and math.isfinite(value)
+        wanted = "an integer" if kind is int else "a finite number"
+        if not number or not _within(value, bounds):
+            self.fail(key, value, wanted + _describe(bounds))
         return value
 
-    def text(self, data: dict, key: str, pattern: re.Pattern | None = None) -> str:
-        value = data[key]
-        if not isinstance(value, str) or not value or (pattern and not pattern.match(value)):
-            self.fail(key, value, "a non-empty string" + (f" matching {pattern.pattern}" if pattern else ""))
-        return value
 
-    def abspath(self, data: dict, key: str) -> str:
-        value = self.text(data, key)
-        if not value.startswith("/"):
-            self.fail(key, value, "an absolute path")
-        return value.rstrip("/") or "/"
+def _within(value: float, bounds: dict) -> bool:
+    return (("gt" not in bounds or value > bounds["gt"]) and ("ge" not in bounds or value >= bounds["ge"])
+            and ("le" not in bounds or value <= bounds["le"]))
 
-    def boolean(self, data: dict, key: str) -> bool:
-        value = data[key]
-        if not isinstance(value, bool):
-            self.fail(key, value, "true or false")
-        return value
 
-    def integer(self, data: dict, key: str, prefix: str = "", *, low: int, high: int | None = None) -> int:
-        value = data[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
-            self.fail(prefix + key, value, f"an integer >= {low}" + (f" and <= {high}" if high is not None else ""))
-        return value
-
-    def seconds(self, data: dict, key: str, prefix: str = "", *, low: float | None = None) -> float:
-        value = data[key]
-        number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        if not number or (value <= 0 if low is None else value < low):
-            self.fail(prefix + key, value, "a finite number > 0" if low is None else f"a finite number >= {low}")
-        return value
+def _describe(bounds: dict) -> str:
+    words = {"gt": ">", "ge": ">=", "le": "<="}
+    return " and".join(f" {words[k]} {bounds[k]:g}" for k in ("gt", "ge", "le") if k in bounds)

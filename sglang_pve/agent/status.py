@@ -32,7 +32,7 @@ import socket
 import time
 from dataclasses import asdict
 
-from sglang_pve.agent import diagnosis, gpus, holders, logfollow, output, phases, probe, restarts, state, systemd
+from sglang_pve.agent import contract, diagnosis, gpus, holders, logfollow, output, phases, probe, restarts, state, systemd
 from sglang_pve.agent.spec import Spec, SpecError, load
 
 UNIT_PROPERTIES = [
@@ -58,7 +58,7 @@ def collect(spec_dir: str) -> dict:
         gpu_list, gpu_error = gpus.query_gpus(), None
     except gpus.GpuQueryError as error:
         gpu_list, gpu_error = None, str(error)
-    prefix = specs[0].unit_prefix if specs else "sglang-"
+    prefix = specs[0].unit_prefix if specs else contract.UNIT_PREFIX
     return {
         "time": _iso(time.time()),
         "host": socket.gethostname(),

@@ -23,7 +23,7 @@ def show(units: list, properties: list) -> dict:
     blocks = [dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
               for block in out.split("\n\n") if block.strip()]
     if len(blocks) == len(units):  # one block per unit, in the order asked
-        return dict(zip(units, blocks))
+        return dict(zip(units, blocks, strict=True))
     return {block["Id"]: block for block in blocks if block.get("Id")}
 
 

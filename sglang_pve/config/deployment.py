@@ -62,10 +62,6 @@ class Deployment(BaseModel):
     nccl_env: dict[str, str]  # the active profile, values as strings
     servers: dict[str, ServerConfig]
 
-    @property
-    def active(self) -> ServerConfig | None:
-        return self.servers.get(self.data.active_server) if self.data.active_server else None
-
 
 _VERSION_HINT = "quote it so it stays a string, e.g. --data 'sglang_version=\"0.5.10\"'"
 

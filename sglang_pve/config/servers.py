@@ -7,13 +7,12 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
+from ..agent import contract
 from .errors import Problem
 from .lifecycle import Lifecycle
 from .problems import problems_from
-from .sglang_args import RENAMED, SGLangArgs, check_speculative
+from .sglang_args import RENAMED, SGLangArgs, check_speculative, check_supported
 
-# A server name becomes part of a systemd unit name (sglang-<name>.service) and of file names.
-SERVER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,47}")
 ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 _BLOCKS = ("env", "lifecycle")  # keys of a server configuration that are not SGLang flags
 
@@ -64,9 +63,9 @@ def _check_env(key: str, env: object) -> tuple[dict[str, str], list[Problem]]:
 
 def build_server(name: object, raw: dict, base_lifecycle: dict) -> tuple[ServerConfig | None, list[Problem]]:
     key = f"servers.{name}"
-    if not isinstance(name, str) or not SERVER_NAME.fullmatch(name):
+    if not isinstance(name, str) or not contract.SERVER_NAME.fullmatch(name):
         return None, [Problem(key, name, "not usable in a systemd unit name",
-                              "use 1-48 lower-case letters, digits, - or _, starting with a letter or digit")]
+                              f"use {contract.SERVER_NAME_RULE}")]
     flags = {k: v for k, v in raw.items() if k not in _BLOCKS}
     problems = [Problem(f"{key}.{flag}", flags.pop(flag), "deprecated or renamed flag", f"use {RENAMED[flag]}")
                 for flag in list(flags) if flag in RENAMED]
@@ -83,7 +82,7 @@ def build_server(name: object, raw: dict, base_lifecycle: dict) -> tuple[ServerC
         problems += problems_from(exc, Lifecycle, f"{key}.lifecycle.")
         lifecycle = None
     if args is not None:
-        problems += check_speculative(args, key)
+        problems += check_speculative(args, key) + check_supported(args, key)
     if problems:
         return None, problems
     return ServerConfig(name, args, env, lifecycle), []

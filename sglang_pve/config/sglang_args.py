@@ -91,6 +91,22 @@ class SGLangArgs(BaseModel):
         return self.speculative_algorithm is not None
 
 
+def check_supported(args: SGLangArgs, key: str) -> list[Problem]:
+    """Settings SGLang accepts but the lifecycle agent cannot run: each refused with the reason."""
+    problems = []
+    if args.log_level in ("warning", "error", "critical"):
+        problems.append(Problem(f"{key}.log-level", args.log_level,
+                                "SGLang prints its startup phase lines and the ready line at info level; at this "
+                                "level the readiness gate sees no progress and fails every start",
+                                "use info (the default) or debug"))
+    if args.nnodes is not None and args.nnodes > 1:
+        problems.append(Problem(f"{key}.nnodes", args.nnodes,
+                                "multi-node serving is not supported yet: ranks on nodes above 0 never print the "
+                                "ready line, so their gate would fail every start",
+                                "serve from one node (remove nnodes, node-rank and dist-init-addr)"))
+    return problems
+
+
 _SPEC_NUMBERS = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
 
 

@@ -1,6 +1,7 @@
 """Everything the preflight judges about a host, read in ONE remote command.
 
-The command runs sglang_pve/preflight/probe.py with the host's python3 (shipped inline, base64,
+The command runs sglang_pve/preflight/probe.py with the interpreter the units run the agent with
+(contract.TARGET_PYTHON) (shipped inline, base64,
 never installed); see that file for what it reads and for the spec it is given.
 """
 
@@ -11,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pyinfra.api import FactBase
+
+from ..agent.contract import TARGET_PYTHON
 
 PROBE = Path(__file__).resolve().parent.parent / "preflight" / "probe.py"
 MARKER = "sglang-pve-preflight "
@@ -88,6 +91,7 @@ class HostSnapshot:
     init_userns: bool = True  # PID 1 in the initial user namespace (a privileged container)
     sglang: str | None = None  # version in the venv; None: no venv, "": venv without sglang
     verdicts: dict[str, Verdict] = field(default_factory=dict)  # only the configs SGLang judged
+    python: tuple = ()  # (path, major, minor, micro) of contract.TARGET_PYTHON, which ran the probe
     error: str | None = None  # the probe itself failed
 
 
@@ -103,6 +107,7 @@ def parse_snapshot(document: dict) -> HostSnapshot:
         cap_sys_resource=document["cap_sys_resource"],
         init_userns=document["init_userns"],
         sglang=document["sglang"],
+        python=tuple(document.get("python", ())),
         verdicts={name: Verdict(v["ok"], v["error"]) for name, v in document["verdicts"].items()},
     )
 
@@ -117,11 +122,11 @@ class PreflightProbe(FactBase["HostSnapshot | None"]):
     """
 
     def requires_command(self, spec):
-        return "python3"
+        return TARGET_PYTHON
 
     def command(self, spec):
         script = base64.b64encode(PROBE.read_bytes()).decode()
-        return f"python3 -c {shlex.quote(_BOOTSTRAP)} {script} {spec.encoded()}"
+        return f"{TARGET_PYTHON} -c {shlex.quote(_BOOTSTRAP)} {script} {spec.encoded()}"
 
     def process(self, output):
         lines = [line[len(MARKER):] for line in output if line.startswith(MARKER)]

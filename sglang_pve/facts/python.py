@@ -4,6 +4,8 @@ import shlex
 
 from pyinfra.api import FactBase
 
+from ..agent.contract import TARGET_PYTHON
+
 # The "venv" install scheme exists from Python 3.11; distributions patch the default scheme
 # (Debian: posix_local -> /usr/local/...), so the venv scheme is the one that matches `python3 -m venv`.
 _PURELIB = (
@@ -21,10 +23,10 @@ class VenvSitePackages(FactBase[str | None]):
     """
 
     def requires_command(self, path):
-        return "python3"
+        return TARGET_PYTHON
 
     def command(self, path):
-        return f"python3 -c {shlex.quote(_PURELIB)} {shlex.quote(path)}"
+        return f"{TARGET_PYTHON} -c {shlex.quote(_PURELIB)} {shlex.quote(path)}"
 
     def process(self, output):
         return output[-1].strip() if output else None

@@ -14,6 +14,7 @@ tasks/preflight.py reads the host once (facts.preflight.PreflightProbe) and runs
 from dataclasses import dataclass, field
 
 from .. import paths
+from ..agent import contract
 from ..config import Deployment, Problem, ServerConfig
 from ..facts.preflight import HostSnapshot, ProbeSpec, RenderedConfig
 from ..operations.files import ManagedFile
@@ -104,6 +105,7 @@ def check(deployment: Deployment, spec: ProbeSpec, snapshot: HostSnapshot) -> Re
         report.problems.append(Problem("preflight", None, f"the probe failed on the host: {snapshot.error}",
                                        "fix what the traceback shows (the host needs python3 and /proc)"))
         return report
+    report.problems += python_problems(snapshot.python)
     servers, pinned = deployment.servers, deployment.data.sglang_version
     for server in servers.values():
         report.add(server_problems(server, spec, snapshot, pinned))
@@ -112,6 +114,17 @@ def check(deployment: Deployment, spec: ProbeSpec, snapshot: HostSnapshot) -> Re
     report.problems += limit_problems(deployment.data.unit_limits, snapshot)
     report.checked = _checked(deployment, spec, snapshot)
     return report
+
+
+def python_problems(python: tuple) -> list[Problem]:
+    """The agent (a zipapp every unit runs with contract.TARGET_PYTHON) needs MIN_PYTHON."""
+    path, version = (python[0], tuple(python[1:])) if python else (contract.TARGET_PYTHON, ())
+    if version >= contract.MIN_PYTHON:
+        return []
+    wanted = ".".join(map(str, contract.MIN_PYTHON))
+    return [Problem("python", f"{path} {'.'.join(map(str, version)) or 'unknown'}",
+                    f"the lifecycle agent needs Python >= {wanted} at {contract.TARGET_PYTHON}",
+                    f"install python3 >= {wanted} as {contract.TARGET_PYTHON} (Debian 12 and Ubuntu 24.04 ship it)")]
 
 
 def _port_line(number: int, snapshot: HostSnapshot) -> str:
@@ -137,6 +150,7 @@ def _checked(deployment: Deployment, spec: ProbeSpec, snapshot: HostSnapshot) ->
         parser = f"SGLang {snapshot.sglang}'s parser accepts {accepted} of {len(snapshot.verdicts)} judged configs" + (
             "" if len(snapshot.verdicts) == len(spec.configs) else " (the changed ones)")
     return [
+        f"Python {'.'.join(map(str, snapshot.python[1:]))} at {snapshot.python[0]} runs the agent" if snapshot.python else "Python unknown",
         f"{len(spec.configs)} server configs with canonical flags",
         f"{len(spec.models)} model dirs with config.json",
         f"drafts of {drafts} configs fit their targets (architecture, sizes, aux layers, context length)",

@@ -222,6 +222,7 @@ def main(spec):
         "configs": {name: sha1_of(config["path"]) for name, config in spec["configs"].items()},
         "gpus": gpus(),
         "listeners": listeners(spec["ports"]),
+        "python": [sys.executable, *sys.version_info[:3]],  # the agent runs on this interpreter
     }
     found.update(limits())
     found["sglang"] = installed_version(spec["venv"], spec["timeout_s"])

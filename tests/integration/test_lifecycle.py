@@ -23,9 +23,24 @@ from sglang_pve import paths
 from sglang_pve.agent import exitcodes
 from tests.conftest import PROJECT, group_data
 from tests.integration.conftest import (
-    SIM_RUN_DIR, agent_status, diagnoses, gpu_holders, gpu_memory_used, kill_pid, on_target_python, process_info,
-    put_file, read_diagnosis, refresh_simulator, restore_servers, server_status, set_faults, sh, sim_venv,
-    unit_cgroup_pids, unit_state,
+    SIM_RUN_DIR,
+    agent_status,
+    diagnoses,
+    gpu_holders,
+    gpu_memory_used,
+    kill_pid,
+    on_target_python,
+    process_info,
+    put_file,
+    read_diagnosis,
+    refresh_simulator,
+    restore_servers,
+    server_status,
+    set_faults,
+    sh,
+    sim_venv,
+    unit_cgroup_pids,
+    unit_state,
 )
 
 pytestmark = pytest.mark.lab

@@ -8,8 +8,7 @@ import time
 from sglang_pve.agent import exitcodes, reaper, restarts, state
 from sglang_pve.agent.cli import main
 from sglang_pve.agent.output import Reporter
-from tests.unit.test_agent_support import (  # noqa: F401 (agent_env: autouse fixture)
-    agent_env, append, fake_nvidia_smi, fake_systemctl, hold_device, messages, stop, write_spec)
+from tests.unit.test_agent_support import agent_env, append, fake_nvidia_smi, fake_systemctl, hold_device, messages, stop, write_spec  # noqa: F401 (agent_env: autouse fixture)
 
 BUSY = "0, GPU-a, NVIDIA H200, 70211, 143771, 0\n1, GPU-b, NVIDIA H200, 3, 143771, 0\n"
 IDLE = "0, GPU-a, NVIDIA H200, 0, 143771, 0\n1, GPU-b, NVIDIA H200, 3, 143771, 0\n"

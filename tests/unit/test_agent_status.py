@@ -8,8 +8,7 @@ import time
 from sglang_pve.agent import diagnosis, state, status
 from sglang_pve.agent.cli import main
 from sglang_pve.agent.logfollow import size
-from tests.unit.test_agent_support import (  # noqa: F401 (agent_env: autouse fixture)
-    BASELINE_V059, HealthServer, agent_env, append, fake_nvidia_smi, fake_systemctl, systemctl_calls, write_spec)
+from tests.unit.test_agent_support import BASELINE_V059, HealthServer, agent_env, append, fake_nvidia_smi, fake_systemctl, systemctl_calls, write_spec  # noqa: F401 (agent_env: autouse fixture)
 
 
 def monotonic_usec(seconds_ago: float) -> str:

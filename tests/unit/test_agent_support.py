@@ -120,7 +120,7 @@ def write_spec(tmp_path: Path, **changes) -> spec_module.Spec:
     data = {
         "server": server, "unit": f"sglang-{server}.service", "unit_prefix": "sglang-",
         "log": str(tmp_path / "log" / f"{server}.log"), "host": "127.0.0.1", "port": free_port(),
-        "speculative": False, "startup_timeout_s": 30,
+        "speculative": False, "startup_timeout_s": 30, "stop_timeout_s": 5,
         "stall_timeout_s": {phase: 5 for phase in spec_module.STALL_PHASES},
         "watchdog": {"interval_s": 0.05, "timeout_s": 1, "failures": 3, "max_restarts": 2,
                      "window_s": 3600, "backoff_s": 0.1, "backoff_max_s": 0.2},

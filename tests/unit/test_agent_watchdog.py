@@ -5,8 +5,7 @@ import threading
 from pathlib import Path
 
 from sglang_pve.agent import exitcodes, restarts, state, watchdog
-from tests.unit.test_agent_support import (  # noqa: F401 (agent_env: autouse fixture)
-    HealthServer, LogScript, agent_env, fake_systemctl, messages, sleeper, stop, systemctl_calls, write_spec)
+from tests.unit.test_agent_support import HealthServer, LogScript, agent_env, fake_systemctl, messages, sleeper, stop, systemctl_calls, write_spec  # noqa: F401 (agent_env: autouse fixture)
 
 NOISE = [
     '[2026-07-20 10:00:00] INFO:     127.0.0.1:5 - "GET /health_generate HTTP/1.1" 503 Service Unavailable',

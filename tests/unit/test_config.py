@@ -93,6 +93,8 @@ BAD_INPUTS = [
     ("unknown lifecycle key", None, _server(**{"model-path": "/m", "lifecycle": {"startup_timeout": 60}}), "lifecycle.startup_timeout"),
     ("negative stall timeout", None,
      _server(**{"model-path": "/m", "lifecycle": {"stall_timeout_s": {"weights": -1}}}), "lifecycle.stall_timeout_s.weights"),
+    ("log level hiding the phase lines", None, _server(**{"model-path": "/m", "log-level": "warning"}), "servers.bad.log-level"),
+    ("multi-node", None, _server(**{"model-path": "/m", "nnodes": 2, "node-rank": 0}), "servers.bad.nnodes"),
     ("missing model path", None, {"servers": {"bad": {"tp-size": 8}}}, "servers.bad.model-path"),
     ("no servers at all", None, {"defaults": {}}, "servers_file"),
 ]

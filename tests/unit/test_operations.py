@@ -9,7 +9,8 @@ from pyinfra.api.operation import add_op
 from pyinfra.api.operations import run_ops
 
 from sglang_pve.facts.servers import parse_show
-from sglang_pve.operations import blocks, servers
+from sglang_pve.operations import files as file_ops
+from sglang_pve.operations import systemd
 from sglang_pve.operations.files import ManagedFile
 from tests.conftest import PROJECT
 
@@ -54,7 +55,7 @@ RUNNING = {"sglang-a.service": ("active", "enabled"), "sglang-b.service": ("inac
 
 
 def servers_run(on_host, units, active="a", installed=None):
-    return run(servers.servers, {"--- units": fact_output(on_host, units, installed)}, files=files(), active=active)
+    return run(systemd.server_units, {"--- units": fact_output(on_host, units, installed)}, files=files(), active=active)
 
 
 def test_nothing_to_do_when_files_match_and_active_runs():
@@ -105,22 +106,22 @@ USER_RC = "export PATH=$PATH:/opt/bin\nexport HF_TOKEN=secret\n"
 
 
 def test_block_is_appended_and_the_rest_is_kept():
-    text, old = blocks.splice(USER_RC, "nccl", "export A=1\n")
+    text, old = file_ops.splice(USER_RC, "nccl", "export A=1\n")
     assert text.startswith(USER_RC) and old == ""
     assert text.endswith("# >>> sglang-pve nccl >>> (managed block: rewritten on every deploy)\nexport A=1\n# <<< sglang-pve nccl <<<\n")
 
 
 def test_block_is_replaced_in_place():
-    first, _ = blocks.splice(USER_RC, "nccl", "export A=1\n")
+    first, _ = file_ops.splice(USER_RC, "nccl", "export A=1\n")
     edited = first + "alias ll='ls -l'\n"
-    second, old = blocks.splice(edited, "nccl", "export A=2\n")
+    second, old = file_ops.splice(edited, "nccl", "export A=2\n")
     assert old == "export A=1\n"
     assert second == edited.replace("export A=1\n", "export A=2\n")
-    assert blocks.splice(second, "nccl", "export A=2\n")[0] == second  # idempotent
+    assert file_ops.splice(second, "nccl", "export A=2\n")[0] == second  # idempotent
 
 
 def test_damaged_block_markers_are_refused():
-    text, _ = blocks.splice("", "nccl", "export A=1\n")
+    text, _ = file_ops.splice("", "nccl", "export A=1\n")
     damaged = text.replace("# <<< sglang-pve nccl <<<\n", "")
     with pytest.raises(Exception, match="markers are damaged"):
-        blocks.splice(damaged, "nccl", "export A=2\n")
+        file_ops.splice(damaged, "nccl", "export A=2\n")

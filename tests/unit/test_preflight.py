@@ -15,7 +15,14 @@ import yaml
 
 from sglang_pve.config import load_deployment
 from sglang_pve.facts.preflight import (
-    HostSnapshot, Holder, Listener, ModelDir, PreflightProbe, ProbeSpec, RenderedConfig, Verdict,
+    Holder,
+    HostSnapshot,
+    Listener,
+    ModelDir,
+    PreflightProbe,
+    ProbeSpec,
+    RenderedConfig,
+    Verdict,
 )
 from sglang_pve.preflight import check, merged, probe_spec
 from sglang_pve.preflight.context import derived_context_length
@@ -78,7 +85,7 @@ def snapshot(target=TARGET, draft_config=DRAFT, models=None, **changes) -> HostS
     found = {TARGET_PATH: ModelDir(True, target, None), DRAFT_PATH: ModelDir(True, draft_config, None)}
     found.update(models or {})
     fields = dict(models=found, gpus=[f"nvidia{i}" for i in range(8)], cap_sys_resource=True, init_userns=True,
-                  limits={"nofile": (1048576, 1048576), "memlock": (None, None)})
+                  limits={"nofile": (1048576, 1048576), "memlock": (None, None)}, python=("/usr/bin/python3", 3, 11, 2))
     fields.update(changes)
     return HostSnapshot(**fields)
 
@@ -200,6 +207,7 @@ BAD = {
             "rope_type": "llama3", "factor": 8.0}))),
         "context-length", "262144", "32768"),
     "probe failed": (dict(host=HostSnapshot(error="Traceback ...\nPermissionError: /proc/1/limits")), "preflight", "PermissionError"),
+    "python too old for the agent": (dict(host=snapshot(python=("/usr/bin/python3", 3, 9, 2))), "python", "3.9.2", ">= 3.11"),
 }
 
 
@@ -260,7 +268,7 @@ CAPTURED = [
     'sglang-pve-preflight {"cap_sys_resource": false, "configs": {"bad-parser": null, "baseline": '
     '"f03208f8677c54bd8bc9a69c44ec679bf33f03ba", "eagle3-3step": "774a9467fa38fc01aff1ed0b2fe193cce54b6fb4", '
     '"ssh-port": null}, "gpus": ["nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidia4", "nvidia5", "nvidia6", '
-    '"nvidia7"], "init_userns": true, "limits": {"memlock": [8388608, 8388608], "nofile": [20000, 20000]}, '
+    '"nvidia7"], "init_userns": true, "python": ["/usr/bin/python3", 3, 11, 2], "limits": {"memlock": [8388608, 8388608], "nofile": [20000, 20000]}, '
     '"listeners": [{"address": "0.0.0.0", "holders": [{"cmdline": "sshd: /usr/sbin/sshd -D [listener] 0 of 10-100 '
     'startups", "comm": "sshd", "pid": 43, "unit": null}], "port": 22}, {"address": "::", "holders": [{"cmdline": '
     '"sshd: /usr/sbin/sshd -D [listener] 0 of 10-100 startups", "comm": "sshd", "pid": 43, "unit": null}], "port": '

@@ -97,7 +97,7 @@ class TokenizerManager:
         with self._lock:
             self._queues.update({rid: out_queue for rid in rids})
         try:
-            for rid, spec in zip(rids, specs):
+            for rid, spec in zip(rids, specs, strict=True):
                 self._submit(rid, spec)
             pending = len(rids)
             while pending:

@@ -14,7 +14,7 @@ def _stale_files(unit: str) -> list[str]:
 
 
 @operation()
-def servers(files: dict[str, list[ManagedFile]], active: str | None):
+def server_units(files: dict[str, list[ManagedFile]], active: str | None):
     """
     Install one systemd unit (plus its SGLang config and lifecycle spec) per server configuration,
     remove units of configurations no longer declared, and make exactly `active` run.
@@ -29,7 +29,7 @@ def servers(files: dict[str, list[ManagedFile]], active: str | None):
 
     .. code:: python
 
-        servers(files={"baseline": server_files(deployment, baseline, venv)}, active="baseline")
+        server_units(files={"baseline": server_files(deployment, baseline, venv)}, active="baseline")
     """
     declared = {name: paths.unit_name(name) for name in files}
     wanted = [f for server_files in files.values() for f in server_files]

@@ -1,0 +1,54 @@
+"""What the deploy and the agent agree on, defined once, here (stdlib only: it ships in the zipapp).
+
+The deploy side (sglang_pve/paths.py, the pydantic model in sglang_pve/config/, render.py and the
+templates) imports these; the agent reads them directly. Nothing else spells them.
+"""
+
+import re
+
+UNIT_PREFIX = "sglang-"  # every unit of this toolkit; SGLANG_PVE_UNIT=<prefix>... marks our processes
+UNIT_DIR = "/etc/systemd/system"
+ETC_DIR = "/etc/sglang"
+SERVERS_DIR = f"{ETC_DIR}/servers"  # NAME.yaml (SGLang --config) and NAME.lifecycle.json (spec.py)
+LOG_DIR = "/var/log/sglang"
+AGENT = "/opt/sglang-pve/sglang-pve-agent.pyz"
+STATE_DIR = "/var/lib/sglang-pve"
+DIAGNOSES_DIR = f"{STATE_DIR}/diagnoses"
+# The first line of every file the toolkit writes whole carries this; a file or unit without it
+# (an operator's own sglang-router.service) is never changed or removed.
+MARKER = "Managed by sglang-pve"
+
+# The interpreter every unit runs the agent with, and the oldest the agent runs on (it uses
+# 3.11's stdlib); preflight asks the host for this interpreter's version and refuses older ones.
+TARGET_PYTHON = "/usr/bin/python3"
+MIN_PYTHON = (3, 11)
+
+# A server configuration's name becomes part of a unit name and of file names.
+SERVER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,47}")
+SERVER_NAME_RULE = "1-48 lower-case letters, digits, - or _, starting with a letter or digit"
+
+
+def unit_name(server: str) -> str:
+    return f"{UNIT_PREFIX}{server}.service"
+
+
+def unit_path(server: str) -> str:
+    return f"{UNIT_DIR}/{unit_name(server)}"
+
+
+def server_config_path(server: str) -> str:
+    return f"{SERVERS_DIR}/{server}.yaml"
+
+
+def lifecycle_path(server: str) -> str:
+    return f"{SERVERS_DIR}/{server}.lifecycle.json"
+
+
+def log_path(server: str) -> str:
+    return f"{LOG_DIR}/{server}.log"
+
+
+def probe_address(bind: str | None) -> str:
+    """Where to send health probes for a server bound to `bind` (wildcards mean the loopback of
+    the same family: `::` answers on ::1, and on 127.0.0.1 only where IPv6 sockets are dual-stack)."""
+    return {None: "127.0.0.1", "": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(bind, bind)
