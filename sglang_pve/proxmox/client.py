@@ -12,8 +12,7 @@ import time
 from collections import Counter
 
 import requests
-from proxmoxer.backends.https import (JsonSerializer, ProxmoxHttpSession, ProxmoxHTTPApiTokenAuth, ProxmoxHTTPAuth,
-                                      ProxmoxHTTPAuthBase)
+from proxmoxer.backends.https import JsonSerializer, ProxmoxHTTPApiTokenAuth, ProxmoxHTTPAuth, ProxmoxHTTPAuthBase, ProxmoxHttpSession
 from proxmoxer.core import ProxmoxResource, ResourceException
 
 from ..config.proxmox import ApiSettings
