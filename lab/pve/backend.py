@@ -42,8 +42,11 @@ class BackendError(Exception):
 
 
 class Backend(Protocol):
-    def create(self, vmid: int, config: dict, template_volid: str, rootfs_volume: str) -> None:
-        """Allocate ``rootfs_volume`` and unpack ``template_volid`` into it (task vzcreate)."""
+    def create(self, vmid: int, config: dict, template_volid: str, rootfs_volume: str,
+               ssh_public_keys: str | None = None) -> None:
+        """Allocate ``rootfs_volume`` and unpack ``template_volid`` into it (task vzcreate);
+        ``ssh_public_keys`` (the create call's ``ssh-public-keys``, one key per line) go into
+        the rootfs's /root/.ssh/authorized_keys as pve-container's setup does."""
 
     def destroy(self, vmid: int) -> None:
         """Remove the container's volumes, snapshots and runtime state (task vzdestroy).
@@ -134,13 +137,16 @@ class DirBackend:
         return self.root / "snapshots" / str(vmid) / name
 
     # -- Backend ------------------------------------------------------------------------------
-    def create(self, vmid, config, template_volid, rootfs_volume):
+    def create(self, vmid, config, template_volid, rootfs_volume, ssh_public_keys=None):
         self._check_fail("create")
         volume = self.volume_dir(rootfs_volume)
         if volume.exists():
             raise BackendError(f"volume '{rootfs_volume}' already exists")
         volume.mkdir(parents=True)
         (volume / "TEMPLATE").write_text(template_volid + "\n")
+        if ssh_public_keys:
+            (volume / "root" / ".ssh").mkdir(parents=True)
+            (volume / "root" / ".ssh" / "authorized_keys").write_text(ssh_public_keys + "\n")
         record = self.root / "rootfs" / str(vmid)
         record.parent.mkdir(parents=True, exist_ok=True)
         record.write_text(rootfs_volume + "\n")

@@ -1,0 +1,229 @@
+"""Snapshots (pve-container src/PVE/API2/LXC/Snapshot.pm, pve-guest-common AbstractConfig.pm
+snapshot_create / snapshot_rollback / snapshot_delete; ZFS's rule from ZFSPoolPlugin.pm)."""
+
+import time
+
+from . import conf as ctconf
+from . import rules
+from .api_lxc import _ct, _start_work, snapshot_possible, typed
+from .errors import ApiError
+from .node import Node, Request
+from .routes import route
+
+# AbstractConfig::__snapshot_copy_config leaves these out of a snapshot section
+NOT_COPIED = {"snapstate", "snaptime", "vmstate", "lock", "digest", "description"}
+
+
+def _copy(source: dict) -> dict:
+    return {k: v for k, v in source.items()
+            if k not in NOT_COPIED and not k.startswith("unused")}
+
+
+def _reserved(snapname: str) -> None:
+    if snapname == "current" or snapname.lower() == "pending":
+        raise ApiError(f"unable to use snapshot name '{snapname}' (reserved name)")
+
+
+@route("GET", "/nodes/{node}/lxc/{vmid}/snapshot")
+def snapshot_list(node: Node, req: Request):
+    vmid = _ct(node, req)
+    _, config = node.read(vmid)
+    res = []
+    for name, snap in sorted(config.snapshots.items()):
+        item = {"name": name, "description": snap.get("description", "").rstrip("\n")}
+        if "snaptime" in snap:
+            item["snaptime"] = int(snap["snaptime"])
+        if "parent" in snap:
+            item["parent"] = snap["parent"]
+        res.append(item)
+    current = {"name": "current", "description": "You are here!",
+               "running": int(node.running(vmid))}
+    if "parent" in config.current:
+        current["parent"] = config.current["parent"]
+    return res + [current]
+
+
+@route("POST", "/nodes/{node}/lxc/{vmid}/snapshot")
+def snapshot_create(node: Node, req: Request):
+    vmid = _ct(node, req)
+    snapname = req.params["snapname"]
+    _reserved(snapname)
+    node.read(vmid)
+    node.check_priv(req.ident, f"/vms/{vmid}", "VM.Snapshot")
+    comment = req.params.get("description")
+
+    def prepare(config):
+        node.check_lock(config)
+        if snapname in config.snapshots:
+            raise ApiError(f"snapshot name '{snapname}' already used")
+        if not snapshot_possible(node, config.current):
+            raise ApiError("snapshot feature is not available")
+        config.current["lock"] = "snapshot"
+        for snap in config.snapshots.values():  # no bogus cycles
+            if snap.get("parent") == snapname:
+                del snap["parent"]
+        snap = ctconf.Section(_copy(config.current))
+        snap["snapstate"] = "prepare"
+        snap["snaptime"] = str(int(time.time()))
+        if comment:
+            snap["description"] = comment
+        config.snapshots[snapname] = snap
+
+    def commit(config):
+        del config.snapshots[snapname]["snapstate"]
+        config.current.pop("lock", None)
+        config.current["parent"] = snapname
+
+    def cleanup(config):
+        config.snapshots.pop(snapname, None)
+        config.current.pop("lock", None)
+
+    def work(log):
+        node.update(vmid, prepare)
+        try:
+            node.backend.snapshot(vmid, snapname)
+        except Exception:
+            log.warn("snapshot create failed: starting cleanup")
+            node.update(vmid, cleanup)
+            raise
+        node.update(vmid, commit)
+
+    return node.tasks.start("vzsnapshot", str(vmid), req.ident.user, work, req.task_error)
+
+
+def most_recent(config) -> str | None:
+    """The newest snapshot (what `zfs list -t snapshot` sorts last): latest snaptime, and of
+    equal times the one that has the other as parent."""
+    snaps = config.snapshots
+    if not snaps:
+        return None
+    depth = {}
+
+    def chain(name, seen=()):
+        parent = snaps.get(name, {}).get("parent")
+        if parent not in snaps or parent in seen:
+            return 0
+        return 1 + chain(parent, seen + (name,))
+
+    for name in snaps:
+        depth[name] = chain(name)
+    return max(snaps, key=lambda n: (int(snaps[n].get("snaptime", 0)), depth[n]))
+
+
+@route("POST", "/nodes/{node}/lxc/{vmid}/snapshot/{snapname}/rollback")
+def snapshot_rollback(node: Node, req: Request):
+    vmid = _ct(node, req)
+    snapname = req.params["snapname"]
+    _, config = node.read(vmid)
+    node.check_priv(req.ident, f"/vms/{vmid}", "VM.Snapshot.Rollback")
+    if snapname not in config.snapshots:
+        raise ApiError(f"snapshot '{snapname}' does not exist")
+    start = req.params.get("start") in ("1", True)
+
+    def prepare(config):
+        snap = config.snapshots.get(snapname)
+        if snap is None:
+            raise ApiError(f"snapshot '{snapname}' does not exist")
+        for key, value in sorted(snap.items()):
+            if key == "rootfs" or key.startswith("mp"):
+                storage = node.storages.volume_storage(rules.mp_volume(value))
+                if storage and storage["type"] == "zfspool" and most_recent(config) != snapname:
+                    raise ApiError(f"can't rollback, '{snapname}' is not most recent snapshot")
+        if snap.get("snapstate"):
+            raise ApiError("unable to rollback to incomplete snapshot "
+                           f"(snapstate = {snap['snapstate']})")
+        node.check_lock(config)
+        config.current["lock"] = "rollback"
+
+    def apply(config):
+        snap = config.snapshots[snapname]
+        keep = {k: v for k, v in config.current.items()
+                if k == "description" or k.startswith("unused")}
+        config.current.clear()
+        config.current.update(keep)
+        config.current.update(_copy(snap))
+        config.current["parent"] = snapname
+        config.pending.clear()
+
+    def work(log):
+        node.update(vmid, prepare)
+        if node.running(vmid):
+            log.log(f"stopping CT {vmid} for the rollback")
+            node.backend.stop(vmid)
+        try:
+            node.backend.rollback(vmid, snapname)
+        except Exception:
+            node.set_lock(vmid, None)
+            raise
+        node.update(vmid, apply)
+        if start:
+            _start_work(node, vmid, log)
+
+    return node.tasks.start("vzrollback", str(vmid), req.ident.user, work, req.task_error)
+
+
+@route("DELETE", "/nodes/{node}/lxc/{vmid}/snapshot/{snapname}")
+def snapshot_delete(node: Node, req: Request):
+    vmid = _ct(node, req)
+    snapname = req.params["snapname"]
+    node.read(vmid)
+    node.check_priv(req.ident, f"/vms/{vmid}", "VM.Snapshot")
+    force = req.params.get("force") in ("1", True)
+
+    def prepare(config):
+        if snapname not in config.snapshots:
+            raise ApiError(f"snapshot '{snapname}' does not exist")
+        if not force:
+            node.check_lock(config)
+        config.current["lock"] = "snapshot-delete"
+        config.snapshots[snapname]["snapstate"] = "delete"
+
+    def remove(config):
+        snap = config.snapshots.pop(snapname)
+        parent = snap.get("parent")
+        for section in [config.current, *config.snapshots.values()]:
+            if section.get("parent") == snapname:
+                if parent:
+                    section["parent"] = parent
+                else:
+                    del section["parent"]
+        config.current.pop("lock", None)
+
+    def work(log):
+        node.update(vmid, prepare)
+        try:
+            node.backend.delete_snapshot(vmid, snapname)
+        except Exception:
+            if not force:
+                node.set_lock(vmid, None)
+                raise
+            log.warn(f"volume snapshot of '{snapname}' not removed, dropped from the config")
+        node.update(vmid, remove)
+
+    return node.tasks.start("vzdelsnapshot", str(vmid), req.ident.user, work, req.task_error)
+
+
+@route("GET", "/nodes/{node}/lxc/{vmid}/snapshot/{snapname}/config")
+def snapshot_config_get(node: Node, req: Request):
+    vmid = _ct(node, req)
+    _, config = node.read(vmid)
+    snap = config.snapshots.get(req.params["snapname"])
+    if snap is None:
+        raise ApiError(f"snapshot '{req.params['snapname']}' does not exist")
+    return typed({k: v for k, v in snap.items() if k != "snapstate"},
+                 req.info.get("returns", {}))
+
+
+@route("PUT", "/nodes/{node}/lxc/{vmid}/snapshot/{snapname}/config")
+def snapshot_config_put(node: Node, req: Request):
+    vmid = _ct(node, req)
+    snapname = req.params["snapname"]
+
+    def change(config):
+        if snapname not in config.snapshots:
+            raise ApiError(f"snapshot '{snapname}' does not exist")
+        if "description" in req.params:
+            config.snapshots[snapname]["description"] = req.params["description"]
+
+    node.update(vmid, change)
+    return None

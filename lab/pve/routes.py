@@ -1,0 +1,17 @@
+"""Which handler serves which schema path: ``@route("GET", "/version")``. A path and method the
+schema knows but no handler serves answers 501 "Method '...' not implemented", like PVE for
+something it lacks."""
+
+ROUTES: dict[tuple[str, str], object] = {}
+
+
+def route(method: str, template: str):
+    def register(fn):
+        ROUTES[(method, template)] = fn
+        return fn
+    return register
+
+
+def handler(method: str, template: str):
+    from . import api_lxc, api_node, api_snapshot  # noqa: F401  (they register themselves)
+    return ROUTES.get((method, template))

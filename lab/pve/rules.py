@@ -1,0 +1,68 @@
+"""Rules the schema does not carry, from pve-container (src/PVE/LXC.pm
+check_ct_modify_config_perm; LXC/Config.pm classify_mountpoint): what only root@pam may set.
+A token of root@pam is not root@pam.
+"""
+
+import re
+
+from .errors import perm_error
+from .validate import parse_boolean
+
+
+def mountpoint_type(volume: str) -> str:
+    """classify_mountpoint: "device" (/dev/...), "bind" (another absolute path) or "volume"."""
+    if volume.startswith("/"):
+        return "device" if volume.startswith("/dev/") else "bind"
+    return "volume"
+
+
+def mp_volume(value: str) -> str:
+    """The volume of a rootfs/mpN property string (the default key, or volume=)."""
+    for part in value.split(","):
+        if "=" not in part:
+            return part
+        if part.startswith("volume="):
+            return part[len("volume="):]
+    return ""
+
+
+def parse_features(value: str | None) -> dict:
+    res = {}
+    for part in (value or "").split(","):
+        if "=" in part:
+            k, v = part.split("=", 1)
+            res[k] = parse_boolean(v) or v
+    return res
+
+
+def check_modify_perm(node, ident, vmid: int, old: dict | None, new: dict, delete: list,
+                      unprivileged) -> None:
+    """check_ct_modify_config_perm: root@pam may change anything; everyone else gets PVE's
+    403 for devN, non-volume mount points, feature flags and hookscripts, and needs the
+    privileges the emulator grants (all or none, see auth.py)."""
+    if ident.is_root:
+        return
+    for key, is_delete in sorted([(k, False) for k in new] + [(k, True) for k in delete]):
+        if re.match(r"^(rootfs|mp\d+)$", key):
+            node.check_priv(ident, f"/vms/{vmid}", "VM.Config.Disk")
+            if not is_delete:
+                kind = mountpoint_type(mp_volume(new[key]))
+                if kind != "volume":
+                    raise perm_error(f"mount point type {kind} is only allowed for root@pam")
+        elif re.match(r"^dev\d+$", key):
+            raise perm_error("configuring device passthrough is only allowed for root@pam")
+        elif key == "features":
+            if not unprivileged:
+                raise perm_error("changing feature flags for privileged container is only "
+                                 "allowed for root@pam")
+            before = parse_features((old or {}).get("features"))
+            after = {} if is_delete else parse_features(new.get("features"))
+            changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+            if changed - {"nesting"}:
+                raise perm_error("changing feature flags (except nesting) is only allowed for "
+                                 "root@pam")
+            node.check_priv(ident, f"/vms/{vmid}", "VM.Allocate")
+        elif key == "hookscript":
+            raise perm_error("changing the hookscript is only allowed for root@pam")
+        else:
+            node.check_priv(ident, f"/vms/{vmid}", "VM.Config.Options")
