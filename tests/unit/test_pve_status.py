@@ -1,0 +1,29 @@
+"""Start, stop, shutdown and destroy answer as PVE does for the state the container is in."""
+
+import pytest
+from proxmoxer.core import ResourceException
+
+from lab.pve.testing import EmulatedNode
+
+
+def test_power_state_rules(tmp_path):
+    with EmulatedNode(tmp_path, version=8) as pve:
+        px = pve.client()
+        upid = px.nodes("pve1").lxc.post(vmid=210, ostemplate=pve.TEMPLATE, rootfs="local-lvm:4")
+        assert pve.wait(upid)["exitstatus"] == "OK"
+        ct = px.nodes("pve1").lxc(210)
+        with pytest.raises(ResourceException, match="CT 210 not running"):
+            ct.status.stop.post()
+        assert pve.wait(ct.status.start.post())["exitstatus"] == "OK"
+        with pytest.raises(ResourceException, match="CT 210 already running"):
+            ct.status.start.post()
+        with pytest.raises(ResourceException,
+                           match="unable to destroy CT 210 - container is running"):
+            ct.delete()
+        assert pve.wait(ct.status.shutdown.post(timeout=5))["exitstatus"] == "OK"
+        assert ct.status.current.get()["status"] == "stopped"
+        assert pve.wait(ct.delete())["exitstatus"] == "OK"
+        assert not pve.node.exists(210)
+        with pytest.raises(ResourceException, match="Configuration file 'nodes/pve1/lxc/210.conf' "
+                                                    "does not exist"):
+            ct.config.get()
