@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from . import paths
+from . import escape, paths
 from .agent import contract, spec
 from .config import Deployment, ServerConfig
 from .operations.files import ManagedFile
@@ -22,7 +22,8 @@ _jinja = Environment(
     loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, keep_trailing_newline=True,
     trim_blocks=True, lstrip_blocks=True, autoescape=False,
 )
-_jinja.filters["shquote"] = shlex.quote
+_jinja.filters.update(shquote=shlex.quote, systemd_word=escape.systemd_word, systemd_text=escape.systemd_text)
+_jinja.globals["systemd_env"] = escape.systemd_env
 
 
 def render(template: str, **context) -> str:

@@ -47,13 +47,13 @@ def launch(spec: Spec, main_pid: int | None) -> int:
 
 
 def self_command() -> tuple:
-    """How to run this agent again: ([python, the .pyz], None) from the zipapp, else
+    """How to run this agent again: ([python, -I, the .pyz], None) from the zipapp, else
     ([python, -m, sglang_pve.agent], environment with PYTHONPATH pointing at the sources)."""
     import sglang_pve
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(sglang_pve.__file__)))
     if os.path.isfile(root):
-        return [sys.executable, root], None
+        return [sys.executable, "-I", root], None  # isolated: no PYTHON* variables, no user site
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
     return [sys.executable, "-m", "sglang_pve.agent"], env

@@ -1,7 +1,7 @@
 """The whole deployment of one host, built from pyinfra host data and validated once."""
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -9,10 +9,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .errors import ConfigError, Problem
 from .nccl import check_profile
 from .problems import problems_from
+from .safe import HostPath, Name, Text
 from .servers import ServerConfig, build_servers, read_servers_file
 
-AbsolutePath = str
-_LIMIT = r"^(infinity|\d+[KMGT]?)$"
+_LIMIT = r"^(infinity|[0-9]+[KMGT]?)$"
+_VERSION = r"^[A-Za-z0-9.+!_-]{1,128}$"  # PEP 440's alphabet: a version is part of the venv path
+_URL = r"^https?://[A-Za-z0-9._~:/?#@!$&()*+,;=%-]{1,2048}$"  # RFC 3986 characters, ASCII only
 
 
 class UnitLimits(BaseModel):
@@ -25,17 +27,17 @@ class HostData(BaseModel):
     """The host-data keys the deploy reads (group_data/all.py documents each)."""
 
     model_config = ConfigDict(extra="ignore", strict=True)
-    nccl_profiles: dict[str, dict]
-    nccl_profile: str
-    servers_file: str
-    active_server: str | None
-    sglang_version: str
-    sglang_index_url: str = Field(pattern=r"^https?://")
-    sglang_extra_index_urls: list[str] = []
-    sglang_venvs_dir: AbsolutePath = Field(pattern=r"^/")
+    nccl_profiles: dict[Name, dict]
+    nccl_profile: Name
+    servers_file: Text
+    active_server: Text | None
+    sglang_version: str = Field(pattern=_VERSION)
+    sglang_index_url: str = Field(pattern=_URL)
+    sglang_extra_index_urls: list[Annotated[str, Field(pattern=_URL)]] = []
+    sglang_venvs_dir: HostPath
     unit_limits: UnitLimits = UnitLimits()
-    shell_user: str = Field(pattern=r"^[a-z_][a-z0-9_-]*$")
-    shell_rc: AbsolutePath = Field(pattern=r"^/")
+    shell_user: str = Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
+    shell_rc: HostPath
     lifecycle: dict = {}
 
     @field_validator("sglang_version")
@@ -45,14 +47,6 @@ class HostData(BaseModel):
             Version(value)
         except InvalidVersion:
             raise ValueError("not a PEP 440 version") from None
-        return value
-
-    @field_validator("sglang_extra_index_urls")
-    @classmethod
-    def _urls(cls, value: list[str]) -> list[str]:
-        bad = [url for url in value if not url.startswith(("http://", "https://"))]
-        if bad:
-            raise ValueError(f"not an http(s) URL: {bad[0]}")
         return value
 
 

@@ -2,6 +2,18 @@
 
 from dataclasses import dataclass
 
+from ..escape import printable
+
+
+class Hidden:
+    """Stands for a secret in a Problem: a refused secret is never echoed."""
+
+    def __repr__(self) -> str:
+        return "<hidden>"
+
+
+HIDDEN = Hidden()
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -11,7 +23,9 @@ class Problem:
     fix: str
 
     def render(self, host: str) -> str:
-        return f"{host}: {self.key} = {self.value!r}: {self.message}. Fix: {self.fix}"
+        shown = repr(self.value)  # repr escapes control characters; overlong values are cut
+        shown = shown if len(shown) <= 120 else f"{shown[:100]}... ({len(shown)} characters)"
+        return printable(f"{host}: {self.key} = {shown}: {self.message}. Fix: {self.fix}")
 
 
 class ConfigError(ValueError):

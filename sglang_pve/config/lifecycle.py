@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from ..agent import spec
 
-_STRICT = ConfigDict(extra="forbid", strict=True)
+_STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 def model_of(schema) -> type[BaseModel]:

@@ -3,17 +3,23 @@
 NCCL reads unknown NCCL_* variables silently and ignores bad values with at most a warning, so a
 typo (NCCL_PROTOCOL=LL) or a bad value (NCCL_PROTO=LL256) would quietly cost the tuning that the
 profile exists for. Names and value sets follow NCCL's environment-variable documentation (2.2x).
+Only the variables below may be set, never loader knobs (NCCL_NET_PLUGIN, LD_PRELOAD), and every
+value is in a safe ASCII alphabet: nccl.env and /etc/nccl.conf are read by every NCCL process on
+the host, line by line and unquoted, so a value can never add a line there.
 """
 
 import re
 from difflib import get_close_matches
 
 from .errors import Problem
+from .safe import ascii_digits
 
 _PROTOCOLS = {"LL", "LL128", "SIMPLE"}
 _ALGORITHMS = {"RING", "TREE", "COLLNETDIRECT", "COLLNETCHAIN", "NVLS", "NVLSTREE", "PAT"}
 _P2P_LEVELS = {"LOC", "NVL", "PIX", "PXB", "PHB", "SYS"}
 _DEBUG_LEVELS = {"VERSION", "WARN", "INFO", "TRACE"}
+_WORDS = re.compile(r"[A-Za-z0-9_.,:=^-]{1,256}")
+_VALUE = re.compile(r"[A-Za-z0-9_.,:;=^-]{1,256}")  # every variable's values fit in this
 
 
 def _listing(allowed: set[str], what: str):
@@ -34,7 +40,7 @@ def _listing(allowed: set[str], what: str):
 
 def _one_of(allowed: set[str], integer_ok: bool = False):
     def check(value: str) -> str | None:
-        if value.upper() in allowed or (integer_ok and value.isdigit()):
+        if value.upper() in allowed or (integer_ok and ascii_digits(value)):
             return None
         extra = " or an integer" if integer_ok else ""
         return f"expected one of {', '.join(sorted(allowed))}{extra}"
@@ -44,7 +50,7 @@ def _one_of(allowed: set[str], integer_ok: bool = False):
 
 def _integer(minimum: int = 0, choices: tuple[int, ...] = ()):
     def check(value: str) -> str | None:
-        if not re.fullmatch(r"\d+", value):
+        if not ascii_digits(value):
             return "expected an integer (plain digits, no units)"
         if choices and int(value) not in choices:
             return f"expected one of {', '.join(map(str, choices))}"
@@ -59,7 +65,8 @@ _FLAG = _integer(choices=(0, 1))
 
 
 def _STRING(value: str) -> str | None:
-    return None if value.strip() else "expected a non-empty value"
+    """Interface and HCA lists, debug subsystems: e.g. ^lo,docker0 / =mlx5_0:1 / INIT,NET."""
+    return None if _WORDS.fullmatch(value) else "expected a non-empty list in [A-Za-z0-9_.,:=^-]"
 
 
 VARIABLES = {
@@ -100,7 +107,8 @@ def check_profile(name: str, variables: object) -> list[Problem]:
         if isinstance(raw, bool) or not isinstance(raw, (str, int)):
             problems.append(Problem(f"{key}.{var}", raw, "expected a string or an integer", "write e.g. 1 or LL"))
             continue
-        error = VARIABLES[var](str(raw))
+        value = str(raw)
+        error = VARIABLES[var](value) if _VALUE.fullmatch(value) else f"expected a value in {_VALUE.pattern}"
         if error:
             problems.append(Problem(f"{key}.{var}", raw, error, f"set a value NCCL accepts for {var}"))
     return problems

@@ -8,13 +8,19 @@ import yaml
 from pydantic import ValidationError
 
 from ..agent import contract
-from .errors import Problem
+from .errors import HIDDEN, Problem
 from .lifecycle import Lifecycle
 from .problems import problems_from
-from .sglang_args import RENAMED, SGLangArgs, check_speculative, check_supported
+from .safe import control_characters
+from .sglang_args import RENAMED, SECRET_FLAGS, SGLangArgs, check_speculative, check_supported
 
-ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
-_BLOCKS = ("env", "lifecycle")  # keys of a server configuration that are not SGLang flags
+ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
+# Variables that change which code a process loads: refused unless `allow_env:` names them.
+LOADER_ENV = re.compile(r"LD_[A-Z0-9_]*|PYTHON[A-Z0-9_]*|PATH|BASH_ENV|ENV")
+# The toolkit's own (the root agent obeys SGLANG_PVE_* overrides): never from configuration.
+OWN_ENV = re.compile(r"SGLANG_PVE_[A-Z0-9_]*")
+SECRET_ENV = re.compile(r".*(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|CREDENTIAL).*")
+_BLOCKS = ("env", "allow_env", "lifecycle")  # keys of a server configuration that are not SGLang flags
 
 
 @dataclass(frozen=True)
@@ -47,17 +53,30 @@ def read_servers_file(path: Path) -> tuple[dict, list[Problem]]:
     return document, []
 
 
-def _check_env(key: str, env: object) -> tuple[dict[str, str], list[Problem]]:
+def _check_env(key: str, env: object, allowed: object) -> tuple[dict[str, str], list[Problem]]:
     if not isinstance(env, dict):
         return {}, [Problem(key, env, "expected a mapping of VARIABLE: value", "write env: {NAME: value}")]
+    if not isinstance(allowed, list) or not all(isinstance(n, str) and LOADER_ENV.fullmatch(n) for n in allowed):
+        return {}, [Problem(key.replace(".env", ".allow_env"), allowed, "expected a list of loader variables to allow",
+                            "name each one, e.g. allow_env: [LD_LIBRARY_PATH]")]
     problems = []
     for name, value in env.items():
+        where = f"{key}.{name}"
         if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
-            problems.append(Problem(f"{key}.{name}", value, "not a valid environment variable name", "use UPPER_CASE letters, digits and _"))
+            problems.append(Problem(where, value, "not a valid environment variable name", "use UPPER_CASE letters, digits and _"))
+        elif SECRET_ENV.fullmatch(name):
+            problems.append(Problem(where, HIDDEN, "looks like a secret, and env: lands in the unit file", "give it in secrets.env instead"))
         elif name.startswith("NCCL_"):
-            problems.append(Problem(f"{key}.{name}", value, "NCCL variables come from the active NCCL profile only", "set it in nccl_profiles instead"))
+            problems.append(Problem(where, value, "NCCL variables come from the active NCCL profile only", "set it in nccl_profiles instead"))
+        elif OWN_ENV.fullmatch(name):
+            problems.append(Problem(where, value, "the toolkit's own variables are set by the toolkit only", "remove it"))
+        elif LOADER_ENV.fullmatch(name) and name not in allowed:
+            problems.append(Problem(where, value, "changes which code the server loads",
+                                    f"remove it, or allow it by name: allow_env: [{name}]"))
         elif isinstance(value, (dict, list)) or value is None:
-            problems.append(Problem(f"{key}.{name}", value, "expected a scalar value", "write a string or a number"))
+            problems.append(Problem(where, value, "expected a scalar value", "write a string or a number"))
+        elif control_characters(str(value)):
+            problems.append(Problem(where, value, f"value {control_characters(str(value))}", "write it on one line without control characters"))
     return {k: str(int(v) if isinstance(v, bool) else v) for k, v in env.items()}, problems
 
 
@@ -67,9 +86,11 @@ def build_server(name: object, raw: dict, base_lifecycle: dict) -> tuple[ServerC
         return None, [Problem(key, name, "not usable in a systemd unit name",
                               f"use {contract.SERVER_NAME_RULE}")]
     flags = {k: v for k, v in raw.items() if k not in _BLOCKS}
-    problems = [Problem(f"{key}.{flag}", flags.pop(flag), "deprecated or renamed flag", f"use {RENAMED[flag]}")
-                for flag in list(flags) if flag in RENAMED]
-    env, env_problems = _check_env(f"{key}.env", raw.get("env", {}))
+    problems = [Problem(f"{key}.{flag}", HIDDEN if flag in SECRET_FLAGS else flags.pop(flag), "deprecated or renamed flag",
+                        f"use {RENAMED[flag]}") for flag in list(flags) if flag in RENAMED]
+    for flag in SECRET_FLAGS:
+        flags.pop(flag, None)
+    env, env_problems = _check_env(f"{key}.env", raw.get("env", {}), raw.get("allow_env", []))
     problems += env_problems
     try:
         args = SGLangArgs.model_validate(flags)

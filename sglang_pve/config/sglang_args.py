@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import Problem
+from .safe import ModelRef, Text
 
 # Renamed or removed flags, with the replacement to tell the user.
 RENAMED = {
@@ -21,8 +22,10 @@ RENAMED = {
     "model": "model-path",
     "speculative-draft-model": "speculative-draft-model-path",
     "nccl-init-addr": "dist-init-addr",
-    "api-key": "nothing in servers.yml: API keys are secrets and never go into versioned configuration",
+    "api-key": "secrets.api-key (a file or environment variable on the controller): keys never go into versioned configuration",
+    "admin-api-key": "secrets.admin-api-key (a file or environment variable on the controller): keys never go into versioned configuration",
 }
+SECRET_FLAGS = ("api-key", "admin-api-key")  # refused here, never echoed; given through secrets:
 
 
 class SGLangArgs(BaseModel):
@@ -30,13 +33,13 @@ class SGLangArgs(BaseModel):
         extra="forbid", strict=True, alias_generator=lambda name: name.replace("_", "-"), populate_by_name=False
     )
 
-    model_path: str = Field(min_length=1)
-    tokenizer_path: str | None = None
-    served_model_name: str | None = None
+    model_path: ModelRef
+    tokenizer_path: ModelRef | None = None
+    served_model_name: ModelRef | None = None
     trust_remote_code: bool | None = None
-    load_format: str | None = None
-    quantization: str | None = None
-    kv_cache_dtype: str | None = None
+    load_format: Text | None = None
+    quantization: Text | None = None
+    kv_cache_dtype: Text | None = None
     context_length: int | None = Field(None, ge=1)
     # parallelism
     tp_size: int | None = Field(None, ge=1, le=64)
@@ -44,7 +47,7 @@ class SGLangArgs(BaseModel):
     base_gpu_id: int | None = Field(None, ge=0)
     nnodes: int | None = Field(None, ge=1)
     node_rank: int | None = Field(None, ge=0)
-    dist_init_addr: str | None = None
+    dist_init_addr: Text | None = None
     dist_timeout: int | None = Field(None, ge=1)
     # memory and scheduling
     mem_fraction_static: float | None = Field(None, gt=0, lt=1)
@@ -52,20 +55,20 @@ class SGLangArgs(BaseModel):
     chunked_prefill_size: int | None = None
     max_prefill_tokens: int | None = Field(None, ge=1)
     cuda_graph_max_bs_decode: int | None = Field(None, ge=1)
-    cuda_graph_backend_decode: str | None = None
-    cuda_graph_backend_prefill: str | None = None
-    attention_backend: str | None = None
+    cuda_graph_backend_decode: Text | None = None
+    cuda_graph_backend_prefill: Text | None = None
+    attention_backend: Text | None = None
     disable_custom_all_reduce: bool | None = None
     enable_nccl_nvls: bool | None = None
     enable_symm_mem: bool | None = None
-    model_loader_extra_config: str | None = None
+    model_loader_extra_config: Text | None = None
     random_seed: int | None = None
     # serving
-    host: str | None = None
+    host: Text | None = None
     port: int | None = Field(None, ge=1, le=65535)
-    chat_template: str | None = None
-    reasoning_parser: str | None = None
-    tool_call_parser: str | None = None
+    chat_template: Text | None = None
+    reasoning_parser: Text | None = None
+    tool_call_parser: Text | None = None
     skip_server_warmup: bool | None = None
     # observability and SGLang's own watchdogs
     log_level: Literal["debug", "info", "warning", "error", "critical"] | None = None
@@ -76,8 +79,8 @@ class SGLangArgs(BaseModel):
     soft_watchdog_timeout: float | None = Field(None, gt=0)
     # speculative decoding
     speculative_algorithm: Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"] | None = None
-    speculative_draft_model_path: str | None = Field(None, min_length=1)
-    speculative_draft_model_quantization: str | None = None
+    speculative_draft_model_path: ModelRef | None = None
+    speculative_draft_model_quantization: Text | None = None
     speculative_num_steps: int | None = Field(None, ge=1, le=16)
     speculative_eagle_topk: int | None = Field(None, ge=1, le=16)
     speculative_num_draft_tokens: int | None = Field(None, ge=1, le=64)
