@@ -4,6 +4,7 @@ Values are validated where they enter (sglang_pve.config.safe: no control charac
 only have to keep quotes, backslashes, `%` specifiers and `$` variables literal:
 
     systemd_word("/opt/a b/python")          -> '"/opt/a b/python"'      one ExecStart= word
+    systemd_word("/opt/sglang/bin/python")   -> '/opt/sglang/bin/python' (safe words stay bare)
     systemd_word("100%$HOME")                -> '"100%%$$HOME"'          no specifier, no variable
     systemd_env("A", 'x "y" 5%')             -> '"A=x \\"y\\" 5%%"'      one Environment= assignment
     systemd_text("50% off")                  -> '50%% off'               Description= and friends
@@ -21,7 +22,12 @@ def printable(text: str) -> str:
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
+_BARE = re.compile(r"[A-Za-z0-9_./:+@,=-]+")  # needs no quotes in a unit: left bare, for readability
+
+
 def _quoted(text: str) -> str:
+    if _BARE.fullmatch(text):
+        return text
     # systemd unquotes C-style inside double quotes: \\ and \" are the only escapes we need
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
