@@ -40,7 +40,7 @@ def test_every_shipped_configuration_renders_a_spec_the_agent_reads_back(data):
         assert (read.unit, read.log, read.port) == (contract.unit_name(name), contract.log_path(name), 8000)
         unit = files[paths.unit_path(name)]
         for command in ("prestart", "gate", "poststop"):
-            assert f"{contract.TARGET_PYTHON} {contract.AGENT} {command} --spec {path}" in unit
+            assert f"{contract.TARGET_PYTHON} -I {contract.AGENT} {command} --spec {path}" in unit
         assert f"--config {contract.server_config_path(name)}" in unit
 
 
