@@ -16,8 +16,9 @@ the raw ``lxc.*`` lines (which the API cannot write), and the parameters of the 
 import re
 from dataclasses import dataclass
 
+from ..config.errors import Problem
 from ..config.proxmox import ContainerSpec
-from ..passthrough import DeviceNode, proxmox_config_lines
+from ..passthrough import DeviceNode, nvidia_devices, proxmox_config_lines, proxmox_dev_options
 from .propstring import boolean, parse, render
 
 
@@ -116,3 +117,26 @@ def create_parameters(spec: ContainerSpec, wanted: dict[str, str], ssh_public_ke
     if ssh_public_keys:
         params["ssh-public-keys"] = ssh_public_keys
     return params
+
+
+def passthrough(spec: ContainerSpec, node_gpus: list[int], majors: dict[str, int]) -> tuple[dict[str, str], list[DeviceNode], list[Problem]]:
+    """(devN options, raw-mode device nodes, problems) for the spec's GPUs on a node that has
+    /dev/nvidia<i> for each i in `node_gpus` and the device majors of its /proc/devices."""
+    minors = sorted(node_gpus) if spec.gpus == "all" else list(spec.gpus)
+    problems = []
+    missing = [i for i in minors if i not in node_gpus]
+    if missing or not minors:
+        problems.append(Problem("container.gpus", spec.gpus,
+                                f"the node has {', '.join(f'/dev/nvidia{i}' for i in sorted(node_gpus)) or 'no /dev/nvidiaN'}"
+                                + (f", not /dev/nvidia{missing[0]}" if missing else ""),
+                                "load the NVIDIA driver on the node (nvidia-smi there must list the GPUs), "
+                                "or ask only for GPUs it has"))
+    uvm = majors.get("nvidia-uvm")
+    if spec.passthrough == "raw" and uvm is None:
+        problems.append(Problem("container.passthrough", "raw", "the node's /proc/devices has no nvidia-uvm major "
+                                "(module not loaded), so the raw cgroup lines cannot be written",
+                                "run the node preparation (tasks/pve_host.py loads nvidia_uvm at boot; modprobe nvidia_uvm now)"))
+    devices = nvidia_devices([i for i in minors if i in node_gpus], uvm_major=uvm or 0)
+    if spec.passthrough == "raw":
+        return {}, devices, problems
+    return proxmox_dev_options(devices), [], problems

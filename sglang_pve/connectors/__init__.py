@@ -1,0 +1,1 @@
+"""pyinfra connectors of the toolkit (registered as entry points in pyproject.toml)."""

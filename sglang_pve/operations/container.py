@@ -1,0 +1,201 @@
+"""The LXC container on its Proxmox node, through the API (and SSH to the node for what the API
+cannot write): created when absent; otherwise only the keys that differ are changed, sent with
+the config digest; a snapshot first; raw lxc lines edited in the config file; started (restarted
+when a change needs it); its SSH host key learnt through the node and pinned.
+
+All reads happen when the operation is prepared (so --dry --diff shows the config diff and calls
+no mutating endpoint); all writes happen in one callback when it executes.
+"""
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyinfra import host, logger, state
+from pyinfra.api import FunctionCommand, OperationError, QuoteString, StringCommand, operation
+
+from ..config.errors import ConfigError
+from ..config.proxmox import ContainerSpec
+from ..facts.gpu import GpuDeviceInfo
+from ..proxmox import conffile, hostkeys
+from ..proxmox.client import ProxmoxError
+from ..proxmox.desired import create_parameters, owned_raw_line, passthrough, wanted_config, wanted_raw_lines
+from ..proxmox.diff import Change, ConfigDiff, diff_config, token_refusals
+from ..proxmox.nodes import Node
+
+SNAPSHOT_PREFIX = "sgpve-"  # the toolkit's own snapshots (retention touches no other)
+HOT_KEYS = {"cores", "memory", "swap", "onboot", "startup", "net0", "hostname"}  # applied to a running CT
+HOST_KEY = "/etc/ssh/ssh_host_ed25519_key.pub"
+HOST_KEY_WAIT_S = 120
+
+
+@dataclass(frozen=True)
+class Guest:
+    """How the controller reaches the container once it runs (from the container host's data)."""
+
+    ssh_hostname: str
+    known_hosts: str
+    public_keys: str | None = None  # authorized for root at create (ssh-public-keys)
+
+
+@dataclass
+class Plan:
+    spec: ContainerSpec
+    exists: bool
+    running: bool
+    diff: ConfigDiff
+    digest: str | None
+    key_pinned: bool
+    create: dict = field(default_factory=dict)
+
+    @property
+    def needs_restart(self) -> bool:
+        return self.running and (self.diff.raw_changed or any(c.key not in HOT_KEYS for c in self.diff.changes))
+
+    @property
+    def idle(self) -> bool:
+        return self.exists and self.running and self.diff.empty and self.key_pinned
+
+
+def plan(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest) -> Plan:
+    """Read the node (cached for the run) and decide; raises ConfigError for anything refused."""
+    listed = node.containers().get(spec.vmid)
+    node_gpus = [int(n.path.removeprefix("/dev/nvidia")) for n in gpus.nodes if n.path.removeprefix("/dev/nvidia").isdigit()]
+    dev_options, raw_devices, problems = passthrough(spec, node_gpus, gpus.majors)
+    wanted, raw_wanted = wanted_config(spec, dev_options), wanted_raw_lines(spec, raw_devices)
+    if listed:
+        current = node.config(spec.vmid)
+        majors = {m for name, m in gpus.majors.items() if name.startswith("nvidia")} | {195}
+        raw_now = [(k, v) for k, v in current.get("lxc", []) if owned_raw_line(k, v, majors)]
+        diff = diff_config(wanted, current, raw_wanted, raw_now, spec.rootfs)
+        problems += diff.refusals
+    else:
+        current = {}
+        diff = ConfigDiff(changes=[Change(k, None, v) for k, v in wanted.items()],
+                          raw_new=[f"{k}: {v}" for k, v in raw_wanted])
+    if node.api.uses_token:
+        problems += token_refusals(diff, spec.unprivileged)
+    if problems:
+        raise ConfigError(host.name, problems)
+    return Plan(spec=spec, exists=bool(listed), running=bool(listed) and listed.get("status") == "running",
+                diff=diff, digest=current.get("digest"), key_pinned=hostkeys.is_pinned(guest.known_hosts, guest.ssh_hostname),
+                create={} if listed else create_parameters(spec, wanted, guest.public_keys))
+
+
+@operation()
+def container(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest):
+    """
+    Make container ``spec.vmid`` on this Proxmox node what ``spec`` says, and running.
+
+    + spec: the validated ContainerSpec (host data ``container`` of the container's host)
+    + node: the node's API (sglang_pve.proxmox.nodes.node_for)
+    + gpus: the node's GpuDevices fact (which /dev/nvidiaN exist, the nvidia-uvm major)
+    + guest: Guest(ssh_hostname, known_hosts, public_keys): where its SSH host key gets pinned
+
+    **Example:**
+
+    .. code:: python
+
+        container(name="CT 129", spec=spec, node=node_for("pve1", host.data.dict()),
+                  gpus=host.get_fact(GpuDevices), guest=Guest("10.0.0.129", "~/.ssh/known_hosts_pve"))
+    """
+    try:
+        wanted = plan(spec, node, gpus, guest)
+    except (ConfigError, ProxmoxError) as error:
+        raise OperationError(str(error)) from None
+    if wanted.idle:
+        host.noop(f"container {spec.vmid} ({spec.hostname}) up to date and running")
+        return
+    if state.config.DIFF:
+        verb = "modify" if wanted.exists else "create"
+        logger.info(f"{host.print_prefix}Will {verb} container {spec.vmid} ({spec.hostname}) on {node.name}")
+        for line in wanted.diff.lines():
+            logger.info(f"    {line}")
+        if wanted.needs_restart:
+            logger.info("    (restart: a changed key only applies at start)")
+    yield FunctionCommand(_apply, (node, wanted, guest), {})
+
+
+def _apply(state, host, node: Node, wanted: Plan, guest: Guest) -> bool:
+    """Every write, in an order that leaves nothing half applied on an API fault: snapshot, config
+    (one PUT with the digest), root volume, raw lines, start/restart, host key."""
+    try:
+        _converge(host, node, wanted, guest)
+    except (ProxmoxError, OperationError) as error:
+        host.log_styled(str(error), fg="red", log_func=logger.error)
+        return False
+    finally:
+        node.forget(wanted.spec.vmid)
+    return True
+
+
+def _converge(host, node: Node, wanted: Plan, guest: Guest) -> None:
+    spec, diff, api = wanted.spec, wanted.diff, node.api
+    if not wanted.exists:
+        host.log(f"creating container {spec.vmid} from {spec.template}", logger.info)
+        api.run_task("POST", node.path(), **wanted.create)
+    elif not diff.empty:
+        if spec.snapshots_keep:
+            snapshot(node, spec, "before " + ", ".join(diff.keys))
+        if diff.put_parameters or diff.deleted:
+            _put(node, spec.vmid, diff, wanted.digest)
+        if diff.resize_gb:
+            api.run_task("PUT", node.path(spec.vmid, "resize"), disk="rootfs", size=f"{diff.resize_gb}G")
+    if diff.raw_changed:
+        node.forget(spec.vmid)
+        _edit_raw_lines(host, node, spec.vmid, diff.raw_old if wanted.exists else [], diff.raw_new)
+    if wanted.needs_restart:
+        api.run_task("POST", node.path(spec.vmid, "status", "reboot"))
+    elif not wanted.running:
+        api.run_task("POST", node.path(spec.vmid, "status", "start"))
+    if not wanted.key_pinned or not wanted.exists:
+        _pin_host_key(host, spec.vmid, guest)
+
+
+def _put(node: Node, vmid: int, diff: ConfigDiff, digest: str | None) -> None:
+    try:
+        node.api.request("PUT", node.path(vmid, "config"), **diff.put_parameters,
+                         delete=",".join(diff.deleted) or None, digest=digest)
+    except ProxmoxError as error:
+        if "detected modified configuration" in str(error):
+            raise ProxmoxError(error.call, f"{str(error).split(': ', 1)[1]}: the config changed since it was read "
+                                           "(someone else edited it); nothing was overwritten: run again to "
+                                           "review the new state") from None
+        raise
+
+
+def snapshot(node: Node, spec: ContainerSpec, reason: str) -> str:
+    """Take a snapshot named with time and reason, then keep only the newest spec.snapshots_keep of ours."""
+    name = f"{SNAPSHOT_PREFIX}{time.strftime('%Y%m%d-%H%M%S')}"
+    node.api.run_task("POST", node.path(spec.vmid, "snapshot"), snapname=name,
+                      description=f"sglang-pve: {reason}"[:200])
+    ours = sorted(s["name"] for s in node.api.get(node.path(spec.vmid, "snapshot")) if s["name"].startswith(SNAPSHOT_PREFIX))
+    for old in ours[:-spec.snapshots_keep]:
+        node.api.run_task("DELETE", node.path(spec.vmid, "snapshot", old))
+    return name
+
+
+def _edit_raw_lines(host, node: Node, vmid: int, remove: list[str], add: list[str]) -> None:
+    digest = node.config(vmid)["digest"]
+    request = json.dumps({"path": f"/etc/pve/lxc/{vmid}.conf", "digest": digest, "remove": remove, "add": add})
+    source = Path(conffile.__file__).read_text()
+    ok, output = host.run_shell_command(StringCommand("python3", "-c", QuoteString(source), QuoteString(request)))
+    if not ok:
+        raise OperationError(f"editing /etc/pve/lxc/{vmid}.conf on {host.name} failed: {output.stderr.strip()}")
+
+
+def _pin_host_key(host, vmid: int, guest: Guest) -> None:
+    """Read the container's host key through the node (pct exec: the node is trusted, the new
+    container is not yet), then pin it for the address the inventory connects to."""
+    deadline = time.monotonic() + HOST_KEY_WAIT_S
+    while True:
+        ok, output = host.run_shell_command(StringCommand("pct", "exec", str(vmid), "--", "cat", HOST_KEY))
+        if ok and output.stdout.strip().startswith("ssh-"):
+            break
+        if time.monotonic() > deadline:
+            raise OperationError(f"container {vmid} has no {HOST_KEY} after {HOST_KEY_WAIT_S}s "
+                                 f"(pct exec: {output.stderr.strip()}): is openssh-server in its template?")
+        time.sleep(1)
+    if hostkeys.pin(guest.known_hosts, guest.ssh_hostname, output.stdout.strip()):
+        host.log(f"pinned the SSH host key of container {vmid} for {guest.ssh_hostname} in {guest.known_hosts}", logger.info)

@@ -1,0 +1,63 @@
+"""Who provisions whom: container hosts name their node (host data ``container.node``); a node
+provisions every container of the inventory that names it. Used by deploy.py and tasks/."""
+
+import os
+
+from pyinfra import host
+from pyinfra.api.exceptions import PyinfraError
+
+from .config.errors import ConfigError
+from .config.proxmox import ContainerSpec, load_container
+from .connectors.guest import NODE_GROUP, GuestConnector, known_hosts_file
+from .operations.container import Guest
+from .proxmox.nodes import Node, node_for
+
+
+def is_node() -> bool:
+    return NODE_GROUP in host.groups
+
+
+def pending() -> str | None:
+    """Why the current container host cannot be reached yet (None: it can)."""
+    return host.connector.pending if isinstance(host.connector, GuestConnector) else None
+
+
+def _checked(call, *args):
+    try:
+        return call(*args)
+    except ConfigError as error:
+        raise PyinfraError(str(error)) from None  # pyinfra prints it plainly, no traceback
+
+
+def this_node() -> Node:
+    return _checked(node_for, host.name, host.data.dict())
+
+
+def containers() -> list[tuple[str, ContainerSpec, Guest]]:
+    """(host name, spec, guest access) of every inventory host whose container lives on this node."""
+    found = []
+    for other in host.inventory:
+        spec = _checked(load_container, other.name, other.data.dict())
+        if spec is None or spec.node != host.name:
+            continue
+        key = other.data.get("ssh_key")
+        public = _public_key(other.name, key) if key else None
+        found.append((other.name, spec, Guest(ssh_hostname=other.data.get("ssh_hostname") or other.name,
+                                              known_hosts=_checked(known_hosts_file, other), public_keys=public)))
+    vmids = [spec.vmid for _, spec, _ in found]
+    if len(set(vmids)) != len(vmids):
+        raise PyinfraError(f"{host.name}: two containers of the inventory share vmid "
+                           f"{next(v for v in vmids if vmids.count(v) > 1)}: give each its own")
+    return found
+
+
+def _public_key(host_name: str, private_key: str) -> str:
+    """The .pub beside the inventory's private key: authorized for root at create (ssh-public-keys)."""
+    path = os.path.expanduser(private_key) + ".pub"
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip()
+    except OSError as error:
+        raise PyinfraError(f"{host_name}: ssh_key = {private_key!r}: its public half {path} cannot be read "
+                           f"({error.strerror}); a new container authorizes it for root. Fix: "
+                           f"ssh-keygen -y -f {private_key} > {path}") from None

@@ -1,0 +1,44 @@
+"""Pin a new container's SSH host key, learnt through the trusted node (never on first use), into
+the known_hosts file the inventory names for it.
+
+>>> import tempfile, os
+>>> path = os.path.join(tempfile.mkdtemp(), "known_hosts")
+>>> pin(path, "10.0.0.129", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl root@ct")
+True
+>>> is_pinned(path, "10.0.0.129"), pin(path, "10.0.0.129", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl")
+(True, False)
+"""
+
+import os
+
+import paramiko
+
+
+def is_pinned(known_hosts: str, hostname: str) -> bool:
+    try:
+        return paramiko.HostKeys(os.path.expanduser(known_hosts)).lookup(hostname) is not None
+    except (OSError, paramiko.SSHException):
+        return False
+
+
+def pin(known_hosts: str, hostname: str, public_key_line: str) -> bool:
+    """Make `hostname`'s only entry the given key (``type base64 [comment]``); True when the file changed.
+    Other hosts' lines stay as they are; the file is replaced in one rename."""
+    key_type, key_data = public_key_line.split()[:2]
+    entry = f"{hostname} {key_type} {key_data}"
+    path = os.path.expanduser(known_hosts)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except FileNotFoundError:
+        lines = []
+    others = [line for line in lines if not line.split() or hostname not in line.split()[0].split(",")]
+    if [line for line in lines if line not in others] == [entry]:
+        return False
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    temp = f"{path}.tmp.{os.getpid()}"
+    with open(temp, "w", encoding="utf-8") as handle:
+        handle.write("\n".join(others + [entry]) + "\n")
+    os.chmod(temp, 0o644)
+    os.replace(temp, path)
+    return True

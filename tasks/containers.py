@@ -1,0 +1,20 @@
+"""The LXC containers of this Proxmox node (group pve_nodes), through its API:
+
+    pyinfra inventory/prod.py tasks/containers.py --dry --diff    # the config diff, no API write
+
+Every inventory host whose ``container.node`` names this node: created when absent (GPUs passed
+through as devN, or raw lines; model storage as raw bind-mount lines, so snapshots stay possible),
+otherwise changed key by key after a snapshot, started, its SSH host key pinned.
+"""
+
+from pyinfra import host
+
+from sglang_pve.facts.gpu import GpuDevices
+from sglang_pve.operations.container import container
+from sglang_pve.provision import containers, is_node, this_node
+
+if is_node():
+    node = this_node()
+    gpus = host.get_fact(GpuDevices)
+    for name, spec, guest in containers():
+        container(name=f"Container {spec.vmid} ({name})", spec=spec, node=node, gpus=gpus, guest=guest)
