@@ -18,7 +18,7 @@ from sglang_pve.provision import is_node
 
 if is_node():
     gpus = host.get_fact(GpuDevices)
-    prep = files.managed(name="NVIDIA modules at boot, device-node unit before pve-guests", files=node_prep_files(gpus))
+    prep = files.file_set(name="NVIDIA modules at boot, device-node unit before pve-guests", files=node_prep_files(gpus))
     systemd.service(name="nvidia-persistenced enabled and running", service="nvidia-persistenced.service",
                     running=True, enabled=True)
     systemd.service(name=f"{DEVICE_NODES_UNIT} enabled (runs at boot)", service=DEVICE_NODES_UNIT,
