@@ -18,13 +18,12 @@ from pyinfra.api import FunctionCommand, OperationError, QuoteString, StringComm
 from ..config.errors import ConfigError
 from ..config.proxmox import ContainerSpec
 from ..facts.gpu import GpuDeviceInfo
-from ..proxmox import conffile, hostkeys
+from ..proxmox import conffile, hostkeys, snapshots
 from ..proxmox.client import ProxmoxError
 from ..proxmox.desired import create_parameters, owned_raw_line, passthrough, wanted_config, wanted_raw_lines
 from ..proxmox.diff import Change, ConfigDiff, diff_config, token_refusals
 from ..proxmox.nodes import Node
 
-SNAPSHOT_PREFIX = "sgpve-"  # the toolkit's own snapshots (retention touches no other)
 HOT_KEYS = {"cores", "memory", "swap", "onboot", "startup", "net0", "hostname"}  # applied to a running CT
 HOST_KEY = "/etc/ssh/ssh_host_ed25519_key.pub"
 HOST_KEY_WAIT_S = 120
@@ -45,7 +44,7 @@ class Plan:
     exists: bool
     running: bool
     diff: ConfigDiff
-    digest: str | None
+    current: dict  # GET .../config as read when planned (digest included)
     key_pinned: bool
     create: dict = field(default_factory=dict)
 
@@ -77,9 +76,9 @@ def plan(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest) -> 
     if node.api.uses_token:
         problems += token_refusals(diff, spec.unprivileged)
     if problems:
-        raise ConfigError(host.name, problems)
+        raise ConfigError(node.host_name, problems)
     return Plan(spec=spec, exists=bool(listed), running=bool(listed) and listed.get("status") == "running",
-                diff=diff, digest=current.get("digest"), key_pinned=hostkeys.is_pinned(guest.known_hosts, guest.ssh_hostname),
+                diff=diff, current=current, key_pinned=hostkeys.is_pinned(guest.known_hosts, guest.ssh_hostname),
                 create={} if listed else create_parameters(spec, wanted, guest.public_keys))
 
 
@@ -136,10 +135,12 @@ def _converge(host, node: Node, wanted: Plan, guest: Guest) -> None:
         host.log(f"creating container {spec.vmid} from {spec.template}", logger.info)
         api.run_task("POST", node.path(), **wanted.create)
     elif not diff.empty:
+        digest = wanted.current["digest"]
         if spec.snapshots_keep:
-            snapshot(node, spec, "before " + ", ".join(diff.keys))
+            snapshots.take(node, spec.vmid, spec.snapshots_keep, "config", "before changing " + ", ".join(diff.keys))
+            digest = _unchanged_since_planned(node, spec.vmid, wanted.current)
         if diff.put_parameters or diff.deleted:
-            _put(node, spec.vmid, diff, wanted.digest)
+            _put(node, spec.vmid, diff, digest)
         if diff.resize_gb:
             api.run_task("PUT", node.path(spec.vmid, "resize"), disk="rootfs", size=f"{diff.resize_gb}G")
     if diff.raw_changed:
@@ -153,36 +154,42 @@ def _converge(host, node: Node, wanted: Plan, guest: Guest) -> None:
         _pin_host_key(host, spec.vmid, guest)
 
 
-def _put(node: Node, vmid: int, diff: ConfigDiff, digest: str | None) -> None:
+CONFLICT = ("the config changed since it was read (someone else edited it); nothing was overwritten: "
+            "run again to review the new state")
+
+
+def _unchanged_since_planned(node: Node, vmid: int, planned: dict) -> str:
+    """The digest after our own snapshot (which rewrites the file), if nothing else changed the
+    current config since it was planned; a conflict otherwise."""
+    node.forget(vmid)
+    fresh = node.config(vmid)
+    if _settings(fresh) != _settings(planned):
+        raise ProxmoxError(f"PUT /{node.path(vmid, 'config')}", f"not sent: {CONFLICT}")
+    return fresh["digest"]
+
+
+def _settings(config: dict) -> dict:
+    """A config without what a snapshot itself changes (digest, parent)."""
+    return {k: v for k, v in config.items() if k not in ("digest", "parent")}
+
+
+def _put(node: Node, vmid: int, diff: ConfigDiff, digest: str) -> None:
     try:
         node.api.request("PUT", node.path(vmid, "config"), **diff.put_parameters,
                          delete=",".join(diff.deleted) or None, digest=digest)
     except ProxmoxError as error:
         if "detected modified configuration" in str(error):
-            raise ProxmoxError(error.call, f"{str(error).split(': ', 1)[1]}: the config changed since it was read "
-                                           "(someone else edited it); nothing was overwritten: run again to "
-                                           "review the new state") from None
+            raise ProxmoxError(error.call, f"{str(error).split(': ', 1)[1]}: {CONFLICT}") from None
         raise
-
-
-def snapshot(node: Node, spec: ContainerSpec, reason: str) -> str:
-    """Take a snapshot named with time and reason, then keep only the newest spec.snapshots_keep of ours."""
-    name = f"{SNAPSHOT_PREFIX}{time.strftime('%Y%m%d-%H%M%S')}"
-    node.api.run_task("POST", node.path(spec.vmid, "snapshot"), snapname=name,
-                      description=f"sglang-pve: {reason}"[:200])
-    ours = sorted(s["name"] for s in node.api.get(node.path(spec.vmid, "snapshot")) if s["name"].startswith(SNAPSHOT_PREFIX))
-    for old in ours[:-spec.snapshots_keep]:
-        node.api.run_task("DELETE", node.path(spec.vmid, "snapshot", old))
-    return name
 
 
 def _edit_raw_lines(host, node: Node, vmid: int, remove: list[str], add: list[str]) -> None:
     digest = node.config(vmid)["digest"]
-    request = json.dumps({"path": f"/etc/pve/lxc/{vmid}.conf", "digest": digest, "remove": remove, "add": add})
+    request = json.dumps({"path": f"{node.conf_dir}/{vmid}.conf", "digest": digest, "remove": remove, "add": add})
     source = Path(conffile.__file__).read_text()
     ok, output = host.run_shell_command(StringCommand("python3", "-c", QuoteString(source), QuoteString(request)))
     if not ok:
-        raise OperationError(f"editing /etc/pve/lxc/{vmid}.conf on {host.name} failed: {output.stderr.strip()}")
+        raise OperationError(f"editing {node.conf_dir}/{vmid}.conf on {host.name} failed: {output.stderr.strip()}")
 
 
 def _pin_host_key(host, vmid: int, guest: Guest) -> None:

@@ -18,6 +18,7 @@ from .credentials import read_credential
 class Node:
     host_name: str  # the node's inventory name
     settings: ApiSettings
+    conf_dir: str = "/etc/pve/lxc"  # on the node: the containers' config files (pmxcfs)
     _api: Api | None = None
     _containers: dict[int, dict] | None = None
     _configs: dict[int, dict] = field(default_factory=dict)

@@ -1,0 +1,191 @@
+"""Provisioning against the in-process Proxmox emulator (lab.pve, DirBackend, the real schema):
+create, converge, no-change reads, snapshot before change, rollback, token refusals, API faults.
+Every request the toolkit makes passes the schema (the emulator's request log)."""
+
+import subprocess
+
+import pytest
+
+from lab.pve import requestlog
+from lab.pve.testing import PASSWORD, TOKEN_SECRET, EmulatedNode
+from sglang_pve.agent.gpus import DeviceNode
+from sglang_pve.config import ConfigError
+from sglang_pve.config.proxmox import load_api_settings, load_container
+from sglang_pve.facts.gpu import GpuDeviceInfo
+from sglang_pve.operations.container import Guest, _apply, plan
+from sglang_pve.proxmox import hostkeys, snapshots
+from sglang_pve.proxmox.client import ProxmoxError, connect
+from sglang_pve.proxmox.credentials import Credential
+from sglang_pve.proxmox.nodes import Node
+from tests.unit.proxmox_data import CONTAINER
+
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl root@sglang1"
+GPUS = GpuDeviceInfo({"nvidia": 195, "nvidia-uvm": 510},
+                     [DeviceNode(f"/dev/nvidia{i}", 195, i) for i in range(8)] + [DeviceNode("/dev/nvidiactl", 195, 255)],
+                     "580.95.05")
+
+
+class NodeHost:
+    """The node as the operation's callback sees it: shell commands run here (the raw-line edit on
+    the emulator's config dir), `pct exec ... cat <host key>` answers the container's key."""
+
+    name = "pve1"
+    print_prefix = "[pve1] "
+
+    def __init__(self):
+        self.errors = []
+
+    def run_shell_command(self, command):
+        text = command.get_raw_value()
+        if text.startswith("pct exec"):
+            return True, type("Out", (), {"stdout": HOST_KEY + "\n", "stderr": ""})()
+        result = subprocess.run(["sh", "-c", text], capture_output=True, text=True)
+        return result.returncode == 0, type("Out", (), {"stdout": result.stdout, "stderr": result.stderr})()
+
+    def log(self, *args, **kwargs):
+        pass
+
+    def log_styled(self, message, **kwargs):
+        self.errors.append(message)
+
+
+@pytest.fixture
+def pve(tmp_path):
+    with EmulatedNode(tmp_path, version=9) as emulated:
+        yield emulated
+
+
+def node_of(pve, token=False, **settings) -> Node:
+    secret = {"token_name": "deploy", "token_env": "T"} if token else {"password_env": "P"}
+    api = load_api_settings("pve1", {"proxmox_api": {"host": "127.0.0.1", "port": pve.port, "ca_file": str(pve.cert),
+                                                     **secret, **settings}})
+    credential = Credential("root@pam", "deploy" if token else None, TOKEN_SECRET if token else PASSWORD, "test")
+    return Node("pve1", api, conf_dir=str(pve.state_root / "lxc"), _api=connect(api, credential))
+
+
+def spec_of(pve, **changes):
+    return load_container("sglang1", {"container": CONTAINER | {"template": pve.TEMPLATE} | changes})
+
+
+def converge(pve, node, spec, guest) -> NodeHost:
+    """Plan (what prepare does) and apply (what execute does); the node host records errors."""
+    wanted = plan(spec, node, GPUS, guest)
+    host = NodeHost()
+    _apply(None, host, node, wanted, guest)
+    return host
+
+
+def writes(pve) -> list[str]:
+    return [f"{e['method']} {e['path']}" for e in pve.requests() if e["method"] != "GET" and not e["path"].endswith("/access/ticket")]
+
+
+@pytest.fixture
+def guest(tmp_path):
+    return Guest(ssh_hostname="10.0.0.129", known_hosts=str(tmp_path / "known_hosts"))
+
+
+def test_created_from_nothing_then_a_second_run_only_reads_twice(pve, guest):
+    node = node_of(pve)
+    host = converge(pve, node, spec_of(pve), guest)
+    assert host.errors == []
+    assert pve.node.backend.status(129) == "running"
+    conf = pve.conf_text(129)
+    assert "dev9: /dev/nvidia-uvm,mode=0666" in conf and "unprivileged: 1" not in conf
+    assert "lxc.mount.entry: /tank/shared shared none bind,ro,create=dir 0 0" in conf
+    assert hostkeys.is_pinned(guest.known_hosts, "10.0.0.129")
+    assert requestlog.schema_violations(pve.requests()) == []
+
+    before = len(pve.requests())
+    fresh = node_of(pve)  # a new run: nothing cached
+    again = plan(spec_of(pve), fresh, GPUS, guest)
+    assert again.idle
+    assert [f"{e['method']} {e['path']}" for e in pve.requests()[before:] if not e["path"].endswith("/access/ticket")] == [
+        "GET /nodes/pve1/lxc", "GET /nodes/pve1/lxc/129/config"]
+
+
+def test_a_change_takes_a_snapshot_then_only_the_differing_key(pve, guest):
+    node = node_of(pve)
+    converge(pve, node, spec_of(pve), guest)
+    start = len(pve.requests())
+    wanted = plan(spec_of(pve, cores=96), node_of(pve), GPUS, guest)
+    assert wanted.diff.lines() == ["cores: 64 -> 96"] and not wanted.needs_restart
+    host = NodeHost()
+    _apply(None, host, node, wanted, guest)
+    assert host.errors == []
+    changes = [(e["method"], e["path"], sorted(e["params"])) for e in pve.requests()[start:]
+               if e["method"] != "GET" and e["path"] != "/access/ticket"]
+    assert [c[:2] for c in changes] == [("POST", "/nodes/pve1/lxc/129/snapshot"), ("PUT", "/nodes/pve1/lxc/129/config")]
+    assert changes[1][2] == ["cores", "digest"]  # only the differing key, with the digest
+    taken = snapshots.listed(node, 129)
+    assert len(taken) == 1 and taken[0]["name"].startswith("sgpve-") and taken[0]["name"].endswith("-config")
+    assert taken[0]["description"] == "sglang-pve: before changing cores"
+    assert "cores: 96" in pve.conf_text(129)
+    assert requestlog.schema_violations(pve.requests()) == []
+
+
+def test_a_concurrent_edit_is_reported_not_overwritten(pve, guest):
+    node = node_of(pve)
+    converge(pve, node, spec_of(pve), guest)
+    wanted = plan(spec_of(pve, cores=96), node_of(pve), GPUS, guest)
+    node_of(pve).api.request("PUT", "nodes/pve1/lxc/129/config", memory=1024)  # someone else, meanwhile
+    host = NodeHost()
+    assert _apply(None, host, node, wanted, guest) is False
+    assert host.errors == ["PUT /nodes/pve1/lxc/129/config: not sent: the config changed since it was read (someone "
+                           "else edited it); nothing was overwritten: run again to review the new state"]
+    assert "cores: 64" in pve.conf_text(129) and "memory: 1024" in pve.conf_text(129)
+
+
+def test_a_token_may_not_set_devices_and_nothing_is_written(pve, guest):
+    with pytest.raises(ConfigError) as caught:
+        plan(spec_of(pve), node_of(pve, token=True), GPUS, guest)
+    assert "an API token cannot configure device passthrough (devN)" in str(caught.value)
+    assert "Fix: use root@pam with a password" in str(caught.value)
+    assert writes(pve) == []
+
+
+@pytest.mark.parametrize("fault, call, message", [
+    ({"method": "POST", "path": "/nodes/*/lxc/*/status/start", "task_error": "startup for container '129' failed"},
+     "POST /nodes/pve1/lxc/129/status/start", "task failed: startup for container '129' failed"),
+    ({"method": "POST", "path": "/nodes/*/lxc", "http_status": 500, "message": "got timeout", "times": 1},
+     "POST /nodes/pve1/lxc", "500 got timeout"),
+])
+def test_an_api_fault_names_the_call_and_the_rerun_converges(pve, guest, fault, call, message):
+    pve.faults([fault])
+    host = converge(pve, node_of(pve), spec_of(pve), guest)
+    assert len(host.errors) == 1 and host.errors[0].startswith(f"{call}: ") and message in host.errors[0]
+    pve.faults([])
+    assert converge(pve, node_of(pve), spec_of(pve), guest).errors == []
+    assert plan(spec_of(pve), node_of(pve), GPUS, guest).idle
+    assert requestlog.schema_violations(pve.requests()) == []
+
+
+def test_no_answer_in_time_names_the_call(pve, guest):
+    pve.faults([{"path": "/nodes/*/lxc", "delay_s": 3}])
+    with pytest.raises(ProxmoxError) as caught:
+        plan(spec_of(pve), node_of(pve, timeout_s=1), GPUS, guest)
+    assert str(caught.value) == "GET /nodes/pve1/lxc: no answer from 127.0.0.1:%d within 1s (proxmox_api.timeout_s)" % pve.port
+
+
+def test_raw_passthrough_writes_cgroup_and_mount_lines_keeping_the_rest(pve, guest):
+    node = node_of(pve)
+    assert converge(pve, node, spec_of(pve, passthrough="raw"), guest).errors == []
+    conf = pve.conf_text(129)
+    assert "lxc.cgroup2.devices.allow: c 510:0 rwm" in conf and "dev0:" not in conf
+    assert "lxc.mount.entry: /dev/nvidia7 dev/nvidia7 none bind,optional,create=file" in conf
+    assert plan(spec_of(pve, passthrough="raw"), node_of(pve), GPUS, guest).idle
+
+
+def test_rollback_restores_the_config_and_retention_keeps_the_newest(pve, guest):
+    converge(pve, node_of(pve), spec_of(pve, snapshots_keep=2), guest)
+    for cores in (70, 80, 90):
+        assert converge(pve, node_of(pve), spec_of(pve, cores=cores, snapshots_keep=2), guest).errors == []
+    node = node_of(pve)
+    kept = [s["name"] for s in snapshots.listed(node, 129)]
+    assert len(kept) == 2
+    assert snapshots.rollback(node, 129, None) == kept[-1]
+    assert "cores: 80" in pve.conf_text(129)
+    assert pve.node.backend.status(129) == "running"
+    with pytest.raises(ProxmoxError) as caught:  # local-zfs: only the most recent snapshot
+        snapshots.rollback(node, 129, kept[0])
+    assert "On ZFS, Proxmox rolls back only to the most recent snapshot" in str(caught.value)
+    assert f"Fix: roll back to {kept[-1]}" in str(caught.value)
