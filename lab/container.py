@@ -5,6 +5,9 @@ overlay upper dir over the cached rootfs, recreated whenever the container is st
 """
 
 import contextlib
+import hashlib
+import os
+import re
 import shutil
 import socket
 import subprocess
@@ -22,28 +25,62 @@ def container_dir(name: str) -> Path:
     return layout.LXC_PATH / name
 
 
-def render_config(
-    name: str, ip: str, lower: Path, devices: list[DeviceNode], with_lxcfs: bool
-) -> str:
-    """The LXC config of one lab container."""
-    lines = [
-        "# Written by `python -m lab up`; recreated on every fresh start.",
+def base_lines(name: str, hostname: str, rootfs_path: str) -> list[str]:
+    """What every lab container's LXC config starts with."""
+    cgroups = layout.cgroup_dirs(name)
+    return [
         "lxc.include = /usr/share/lxc/config/common.conf",
         "lxc.arch = linux64",
-        f"lxc.uts.name = {name}",
-        f"lxc.rootfs.path = overlay:{lower}:{container_dir(name) / 'upper'}",
+        f"lxc.uts.name = {hostname}",
+        f"lxc.rootfs.path = {rootfs_path}",
         "lxc.apparmor.profile = unconfined",
-        "lxc.net.0.type = veth",
-        f"lxc.net.0.link = {layout.BRIDGE}",
-        f"lxc.net.0.veth.pair = {layout.veth_name(name)}",
-        "lxc.net.0.name = eth0",
-        "lxc.net.0.flags = up",
-        f"lxc.net.0.hwaddr = {layout.mac_address(ip)}",
-        # no lxc.net.0.ipv4.gateway: no default route, the container reaches only the bridge
-        f"lxc.net.0.ipv4.address = {ip}/{layout.PREFIX_LENGTH}",
-        "lxc.tty.max = 1",
+        "lxc.tty.max = 2",
         "lxc.pty.max = 16",
+        f"lxc.cgroup.dir.monitor = {cgroups['monitor']}",
+        f"lxc.cgroup.dir.container = {cgroups['container']}",
+        "lxc.cgroup.dir.container.inner = ns",
     ]
+
+
+def net_lines(
+    index: int, veth: str, hwaddr: str, address: str | None, gateway: str | None = None,
+    name: str = "eth0",
+) -> list[str]:
+    """A veth on the lab bridge with a fixed MAC (a random one per boot leaves a stale ARP
+    entry); no gateway means no default route: the container reaches only the bridge."""
+    prefix = f"lxc.net.{index}"
+    lines = [
+        f"{prefix}.type = veth",
+        f"{prefix}.link = {layout.BRIDGE}",
+        f"{prefix}.veth.pair = {veth}",
+        f"{prefix}.name = {name}",
+        f"{prefix}.flags = up",
+        f"{prefix}.hwaddr = {hwaddr}",
+    ]
+    lines += [f"{prefix}.ipv4.address = {address}"] if address else []
+    lines += [f"{prefix}.ipv4.gateway = {gateway}"] if gateway else []
+    return lines
+
+
+def cgroup_v1_twins(rules: list[str]) -> list[str]:
+    """The cgroup v1 lines of device allow rules (lab only; see the comment they carry)."""
+    return [
+        "# lab only: this host is cgroup v1 hybrid, where LXC ignores the cgroup2 rules above",
+        "# ('Ignoring cgroup2 limits on legacy cgroup system'); Proxmox 7+ is cgroup2 only.",
+        *(f"lxc.cgroup.devices.allow = {rule}" for rule in rules),
+    ]
+
+
+def render_config(
+    name: str, ip: str, lower: Path, devices: list[DeviceNode], with_lxcfs: bool,
+    extra: list[str] = (),
+) -> str:
+    """The LXC config of one lab container (``extra``: lines the node adds)."""
+    lines = ["# Written by `python -m lab up`; recreated on every fresh start."]
+    lines += base_lines(name, name, f"overlay:{lower}:{container_dir(name) / 'upper'}")
+    lines += net_lines(
+        0, layout.veth_name(name), layout.mac_address(ip), f"{ip}/{layout.PREFIX_LENGTH}"
+    )
     if with_lxcfs:
         lines += ["# the container's own /proc/uptime etc. (pyinfra's server.reboot reads uptime)"]
         lines += lxcfs.mount_entries()
@@ -54,15 +91,17 @@ def render_config(
     ]
     lines += ["# fake GPUs, passed through with the production lines (sglang_pve.passthrough)"]
     lines += lxc_config_lines(devices)
-    lines += [
-        "# lab only: this host is cgroup v1 hybrid, where LXC ignores the cgroup2 rules above",
-        "# ('Ignoring cgroup2 limits on legacy cgroup system'); Proxmox 7+ is cgroup2 only.",
-    ]
-    lines += [f"lxc.cgroup.devices.allow = {rule}" for rule in allow_rules(devices)]
-    return "\n".join(lines) + "\n"
+    lines += cgroup_v1_twins(allow_rules(devices))
+    lines += ["# the NVIDIA kernel module's /proc/driver/nvidia (the node's driver version)"]
+    lines += [driver_proc_entry()]
+    return "\n".join([*lines, *extra]) + "\n"
 
 
-def _lxc(command: str, name: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def driver_proc_entry() -> str:
+    return f"lxc.mount.entry = {layout.NODE_DIR / 'proc-driver'} proc/driver none bind,ro 0 0"
+
+
+def lxc(command: str, name: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     return run([command, "-P", str(layout.LXC_PATH), "-n", name, *args], check=check)
 
 
@@ -70,14 +109,14 @@ def state(name: str) -> str:
     """'RUNNING', 'STOPPED', ... or 'ABSENT' when the lab has no such container."""
     if not (container_dir(name) / "config").exists():
         return "ABSENT"
-    return _lxc("lxc-info", name, "--state", "--no-humanize").stdout.strip()
+    return lxc("lxc-info", name, "--state", "--no-humanize").stdout.strip()
 
 
 def init_pid(name: str) -> int | None:
     """Host pid of the container's systemd, or None when it is not running."""
     if state(name) != "RUNNING":
         return None
-    return int(_lxc("lxc-info", name, "--pid", "--no-humanize").stdout.strip())
+    return int(lxc("lxc-info", name, "--pid", "--no-humanize").stdout.strip())
 
 
 def attach_argv(name: str, command: list[str]) -> list[str]:
@@ -91,52 +130,87 @@ def destroy(name: str) -> None:
     """Kill the container (its PID namespace takes every process with it) and delete its
     dir; the rootfs, the lower layer, stays untouched (no lxc-destroy)."""
     if state(name) not in ("ABSENT", "STOPPED"):
-        _lxc("lxc-stop", name, "--kill", check=False)
-        _lxc("lxc-wait", name, "--state", "STOPPED", "--timeout", "10")
-    network.delete_link(layout.veth_name(name))  # left by a run killed mid-start
-    _remove_empty_cgroups(name)
+        lxc("lxc-stop", name, "--kill", check=False)
+        lxc("lxc-wait", name, "--state", "STOPPED", "--timeout", "10")
+    for veth in veth_pairs(name):  # left by a run killed mid-start
+        network.delete_link(veth)
+    remove_empty_cgroups(name)
     shutil.rmtree(container_dir(name), ignore_errors=True)
 
 
-def _remove_empty_cgroups(name: str) -> None:
-    """Remove the container's cgroups a killed LXC monitor could not clean up (LXC would
-    otherwise move on to lxc.payload.<name>-1, -2, ...). A cgroup that still holds a
-    process refuses rmdir and is kept."""
-    tops = [
-        top
-        for kind in ("payload", "monitor")
-        for pattern in (f"lxc.{kind}.{name}", f"lxc.{kind}.{name}-*")
-        for top in Path("/sys/fs/cgroup").glob(f"*/{pattern}")
-    ]
-    for top in tops:
-        nested = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
-        for cgroup in [*nested, top]:
-            with contextlib.suppress(OSError):
-                cgroup.rmdir()
+def veth_pairs(name: str) -> list[str]:
+    """Host-side veth names the container's config asks for."""
+    config = container_dir(name) / "config"
+    if not config.exists():
+        return [layout.veth_name(name)]
+    return re.findall(r"^lxc\.net\.\d+\.veth\.pair = (\S+)$", config.read_text(), re.M)
+
+
+def remove_empty_cgroups(name: str) -> None:
+    """Remove the container's cgroups a killed LXC monitor could not clean up, and the slot's
+    parent cgroups once empty. A cgroup that still holds a process refuses rmdir and is kept."""
+    for relative in layout.cgroup_dirs(name).values():
+        for top in Path("/sys/fs/cgroup").glob(f"*/{relative}"):
+            nested = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
+            for cgroup in [*nested, top, top.parent]:
+                with contextlib.suppress(OSError):
+                    cgroup.rmdir()
+
+
+def start(name: str, config: str) -> None:
+    """Write the config and lxc-start the container (daemonized, logged to LOG_DIR)."""
+    (container_dir(name) / "config").write_text(config)
+    log = layout.LOG_DIR / f"{name}.lxc.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.unlink(missing_ok=True)
+    lxc("lxc-start", name, "--logfile", str(log), "--logpriority", "INFO")
 
 
 def ensure_running(
-    name: str, ip: str, lower: Path, devices: list[DeviceNode], with_lxcfs: bool, restart: bool
+    name: str, ip: str, lower: Path, devices: list[DeviceNode], with_lxcfs: bool, restart: bool,
+    extra: list[str] = (), files: dict[str, tuple[bytes | str, int]] | None = None,
 ) -> bool:
     """Start the container on a fresh upper dir unless it already runs this config and no
-    ``restart`` is asked for; True when it was (re)started."""
-    config = render_config(name, ip, lower, devices, with_lxcfs)
+    ``restart`` is asked for; True when it was (re)started. ``files`` (path -> content, mode)
+    are written into the fresh upper dir; their digest is part of the config, so a change
+    restarts the container."""
+    files = {
+        # what Proxmox writes into every container it starts: its name and /etc/hosts
+        "/etc/hostname": (f"{name}\n".encode(), 0o644),
+        "/etc/hosts": (rootfs.hosts_file(name).encode(), 0o644),
+        "/etc/pip.conf": (rootfs.PIP_CONF.encode(), 0o644),
+        **(files or {}),
+    }
+    digest = hashlib.sha256(repr(sorted(files.items())).encode()).hexdigest()[:16]
+    config = render_config(name, ip, lower, devices, with_lxcfs, [*extra, f"# files {digest}"])
     config_file = container_dir(name) / "config"
     if not restart and state(name) == "RUNNING" and config_file.read_text() == config:
         return False
     destroy(name)
-    upper = container_dir(name) / "upper"
-    # what Proxmox writes into every container it starts: its name and /etc/hosts
-    (upper / "etc").mkdir(parents=True)
-    (upper / "etc/hostname").write_text(f"{name}\n")
-    (upper / "etc/hosts").write_text(rootfs.hosts_file(name))
-    (upper / "etc/pip.conf").write_text(rootfs.PIP_CONF)
-    config_file.write_text(config)
-    log = layout.LOG_DIR / f"{name}.lxc.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    log.unlink(missing_ok=True)
-    _lxc("lxc-start", name, "--logfile", str(log), "--logpriority", "INFO")
+    write_tree(container_dir(name) / "upper", files)
+    start(name, config)
     return True
+
+
+def write_tree(root: Path, files: dict[str, tuple[bytes | str, int]], owner: int = 0) -> None:
+    """Write ``files`` (absolute path in the container -> content, mode; a str content is a
+    symlink's target) under ``root``, owned by ``owner`` (the container's root, shifted for
+    unprivileged ones)."""
+    root.mkdir(parents=True, exist_ok=True)
+    os.chown(root, owner, owner)
+    for path, (content, mode) in files.items():
+        target = root / path.lstrip("/")
+        parents = [target.parent, *target.parent.parents]
+        for directory in reversed([d for d in parents if root in d.parents and not d.exists()]):
+            directory.mkdir()
+            os.chown(directory, owner, owner)
+        if isinstance(content, str):
+            target.symlink_to(content)
+            os.lchown(target, owner, owner)
+            continue
+        target.write_bytes(content)
+        target.chmod(mode)
+        os.chown(target, owner, owner)
 
 
 def _attach_output(name: str, *command: str) -> str:

@@ -39,20 +39,44 @@ LXC_PATH = LAB_DIR / "lxc"  # the lab's own lxcpath (lxc-* -P)
 DEV_DIR = LAB_DIR / "dev"  # fake NVIDIA device nodes
 INDEX_DIR = LAB_DIR / "index"  # PEP 503 simple index served over HTTP
 LXCFS_DIR = LAB_DIR / "lxcfs"  # lxcfs mount: per-container /proc/uptime etc.
+NODE_DIR = LAB_DIR / "node"  # what pve1 binds: its /etc/pve, /proc files, the emulator's code
+VOLUMES_DIR = LAB_DIR / "volumes"  # the node's storage volumes (guest root filesystems, mpN)
+GUESTD_DIR = RUN_DIR / "guestd"  # guestd's socket, bound into pve1 at NODE_GUESTD_DIR
+GUESTD_SOCKET = GUESTD_DIR / "guestd.sock"
+NODE_GUESTD_DIR = "/run/pve-lab"
+
+# The node's TLS certificate and API credentials, kept across `down` (root-only files).
+PVE_DIR = LAB_DIR / "pve"
+PVE_CA = PVE_DIR / "pve-root-ca.pem"  # verify the API against this CA ...
+PVE_CERT = PVE_DIR / "pve-ssl.pem"
+PVE_FINGERPRINT = PVE_DIR / "pve-ssl.fingerprint"  # ... or pin this SHA-256 (AA:BB:...)
+PVE_CREDENTIALS = PVE_DIR / "credentials.json"  # root@pam password and an API token, 0600
 
 # Network: a host-only bridge, no NAT; containers reach only the bridge.
 BRIDGE = f"sgpve-br{SLOT}"
 SUBNET = f"10.{200 + SLOT}.0"
 BRIDGE_ADDRESS = f"{SUBNET}.1"
 PREFIX_LENGTH = 24
-HOSTS = {"sglang1": f"{SUBNET}.11"}
+
+# The Proxmox node: a system container holding /etc/pve, the API emulator, pct and the fake GPUs.
+NODE = "pve1"
+NODE_ADDRESS = f"{SUBNET}.2"
+API_PORT = 8006
+# The one switch of the transition to provisioning: True while `lab up` creates sglang1 itself
+# (beside pve1); False once the deploy creates it through pve1's API (tasks/container.py).
+LAB_CREATES_SGLANG1 = True
+SGLANG_HOSTS = {"sglang1": f"{SUBNET}.11"}
+# The system containers `lab up` creates and boots directly (guests of pve1 are not among them).
+HOSTS = {NODE: NODE_ADDRESS, **(SGLANG_HOSTS if LAB_CREATES_SGLANG1 else {})}
 INDEX_PORT = 8100
 INDEX_URL = f"http://{BRIDGE_ADDRESS}:{INDEX_PORT}/simple/"
 
-# Fake GPUs: 8 like the production hosts. nvidia-uvm's major is dynamic on a real host
-# (read from /proc/devices); 510 is the lab's stand-in for it.
+# Fake GPUs: 8 like the production hosts (nvidia-uvm's major is dynamic: lab.gpus.uvm_major()).
 GPU_COUNT = 8
-UVM_MAJOR = 510
+# The NVIDIA driver of the node (kernel module and nvidia-smi) and the user-space driver installed
+# in the containers; set them apart to see preflight refuse the mismatch.
+DRIVER_VERSION = os.environ.get("SGLANG_PVE_LAB_DRIVER_VERSION", "580.95.05")
+GUEST_DRIVER_VERSION = os.environ.get("SGLANG_PVE_LAB_GUEST_DRIVER_VERSION", DRIVER_VERSION)
 
 
 def veth_name(host: str) -> str:
@@ -64,6 +88,16 @@ def veth_name(host: str) -> str:
     return ((f"sgpv{SLOT}-" if SLOT else "sgpve-") + host)[:15]
 
 
+def cgroup_dirs(name: str) -> dict[str, str]:
+    """Where a container's cgroups go in every hierarchy: under the slot's own tree, so labs
+    of several slots never share a cgroup name (LXC's default is lxc.payload.<name>).
+
+    >>> cgroup_dirs("pve1")["container"]
+    'sgpve0.container/pve1'
+    """
+    return {kind: f"sgpve{SLOT}.{kind}/{name}" for kind in ("monitor", "container")}
+
+
 def mac_address(ip: str) -> str:
     """A fixed MAC derived from the IP: a random one per boot leaves a stale ARP entry.
 
@@ -73,8 +107,9 @@ def mac_address(ip: str) -> str:
     return "02:00:" + ":".join(f"{int(octet):02x}" for octet in ip.split("."))
 
 
-def inventory_hosts() -> list[tuple[str, dict]]:
-    """pyinfra inventory entries for the lab's containers, reached as root with the lab key."""
+def inventory_hosts(hosts: dict[str, str] = SGLANG_HOSTS) -> list[tuple[str, dict]]:
+    """pyinfra inventory entries for lab containers (default: the SGLang hosts; the node:
+    ``inventory_hosts({NODE: NODE_ADDRESS})``), reached as root with the lab key."""
     return [
         (
             name,
@@ -86,5 +121,5 @@ def inventory_hosts() -> list[tuple[str, dict]]:
                 "ssh_strict_host_key_checking": "yes",
             },
         )
-        for name, ip in HOSTS.items()
+        for name, ip in hosts.items()
     ]

@@ -12,6 +12,11 @@ of a recycled PID) are dropped. Supported forms, as the real tool prints them:
   nvidia-smi -L
   nvidia-smi            (summary table, approximate)
   -i/--id=N[,M] restricts the GPUs. An unknown field exits 2 with nvidia-smi's message.
+
+The driver version is the installed user-space library's: /etc/sglang-sim/driver-version (the lab
+writes it), else DRIVER_VERSION. When /proc/driver/nvidia/version (the kernel module's, which the
+lab binds into its containers) names another version, every call fails like the real tool:
+"Failed to initialize NVML: Driver/library version mismatch", exit 18.
 """
 
 import json
@@ -27,6 +32,8 @@ NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 MEMORY_TOTAL_MIB = 97887  # keep in step with sglang/sim/gpu.py
 IDLE_MIB = 3  # what an idle card reports (driver reservations not visible in memory.used)
 DRIVER_VERSION = "580.95.05"
+LIBRARY_VERSION_FILE = Path("/etc/sglang-sim/driver-version")
+KERNEL_VERSION_FILE = Path("/proc/driver/nvidia/version")
 CUDA_VERSION = "13.0"
 POWER_LIMIT_W = 600.0
 PCI_BUS_IDS = ("00000000:18:00.0", "00000000:2A:00.0", "00000000:3A:00.0", "00000000:5D:00.0",
@@ -201,8 +208,25 @@ def summary(gpus: list) -> None:
     print("\n".join(lines))
 
 
+def check_driver() -> None:
+    """Adopt the installed library version; refuse, as NVML does, a kernel module of another."""
+    global DRIVER_VERSION
+    try:
+        DRIVER_VERSION = LIBRARY_VERSION_FILE.read_text().strip() or DRIVER_VERSION
+    except OSError:
+        pass
+    try:
+        kernel = KERNEL_VERSION_FILE.read_text().split("x86_64", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return
+    if kernel != DRIVER_VERSION:
+        print(f"Failed to initialize NVML: Driver/library version mismatch\nNVML library version: {DRIVER_VERSION}")
+        sys.exit(18)
+
+
 def main(argv: list) -> None:
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `nvidia-smi | head` must not traceback
+    check_driver()
     opts = parse_args(argv)
     gpus = selected_gpus(opts)
     if "query-gpu" in opts or "query-compute-apps" in opts:

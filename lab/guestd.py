@@ -1,0 +1,130 @@
+"""guestd: the lab host's privileged helper that turns pve1's API calls into real containers.
+
+On a Proxmox node, pve-container (running as root on the node) creates and starts the LXC
+containers. pve1 is itself a container, so its guests are made next to it by this helper on the
+lab host (lab.guests does the work). It listens on GUESTD_SOCKET, bound into pve1 at
+/run/pve-lab/guestd.sock, root-only. The protocol is one JSON line per connection each way:
+
+    -> {"op": "start", "vmid": 129, "config_text": "..."}
+    <- {"ok": true, "result": null}            or  {"ok": false, "error": "message"}
+
+Ops: create, destroy, start, stop, shutdown, status, snapshot, rollback, delete_snapshot (the
+emulator's backend interface, lab/pve/backend.py) and exec: the client passes its stdin,
+stdout and stderr with the request (SCM_RIGHTS) and the command runs on them through
+lxc-attach, so `pct exec` and `pct enter` stream like the real ones; the result is the exit
+code. One action per vmid at a time.
+
+Run by `lab up` as a daemon (pid file, stopped by pid): ``python -m lab.guestd SOCKET`` (the
+socket path, this slot's, also marks the process as ours).
+"""
+
+import json
+import os
+import socket
+import socketserver
+import sys
+import threading
+import time
+from collections import defaultdict
+
+from lab import guests, layout, procs
+from lab.shell import LabError
+
+PID_FILE = layout.RUN_DIR / "guestd.pid"
+MAX_REQUEST = 1 << 20
+ACTIONS = {
+    "create": lambda a: guests.create(a["vmid"], a["config"], a["template_volid"], a["rootfs_volume"]),
+    "destroy": lambda a: guests.destroy(a["vmid"]),
+    "start": lambda a: guests.start(a["vmid"], a["config_text"]),
+    "stop": lambda a: guests.stop(a["vmid"]),
+    "shutdown": lambda a: guests.shutdown(a["vmid"], a["timeout"]),
+    "status": lambda a: guests.status(a["vmid"]),
+    "snapshot": lambda a: guests.snapshot(a["vmid"], a["name"]),
+    "rollback": lambda a: guests.rollback(a["vmid"], a["name"]),
+    "delete_snapshot": lambda a: guests.delete_snapshot(a["vmid"], a["name"]),
+}
+
+
+class Handler(socketserver.BaseRequestHandler):
+    locks: dict[int, threading.Lock] = defaultdict(threading.Lock)
+
+    def handle(self) -> None:
+        fds: list[int] = []
+        request = None
+        try:
+            data, fds, _, _ = socket.recv_fds(self.request, MAX_REQUEST, 3)
+            while not data.endswith(b"\n") and len(data) < MAX_REQUEST:
+                chunk = self.request.recv(MAX_REQUEST)
+                if not chunk:
+                    break
+                data += chunk
+            request = json.loads(data)
+            vmid = int(request["vmid"])
+            if request["op"] == "exec":
+                if len(fds) != 3:
+                    raise LabError("exec needs stdin, stdout and stderr passed with the request")
+                result = guests.run_attached(vmid, list(request["command"]), fds)
+            elif request["op"] in ACTIONS:
+                with self.locks[vmid]:
+                    result = ACTIONS[request["op"]](request)
+            else:
+                raise LabError(f"unknown op {request['op']!r}")
+            reply = {"ok": True, "result": result}
+        except LabError as error:
+            reply = {"ok": False, "error": str(error)}
+        except Exception as error:  # a bug: still answer, and say where to look
+            reply = {"ok": False, "error": f"guestd: {type(error).__name__}: {error}"}
+            print(f"guestd: {request!r}: {error!r}", file=sys.stderr, flush=True)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        self.request.sendall(json.dumps(reply).encode() + b"\n")
+
+
+class Server(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+
+
+def serve() -> None:
+    layout.GUESTD_DIR.mkdir(parents=True, exist_ok=True)
+    layout.GUESTD_DIR.chmod(0o700)
+    layout.GUESTD_SOCKET.unlink(missing_ok=True)
+    with Server(str(layout.GUESTD_SOCKET), Handler) as server:
+        layout.GUESTD_SOCKET.chmod(0o600)
+        print(f"guestd: listening on {layout.GUESTD_SOCKET}", flush=True)
+        server.serve_forever()
+
+
+def pid() -> int | None:
+    return procs.live_pid(PID_FILE, str(layout.GUESTD_SOCKET))
+
+
+def start() -> int:
+    """Start guestd unless it runs; returns its pid once the socket answers."""
+    running = pid()
+    if running:
+        return running
+    started = procs.start_daemon(
+        [sys.executable, "-m", "lab.guestd", str(layout.GUESTD_SOCKET)], PID_FILE, layout.LOG_DIR / "guestd.log"
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and pid():
+        try:
+            with socket.socket(socket.AF_UNIX) as probe:
+                probe.connect(str(layout.GUESTD_SOCKET))
+            return started
+        except OSError:
+            time.sleep(0.05)
+    raise LabError(f"guestd did not start; see {layout.LOG_DIR / 'guestd.log'}")
+
+
+def stop() -> int | None:
+    stopped = procs.stop(PID_FILE, str(layout.GUESTD_SOCKET))
+    layout.GUESTD_SOCKET.unlink(missing_ok=True)
+    return stopped
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != [str(layout.GUESTD_SOCKET)]:
+        sys.exit(f"usage: python -m lab.guestd {layout.GUESTD_SOCKET} (check SGLANG_PVE_LAB_SLOT)")
+    serve()

@@ -1,0 +1,429 @@
+"""pve1's guests as real LXC system containers: the part pve-container plays on a node.
+
+A guest is a sibling of pve1 in the lab's lxcpath, named by its vmid. Its Proxmox config
+(/etc/pve/lxc/<vmid>.conf, written by the emulator) is translated the way pve-container's
+update_lxc_config does it:
+
+- hostname -> lxc.uts.name; netN -> a veth on the lab bridge (vmbr0 is the lab bridge) with the
+  config's hwaddr and ip=/gw=; memory/swap/cores/cpulimit -> cgroup limits;
+- rootfs and volume mpN -> the volume's directory: for the rootfs an overlay upper dir over the
+  cached Debian rootfs, which stands in for the template unpacked into a storage volume (it
+  persists across stop/start); bind mpN and raw lxc.mount.entry sources are paths on the node;
+- devN -> a mknod copy in the guest's passthrough dir, bound into /dev, plus its allow rule;
+- raw lxc.* lines appended (``key: value`` -> ``key = value``);
+- unprivileged=1 -> lxc.idmap (0 -> 100000, 65536 ids) over a uid-shifted copy of the rootfs;
+- /etc/hostname and /etc/hosts written at every start, as PVE's setup code does.
+
+`create` generates new SSH host keys (as PVE does) and writes ``ssh-public-keys`` to root's
+authorized_keys: a client learns the host keys through the node, never on first use.
+Snapshots copy the rootfs volume's upper dir; rollback puts the copy back.
+"""
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+from lab import container, gpus, layout, lxcfs, network, node, rootfs
+from lab.shell import LabError, run
+
+UID_SHIFT = 100000
+ID_COUNT = 65536
+VOLUME_ID = re.compile(r"^([a-z][a-z0-9._-]*):([A-Za-z0-9][A-Za-z0-9._-]*)$")
+NET_KEY = re.compile(r"^net(\d+)$")
+MP_KEY = re.compile(r"^mp(\d+)$")
+DEV_KEY = re.compile(r"^dev(\d+)$")
+
+
+class GuestError(LabError):
+    """A guest action that failed; the message goes back to the emulator's task."""
+
+
+# -- Proxmox config ---------------------------------------------------------------------------
+
+
+def parse_config(text: str) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """The current section of a PVE container config: options and raw lxc.* lines.
+
+    >>> parse_config("# note\\nhostname: ct1\\nlxc.mount.entry: /a a none bind 0 0\\n[snap]\\nhostname: old\\n")
+    ({'hostname': 'ct1'}, [('lxc.mount.entry', '/a a none bind 0 0')])
+    """
+    options: dict[str, str] = {}
+    raw: list[tuple[str, str]] = []
+    for line in text.splitlines():
+        if line.startswith("["):
+            break
+        if not line.strip() or line.startswith("#"):
+            continue
+        key, _, value = line.partition(":")
+        if key.startswith("lxc."):
+            raw.append((key.strip(), value.strip()))
+        else:
+            options[key.strip()] = value.strip()
+    return options, raw
+
+
+def property_string(value: str, default_key: str) -> dict[str, str]:
+    """A PVE property string, ``[default=]v,k=v,...``.
+
+    >>> property_string("/dev/nvidia0,mode=0666", "path")
+    {'path': '/dev/nvidia0', 'mode': '0666'}
+    """
+    result = {}
+    for part in value.split(","):
+        key, sep, item = part.partition("=")
+        result.update({key: item} if sep else {default_key: part})
+    return result
+
+
+def flag(value: str | None) -> bool:
+    return (value or "0").lower() in ("1", "on", "yes", "true")
+
+
+# -- volumes and node paths -------------------------------------------------------------------
+
+
+def volume_dir(volid: str) -> Path:
+    """The directory standing in for a storage volume, VOLUMES_DIR/<storage>/<volume>."""
+    match = VOLUME_ID.match(volid)
+    if not match:
+        raise GuestError(f"unable to parse volume ID '{volid}'")
+    return layout.VOLUMES_DIR / match.group(1) / match.group(2)
+
+
+def node_path(path: str) -> Path:
+    """A path on the node as the lab host reaches it: pve1's bind mounts (model storage, the
+    GPU nodes) map to their host sources, anything else is read through pve1's root."""
+    binds = {mount: host for mount, host in layout.STORAGE_MOUNTS.items()}
+    binds.update({device.path: Path(device.host_path) for device in gpus.lab_devices()})
+    for mount, host in binds.items():
+        if path == mount or path.startswith(mount + "/"):
+            return host / path[len(mount) :].lstrip("/")
+    pid = container.init_pid(layout.NODE)
+    if pid is None:
+        raise GuestError(f"{layout.NODE} is not running; run `python -m lab up`")
+    return Path(f"/proc/{pid}/root") / path.lstrip("/")
+
+
+def name(vmid: int) -> str:
+    return str(vmid)
+
+
+def guest_dir(vmid: int) -> Path:
+    return container.container_dir(name(vmid))
+
+
+def _record(vmid: int) -> dict:
+    try:
+        return json.loads((guest_dir(vmid) / "guest.json").read_text())
+    except FileNotFoundError:
+        raise GuestError(f"CT {vmid} has no root filesystem volume (not created)") from None
+
+
+def shifted_rootfs(lower: Path) -> Path:
+    """The cached rootfs with every owner moved by UID_SHIFT (unprivileged guests), built once
+    in a temp dir and renamed, like the rootfs itself."""
+    final = lower.with_name(f"{lower.name}-shift{UID_SHIFT}")
+    if final.is_dir():
+        return final
+    tmp = lower.with_name(f".{final.name}.{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    run(["cp", "-a", str(lower), str(tmp)])
+    for root, dirs, files in os.walk(tmp):
+        for entry in [root, *(os.path.join(root, item) for item in dirs + files)]:
+            info = os.lstat(entry)
+            os.lchown(entry, info.st_uid + UID_SHIFT, info.st_gid + UID_SHIFT)
+            if not stat.S_ISLNK(info.st_mode):
+                os.chmod(entry, stat.S_IMODE(info.st_mode))  # chown dropped setuid bits
+    tmp.rename(final)
+    return final
+
+
+# -- the LXC config -----------------------------------------------------------------------------
+
+
+def _net_lines(vmid: int, index: int, value: str) -> list[str]:
+    net = property_string(value, "name")
+    bridge = net.get("bridge", "")
+    if bridge != "vmbr0":
+        raise GuestError(f"net{index}: bridge '{bridge}' does not exist (the lab node has vmbr0)")
+    address = net.get("ip") if net.get("ip") not in (None, "dhcp", "manual") else None
+    hwaddr = net.get("hwaddr") or layout.mac_address(f"10.{vmid % 256}.0.{index}")
+    veth = layout.veth_name(f"{vmid}i{index}")
+    return container.net_lines(index, veth, hwaddr.lower(), address, net.get("gw"), net.get("name", f"eth{index}"))
+
+
+def _mount_line(source: Path, target: str, read_only: bool, kind: str = "dir") -> str:
+    options = ",".join(["bind", *(["ro"] if read_only else []), f"create={kind}"])
+    return f"lxc.mount.entry = {source} {target.lstrip('/')} none {options} 0 0"
+
+
+def _mp_lines(vmid: int, key: str, value: str, owner: int) -> list[str]:
+    mp = property_string(value, "volume")
+    volume, target = mp.get("volume", ""), mp.get("mp", "")
+    if not target.startswith("/"):
+        raise GuestError(f"{key}: missing or relative mount point 'mp={target}'")
+    if volume.startswith("/"):
+        source = node_path(volume)
+        if not source.exists():
+            raise GuestError(f"{key}: mount point source '{volume}' does not exist on {layout.NODE}")
+    else:
+        source = volume_dir(volume) / "data"
+        if not source.exists():
+            source.mkdir(parents=True)
+            os.chown(source, owner, owner)
+    return [_mount_line(source, target, flag(mp.get("ro")))]
+
+
+def _dev_lines(vmid: int, key: str, value: str, shift: int) -> tuple[list[str], str]:
+    """A devN entry: its mknod copy in the passthrough dir, the bind line and its allow rule."""
+    dev = property_string(value, "path")
+    path = dev.get("path", "")
+    try:
+        info = os.stat(node_path(path))
+    except FileNotFoundError:
+        raise GuestError(f"Device {path} does not exist") from None
+    if not (stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)):
+        raise GuestError(f"{path} is not a device")
+    kind = "c" if stat.S_ISCHR(info.st_mode) else "b"
+    copy = guest_dir(vmid) / "passthrough" / path.lstrip("/")
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.unlink(missing_ok=True)
+    mode = int(dev.get("mode", "0660"), 8)
+    os.mknod(copy, (stat.S_IFCHR if kind == "c" else stat.S_IFBLK) | mode, info.st_rdev)
+    os.chmod(copy, mode)
+    os.chown(copy, int(dev.get("uid", 0)) + shift, int(dev.get("gid", 0)) + shift)
+    read_only = flag(dev.get("deny-write"))
+    rule = f"{kind} {os.major(info.st_rdev)}:{os.minor(info.st_rdev)} {'r' if read_only else 'rw'}"
+    return [_mount_line(copy, path, read_only, "file")], rule
+
+
+def _raw_line(key: str, value: str) -> str:
+    """A raw lxc.* line of the PVE config; mount sources are paths on the node."""
+    if key == "lxc.mount.entry" and value.startswith("/"):
+        source, _, rest = value.partition(" ")
+        value = f"{node_path(source)} {rest}"
+    return f"{key} = {value}"
+
+
+def render_config(vmid: int, config_text: str) -> str:
+    """The LXC config of guest ``vmid`` from its PVE config (see the module docstring)."""
+    options, raw = parse_config(config_text)
+    record = _record(vmid)
+    unprivileged = flag(options.get("unprivileged"))
+    if unprivileged != record["unprivileged"]:
+        raise GuestError(f"CT {vmid}: 'unprivileged' differs from the volume it was created with")
+    shift = UID_SHIFT if unprivileged else 0
+    rootfs_volume = property_string(options.get("rootfs", ""), "volume").get("volume", "")
+    if rootfs_volume != record["rootfs"]:
+        raise GuestError(f"CT {vmid}: rootfs volume '{rootfs_volume}' is not {record['rootfs']}")
+    hostname = options.get("hostname", f"CT{vmid}")
+    lines = [f"# Written by the lab's guestd from /etc/pve/lxc/{vmid}.conf on every start."]
+    upper = volume_dir(rootfs_volume) / "upper"
+    lines += container.base_lines(name(vmid), hostname, f"overlay:{record['lower']}:{upper}")
+    for key in sorted((k for k in options if NET_KEY.match(k)), key=lambda k: int(k[3:])):
+        lines += _net_lines(vmid, int(key[3:]), options[key])
+    memory = int(options.get("memory", "512")) * 1024 * 1024
+    swap = int(options.get("swap", "512")) * 1024 * 1024
+    lines += [f"lxc.cgroup2.memory.max = {memory}", f"lxc.cgroup2.memory.swap.max = {swap}"]
+    cores = min(int(options.get("cores", os.cpu_count())), os.cpu_count())
+    lines += ["# lab only: the v1 controllers of this host (PVE 7+ writes the cgroup2 lines above)"]
+    lines += [f"lxc.cgroup.memory.limit_in_bytes = {memory}", f"lxc.cgroup.cpuset.cpus = 0-{cores - 1}"]
+    if "cpulimit" in options and float(options["cpulimit"]) > 0:
+        lines.append(f"lxc.cgroup2.cpu.max = {int(float(options['cpulimit']) * 100000)} 100000")
+    if unprivileged and not any(key == "lxc.idmap" for key, _ in raw):
+        lines += [f"lxc.idmap = {kind} 0 {UID_SHIFT} {ID_COUNT}" for kind in "ug"]
+    lines += lxcfs.mount_entries() if lxcfs.mounted() else []
+    lines.append(container.driver_proc_entry())
+    for key in sorted((k for k in options if MP_KEY.match(k)), key=lambda k: int(k[2:])):
+        lines += _mp_lines(vmid, key, options[key], shift)
+    shutil.rmtree(guest_dir(vmid) / "passthrough", ignore_errors=True)
+    rules = []
+    for key in sorted((k for k in options if DEV_KEY.match(k)), key=lambda k: int(k[3:])):
+        mount, rule = _dev_lines(vmid, key, options[key], shift)
+        lines += mount
+        rules.append(rule)
+    lines += [f"lxc.cgroup2.devices.allow = {rule}" for rule in rules]
+    lines += [_raw_line(key, value) for key, value in raw]
+    rules += [value for key, value in raw if key == "lxc.cgroup2.devices.allow"]
+    lines += container.cgroup_v1_twins(rules) if rules else []
+    return "\n".join(lines) + "\n"
+
+
+def _identity_files(hostname: str) -> dict[str, tuple[bytes, int]]:
+    """What PVE's setup code writes into the container at every start."""
+    hosts = rootfs.hosts_file() + f"# --- BEGIN PVE ---\n127.0.1.1 {hostname}\n# --- END PVE ---\n"
+    return {"/etc/hostname": (f"{hostname}\n".encode(), 0o644), "/etc/hosts": (hosts.encode(), 0o644)}
+
+
+# -- the backend's actions --------------------------------------------------------------------
+
+
+def create(vmid: int, config: dict, template_volid: str, rootfs_volume: str) -> None:
+    """Allocate the rootfs volume over the cached rootfs (our only template), with new SSH
+    host keys, root's authorized_keys from ``ssh-public-keys`` and the lab's user-space GPU
+    driver (nvidia-smi), like a template with the driver installed."""
+    volume = volume_dir(rootfs_volume)
+    if volume.exists():
+        raise GuestError(f"volume '{rootfs_volume}' already exists")
+    lower = rootfs.rootfs_dir()
+    if not lower.is_dir():
+        raise GuestError("the lab's rootfs is missing; run `python -m lab up`")
+    unprivileged = flag(str(config.get("unprivileged", "0")))
+    if unprivileged:
+        lower = shifted_rootfs(lower)
+    owner = UID_SHIFT if unprivileged else 0
+    upper = volume / "upper"
+    files = {
+        "/root/.ssh/authorized_keys": (str(config.get("ssh-public-keys", "")).encode(), 0o600),
+        "/etc/pip.conf": (rootfs.PIP_CONF.encode(), 0o644),
+        "/usr/bin/nvidia-smi": ((layout.SIM_DIR / "nvidia_smi.py").read_bytes(), 0o755),
+        f"{node.SIM_CONFIG_DIR}/driver-version": (f"{layout.GUEST_DRIVER_VERSION}\n".encode(), 0o644),
+        f"{node.SIM_CONFIG_DIR}/faults.yaml": (b"", 0o644),
+    }
+    container.write_tree(upper, files, owner)
+    (upper / "root/.ssh").chmod(0o700)
+    (upper / "etc/ssh").mkdir(exist_ok=True)
+    os.chown(upper / "etc/ssh", owner, owner)
+    run(["ssh-keygen", "-A", "-f", str(upper)])  # new host keys, as PVE makes at create
+    for key in (upper / "etc/ssh").iterdir():
+        os.chown(key, owner, owner)
+    (volume / "TEMPLATE").write_text(template_volid + "\n")
+    guest_dir(vmid).mkdir(parents=True, exist_ok=True)
+    record = {"rootfs": rootfs_volume, "lower": str(lower), "unprivileged": unprivileged}
+    (guest_dir(vmid) / "guest.json").write_text(json.dumps(record))
+
+
+def start(vmid: int, config_text: str) -> None:
+    if status(vmid) == "running":
+        raise GuestError(f"CT {vmid} already running")
+    config = render_config(vmid, config_text)
+    options, _ = parse_config(config_text)
+    record = _record(vmid)
+    upper = volume_dir(record["rootfs"]) / "upper"
+    owner = UID_SHIFT if record["unprivileged"] else 0
+    for path in ("etc/hostname", "etc/hosts"):
+        (upper / path).unlink(missing_ok=True)
+    container.write_tree(upper, _identity_files(options.get("hostname", f"CT{vmid}")), owner)
+    for veth in container.veth_pairs(name(vmid)):  # left by a start that was killed
+        network.delete_link(veth)
+    container.remove_empty_cgroups(name(vmid))
+    container.start(name(vmid), config)
+
+
+def status(vmid: int) -> str:
+    return "running" if container.state(name(vmid)) == "RUNNING" else "stopped"
+
+
+def stop(vmid: int) -> None:
+    if status(vmid) == "running":
+        container.lxc("lxc-stop", name(vmid), "--kill")
+    container.remove_empty_cgroups(name(vmid))
+
+
+def shutdown(vmid: int, timeout: int) -> None:
+    """A clean shutdown (SIGPWR to the container's systemd), at most ``timeout`` seconds."""
+    if status(vmid) != "running":
+        return
+    result = container.lxc("lxc-stop", name(vmid), "--nokill", "--timeout", str(timeout), check=False)
+    if status(vmid) == "running":
+        raise GuestError(f"shutdown of CT {vmid} timed out after {timeout} s {result.stderr.strip()}")
+    container.remove_empty_cgroups(name(vmid))
+
+
+def destroy(vmid: int) -> None:
+    """The container, its volumes (rootfs, mpN, snapshots) and its runtime dir."""
+    try:
+        volumes = [_record(vmid)["rootfs"]]
+    except GuestError:
+        volumes = []
+    container.destroy(name(vmid))
+    for volid in volumes:
+        shutil.rmtree(volume_dir(volid), ignore_errors=True)
+    for leftover in layout.VOLUMES_DIR.glob(f"*/*-{vmid}-disk-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _snapshot_dir(vmid: int, snapshot: str) -> Path:
+    if not re.match(r"^[A-Za-z][A-Za-z0-9_-]*$", snapshot):
+        raise GuestError(f"invalid snapshot name '{snapshot}'")
+    return volume_dir(_record(vmid)["rootfs"]) / "snapshots" / snapshot
+
+
+def snapshot(vmid: int, snapshot_name: str) -> None:
+    """Copy the rootfs volume's upper dir (frozen meanwhile when running, as a storage
+    snapshot is atomic); cp -a keeps owners, device nodes and overlay xattrs."""
+    target = _snapshot_dir(vmid, snapshot_name)
+    if target.exists():
+        raise GuestError(f"snapshot '{snapshot_name}' of CT {vmid} already exists on the volume")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    upper = volume_dir(_record(vmid)["rootfs"]) / "upper"
+    running = status(vmid) == "running"
+    if running:
+        container.lxc("lxc-freeze", name(vmid))
+    try:
+        run(["cp", "-a", str(upper), str(target)])
+    finally:
+        if running:
+            container.lxc("lxc-unfreeze", name(vmid))
+
+
+def rollback(vmid: int, snapshot_name: str) -> None:
+    source = _snapshot_dir(vmid, snapshot_name)
+    if not source.is_dir():
+        raise GuestError(f"snapshot '{snapshot_name}' of CT {vmid} does not exist on the volume")
+    if status(vmid) == "running":
+        raise GuestError(f"CT {vmid} is running; rollback needs it stopped")
+    upper = volume_dir(_record(vmid)["rootfs"]) / "upper"
+    shutil.rmtree(upper)
+    run(["cp", "-a", str(source), str(upper)])
+
+
+def delete_snapshot(vmid: int, snapshot_name: str) -> None:
+    shutil.rmtree(_snapshot_dir(vmid, snapshot_name), ignore_errors=True)
+
+
+def exec_argv(vmid: int, command: list[str]) -> list[str]:
+    if status(vmid) != "running":
+        raise GuestError(f"CT {vmid} not running")
+    return container.attach_argv(name(vmid), command)
+
+
+def run_attached(vmid: int, command: list[str], fds: list[int]) -> int:
+    """Run ``command`` in the guest with the caller's stdin/stdout/stderr (passed over the
+    socket), like lxc-attach from pct; returns its exit code."""
+    argv = exec_argv(vmid, command)
+    return subprocess.run(argv, stdin=fds[0], stdout=fds[1], stderr=fds[2]).returncode
+
+
+# -- the lab's view ---------------------------------------------------------------------------
+
+
+def known() -> dict[int, str]:
+    """vmid -> hostname of every guest guestd created (from its LXC dirs)."""
+    guests = {}
+    for record in layout.LXC_PATH.glob("*/guest.json"):
+        vmid = int(record.parent.name)
+        config = record.parent / "config"
+        text = config.read_text() if config.exists() else ""
+        match = re.search(r"^lxc\.uts\.name = (\S+)$", text, re.M)
+        guests[vmid] = match.group(1) if match else f"CT{vmid}"
+    return guests
+
+
+def resolve(host: str) -> str | None:
+    """The LXC name of a guest given by vmid or hostname, None when there is none."""
+    for vmid, hostname in known().items():
+        if host in (str(vmid), hostname):
+            return name(vmid)
+    return None
+
+
+def destroy_all() -> None:
+    for vmid in known():
+        destroy(vmid)
+    shutil.rmtree(layout.VOLUMES_DIR, ignore_errors=True)
+

@@ -1,0 +1,153 @@
+"""The Proxmox node `pve1`: a lab system container that plays a PVE host.
+
+What makes it a node, beyond what every lab container has (systemd, sshd, the fake GPUs):
+
+- /etc/pve, bound from NODE_DIR/etc-pve (it outlives a restart of pve1, like pmxcfs outlives
+  pveproxy): lxc/<vmid>.conf in the real format (written by the emulator), local/pve-ssl.pem and
+  .key, pve-root-ca.pem, priv/ (root-only: the CA key, the API credentials);
+- /proc/devices as a node with the NVIDIA driver shows it (nvidia-uvm's major is dynamic, and
+  the fake nodes carry the same one) and /proc/driver/nvidia/version, both bound read-only;
+- the API emulator (lab/pve, copied to /usr/share/pve-lab/pve) as pveproxy.service on 8006, with
+  the reference schema bound read-only at /usr/share/pve-lab/reference;
+- /usr/sbin/pct, talking to the local API and, for exec/enter, to guestd on the lab host through
+  the socket bound at /run/pve-lab (guestd creates the guests as sibling containers);
+- nvidia-smi reporting the node's driver version.
+"""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from lab import certs, credentials, layout
+
+ETC_PVE = layout.NODE_DIR / "etc-pve"
+PROC_DEVICES = layout.NODE_DIR / "proc-devices"
+PROC_DRIVER = layout.NODE_DIR / "proc-driver"
+EMULATOR_COPY = layout.NODE_DIR / "pve"
+NODE_EMULATOR_DIR = "/usr/share/pve-lab"
+NODE_SCHEMA_DIR = f"{NODE_EMULATOR_DIR}/reference"
+NODE_CREDENTIALS = "/etc/pve/priv/lab-credentials.json"
+SIM_CONFIG_DIR = "/etc/sglang-sim"
+
+EMULATOR_UNIT = f"""\
+[Unit]
+Description=PVE API Proxy Server (sglang-pve lab emulator)
+After=network.target
+
+[Service]
+Environment=PYTHONPATH={NODE_EMULATOR_DIR} SGLANG_PVE_PVE_SCHEMA_DIR={NODE_SCHEMA_DIR}
+ExecStart=/usr/bin/python3 -m pve --node {layout.NODE} --port {layout.API_PORT} \\
+    --credentials {NODE_CREDENTIALS} --backend guestd:{layout.NODE_GUESTD_DIR}/guestd.sock
+Restart=on-failure
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def schema_dir() -> Path | None:
+    """The reference API schemas, resolved like the emulator resolves them; None if missing."""
+    configured = os.environ.get("SGLANG_PVE_PVE_SCHEMA_DIR")
+    path = Path(configured) if configured else layout.SOURCE_DIR.parent.parent / "shared/reference"
+    return path.resolve() if path.is_dir() else None
+
+
+def driver_version_file(version: str) -> str:
+    """/proc/driver/nvidia/version of the node's kernel module (the open module's format)."""
+    return (
+        f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {version}  Release Build  "
+        "(dvs-builder@U22-I3-AM02-24-3)  Wed Sep 24 21:35:06 UTC 2025\n"
+        "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14+deb12u1) \n"
+    )
+
+
+def prepare_proc_files(proc_devices: str) -> None:
+    """The generated /proc entries every lab container binds (the kernel is the node's)."""
+    layout.NODE_DIR.mkdir(parents=True, exist_ok=True)
+    PROC_DEVICES.write_text(proc_devices)
+    (PROC_DRIVER / "nvidia").mkdir(parents=True, exist_ok=True)
+    (PROC_DRIVER / "nvidia/version").write_text(driver_version_file(layout.DRIVER_VERSION))
+
+
+def _write_private(path: Path, content: bytes, mode: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+    with os.fdopen(fd, "wb") as file:
+        file.write(content)
+    os.chmod(path, mode)
+
+
+def prepare_etc_pve() -> str:
+    """/etc/pve as pmxcfs lays it out on a node, with the lab's certificate and credentials;
+    returns the certificate's fingerprint. Guest configs already there are kept."""
+    fingerprint = certs.ensure_node_certificate()
+    node_dir = ETC_PVE / "nodes" / layout.NODE
+    (node_dir / "lxc").mkdir(parents=True, exist_ok=True)
+    (ETC_PVE / "priv").mkdir(mode=0o700, exist_ok=True)
+    (ETC_PVE / "priv").chmod(0o700)
+    for link, target in (("local", f"nodes/{layout.NODE}"), ("lxc", f"nodes/{layout.NODE}/lxc")):
+        if not (ETC_PVE / link).is_symlink():
+            (ETC_PVE / link).symlink_to(target)
+    for relative, (content, mode) in certs.node_files().items():
+        relative = relative.replace("local/", f"nodes/{layout.NODE}/")
+        _write_private(ETC_PVE / relative, content, mode)
+    secrets = credentials.ensure_credentials()
+    _write_private(ETC_PVE / "priv/lab-credentials.json", json.dumps(secrets).encode(), 0o600)
+    return fingerprint
+
+
+def install_emulator() -> bool:
+    """Copy lab/pve for pve1 (NODE_DIR/pve); False when the emulator is not in this tree."""
+    source = layout.SOURCE_DIR / "pve"
+    if not (source / "__main__.py").exists():
+        return False
+    shutil.rmtree(EMULATOR_COPY, ignore_errors=True)
+    shutil.copytree(source, EMULATOR_COPY, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return True
+
+
+def config_lines(with_schema: Path | None, with_emulator: bool) -> list[str]:
+    """The node's own lines in its LXC config."""
+    lines = [
+        "# the node: /etc/pve, /proc as a node with the NVIDIA driver shows it, guestd's socket",
+        f"lxc.mount.entry = {ETC_PVE} etc/pve none bind,create=dir 0 0",
+        f"lxc.mount.entry = {PROC_DEVICES} proc/devices none bind,ro 0 0",
+        f"lxc.mount.entry = {layout.GUESTD_DIR} {layout.NODE_GUESTD_DIR[1:]} none bind,create=dir 0 0",
+    ]
+    if with_emulator:
+        lines.append(
+            f"lxc.mount.entry = {EMULATOR_COPY} {NODE_EMULATOR_DIR[1:]}/pve none bind,ro,create=dir 0 0"
+        )
+    if with_schema:
+        lines.append(
+            f"lxc.mount.entry = {with_schema} {NODE_SCHEMA_DIR[1:]} none bind,ro,create=dir 0 0"
+        )
+    return lines
+
+
+def files(with_emulator: bool) -> dict[str, tuple[bytes | str, int]]:
+    """Files of the node's root filesystem (written into its fresh upper dir)."""
+    nvidia_smi = (layout.SIM_DIR / "nvidia_smi.py").read_bytes()
+    pct = (layout.SOURCE_DIR / "pct.py").read_bytes()
+    result = {
+        "/usr/bin/nvidia-smi": (nvidia_smi, 0o755),
+        f"{SIM_CONFIG_DIR}/driver-version": (f"{layout.DRIVER_VERSION}\n".encode(), 0o644),
+        "/usr/sbin/pct": (pct, 0o755),
+    }
+    if with_emulator:
+        unit = "/etc/systemd/system/pveproxy.service"
+        result[unit] = (EMULATOR_UNIT.encode(), 0o644)
+        wants = "/etc/systemd/system/multi-user.target.wants/pveproxy.service"
+        result[wants] = (unit, 0o777)  # a str: a symlink (systemctl enable)
+    return result
+
+
+def warn_missing_schema() -> None:
+    print(
+        "lab: WARNING: the reference API schemas are missing (set SGLANG_PVE_PVE_SCHEMA_DIR or "
+        f"provide {layout.SOURCE_DIR.parent.parent / 'shared/reference'}): pve1 runs without its "
+        "API emulator; the rest of the lab works",
+        flush=True,
+    )
+
