@@ -11,7 +11,6 @@ root-only.
 import datetime
 import hashlib
 import ipaddress
-import os
 from pathlib import Path
 
 from cryptography import x509
@@ -20,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from lab import layout
+from lab.files import write_file
 
 CA_KEY = layout.PVE_DIR / "pve-root-ca.key"
 NODE_KEY = layout.PVE_DIR / "pve-ssl.key"
@@ -30,15 +30,6 @@ def fingerprint(cert_pem: bytes) -> str:
     """SHA-256 of the DER certificate as colon-separated hex pairs (upper case)."""
     der = x509.load_pem_x509_certificate(cert_pem).public_bytes(serialization.Encoding.DER)
     return ":".join(f"{byte:02X}" for byte in hashlib.sha256(der).digest())
-
-
-def _write(path: Path, data: bytes, mode: int) -> None:
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(path.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "wb") as file:
-        file.write(data)
-    os.chmod(path.with_suffix(".tmp"), mode)
-    path.with_suffix(".tmp").replace(path)
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
@@ -117,13 +108,13 @@ def ensure_node_certificate() -> str:
                 (x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), False),
             ],
         )
-        _write(CA_KEY, _key_pem(ca_key), 0o600)
-        _write(NODE_KEY, _key_pem(node_key), 0o600)
-        _write(layout.PVE_CA, ca.public_bytes(serialization.Encoding.PEM), 0o644)
-        _write(layout.PVE_CERT, node.public_bytes(serialization.Encoding.PEM), 0o644)
+        write_file(CA_KEY, _key_pem(ca_key), 0o600)
+        write_file(NODE_KEY, _key_pem(node_key), 0o600)
+        write_file(layout.PVE_CA, ca.public_bytes(serialization.Encoding.PEM), 0o644)
+        write_file(layout.PVE_CERT, node.public_bytes(serialization.Encoding.PEM), 0o644)
     digest = fingerprint(layout.PVE_CERT.read_bytes())
     if not layout.PVE_FINGERPRINT.exists() or layout.PVE_FINGERPRINT.read_text() != digest + "\n":
-        _write(layout.PVE_FINGERPRINT, (digest + "\n").encode(), 0o644)
+        write_file(layout.PVE_FINGERPRINT, (digest + "\n").encode(), 0o644)
     return digest
 
 

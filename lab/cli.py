@@ -3,7 +3,9 @@
     python -m lab up                      # build/adopt what is missing, start, wait for boot
     python -m lab down                    # remove every process, mount, link and container
     python -m lab status                  # what runs
-    python -m lab exec sglang1 -- CMD...  # run CMD in the container, like `docker exec`
+    python -m lab exec HOST -- CMD...     # run CMD in a container, like `docker exec`
+
+HOST is a lab container (pve1, sglang1) or a guest pve1's API created, by hostname or vmid.
 
 ``exec`` hands CMD's arguments over unchanged (no shell) and ends with CMD's exit code,
 stdout and stderr, because the lab process is replaced by lxc-attach.
@@ -13,7 +15,7 @@ import argparse
 import os
 import sys
 
-from lab import container, layout, lifecycle
+from lab import container, guests, layout, lifecycle
 from lab.shell import LabError
 
 
@@ -28,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     exec_parser = commands.add_parser(
         "exec", help="run a command in a container: exec HOST -- CMD..."
     )
-    exec_parser.add_argument("host", choices=sorted(layout.HOSTS))
+    exec_parser.add_argument("host", help=f"{', '.join(layout.HOSTS)} or a guest's name or vmid")
     return parser
 
 
@@ -43,9 +45,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "exec":
             if not command:
                 raise LabError("usage: python -m lab exec HOST -- CMD...")
-            if container.state(args.host) != "RUNNING":
+            name = args.host if args.host in layout.HOSTS else guests.resolve(args.host)
+            if name is None:
+                known = [*layout.HOSTS, *guests.known().values()]
+                raise LabError(f"no lab host or guest {args.host!r} (known: {', '.join(known)})")
+            if container.state(name) != "RUNNING":
                 raise LabError(f"{args.host} is not running; run `python -m lab up`")
-            argv = container.attach_argv(args.host, command)
+            argv = container.attach_argv(name, command)
             os.execvp(argv[0], argv)
         if args.command == "up":
             lifecycle.up()

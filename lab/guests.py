@@ -132,12 +132,13 @@ def shifted_rootfs(lower: Path) -> Path:
     tmp = lower.with_name(f".{final.name}.{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     run(["cp", "-a", str(lower), str(tmp)])
-    for root, dirs, files in os.walk(tmp):
-        for entry in [root, *(os.path.join(root, item) for item in dirs + files)]:
-            info = os.lstat(entry)
-            os.lchown(entry, info.st_uid + UID_SHIFT, info.st_gid + UID_SHIFT)
-            if not stat.S_ISLNK(info.st_mode):
-                os.chmod(entry, stat.S_IMODE(info.st_mode))  # chown dropped setuid bits
+    entries = [str(tmp)]
+    entries += [os.path.join(root, item) for root, dirs, files in os.walk(tmp) for item in dirs + files]
+    for entry in entries:
+        info = os.lstat(entry)
+        os.lchown(entry, info.st_uid + UID_SHIFT, info.st_gid + UID_SHIFT)
+        if not stat.S_ISLNK(info.st_mode):
+            os.chmod(entry, stat.S_IMODE(info.st_mode))  # chown dropped setuid bits
     tmp.rename(final)
     return final
 
@@ -285,6 +286,8 @@ def create(vmid: int, config: dict, template_volid: str, rootfs_volume: str) -> 
         f"{node.SIM_CONFIG_DIR}/faults.yaml": (b"", 0o644),
     }
     container.write_tree(upper, files, owner)
+    (volume / "work").mkdir()  # LXC's overlay workdir; an unprivileged start cannot create it
+    os.chown(volume / "work", owner, owner)
     (upper / "root/.ssh").chmod(0o700)
     (upper / "etc/ssh").mkdir(exist_ok=True)
     os.chown(upper / "etc/ssh", owner, owner)

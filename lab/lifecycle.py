@@ -13,12 +13,33 @@ import shutil
 import time
 from collections.abc import Iterator
 
-from lab import container, gpus, index, layout, lxcfs, network, rootfs, sshkeys, storage
+from lab import (
+    container,
+    gpus,
+    guestd,
+    guests,
+    index,
+    layout,
+    lxcfs,
+    network,
+    node,
+    rootfs,
+    sshkeys,
+    storage,
+)
 from lab.mounts import unmount_under
 from lab.shell import LabError
 
-RUNTIME_DIRS = (layout.RUN_DIR, layout.LXC_PATH, layout.DEV_DIR, layout.INDEX_DIR, layout.LXCFS_DIR)
-FAULTS_FILE = "/etc/sglang-sim/faults.yaml"
+RUNTIME_DIRS = (
+    layout.RUN_DIR,
+    layout.LXC_PATH,
+    layout.DEV_DIR,
+    layout.INDEX_DIR,
+    layout.LXCFS_DIR,
+    layout.NODE_DIR,
+    layout.VOLUMES_DIR,
+)
+FAULTS_FILE = f"{node.SIM_CONFIG_DIR}/faults.yaml"
 
 
 def require_host() -> None:
@@ -57,24 +78,57 @@ def _up() -> None:
     lower, rootfs_changed = rootfs.ensure_rootfs(sshkeys.ensure_client_key())
     sshkeys.write_known_hosts(lower)
     network.bridge_up()
+    uvm = gpus.uvm_major()
     devices = gpus.lab_devices()
     gpus.create_device_nodes(devices)
     storage.populate()
     with_lxcfs = lxcfs.start()
+    node.prepare_proc_files(gpus.node_proc_devices(uvm))
+    fingerprint = node.prepare_etc_pve()
+    schema = node.schema_dir()
+    with_emulator = bool(schema) and node.install_emulator()
+    if not schema:
+        node.warn_missing_schema()
+    _remove_stale_guests()
+    guestd_pid = guestd.start()
+    print(f"lab: guestd {layout.GUESTD_SOCKET} (pid {guestd_pid})", flush=True)
     # containers boot while the index is built
     for name, ip in layout.HOSTS.items():
-        if container.ensure_running(name, ip, lower, devices, with_lxcfs, restart=rootfs_changed):
+        extra, files = [], None
+        if name == layout.NODE:
+            extra, files = node.config_lines(schema, with_emulator), node.files(with_emulator)
+        if container.ensure_running(
+            name, ip, lower, devices, with_lxcfs, rootfs_changed, extra, files
+        ):
             print(f"lab: {name} started at {ip}", flush=True)
     version = index.publish(layout.SIM_DIR, lower)
     index_pid = index.serve()
     print(f"lab: index {layout.INDEX_URL} (pid {index_pid}) serves sglang=={version}", flush=True)
     nvidia_smi = (layout.SIM_DIR / "nvidia_smi.py").read_bytes()
+    driver = f"{layout.GUEST_DRIVER_VERSION}\n".encode()
     for name, ip in layout.HOSTS.items():
-        container.install_file(name, "/usr/bin/nvidia-smi", nvidia_smi, 0o755)
-        container.install_file(name, FAULTS_FILE, b"", 0o644, overwrite=False)
+        if name != layout.NODE:
+            container.install_file(name, "/usr/bin/nvidia-smi", nvidia_smi, 0o755)
+            container.install_file(name, FAULTS_FILE, b"", 0o644, overwrite=False)
+            container.install_file(name, f"{node.SIM_CONFIG_DIR}/driver-version", driver, 0o644)
         system = container.wait_until_booted(name, ip)
         print(f"lab: {name} is up (systemd {system}, ssh root@{ip})", flush=True)
+    if with_emulator:
+        node.wait_for_api()
+        print(
+            f"lab: API https://{layout.NODE_ADDRESS}:{layout.API_PORT}/api2/json "
+            f"(CA {layout.PVE_CA}, fingerprint {fingerprint}, credentials {layout.PVE_CREDENTIALS})",
+            flush=True,
+        )
     print(f"lab: up in {time.monotonic() - started:.1f} s", flush=True)
+
+
+def _remove_stale_guests() -> None:
+    """Guests whose config is gone from /etc/pve (a lab killed half-way) are removed."""
+    for vmid in guests.known():
+        if not (node.ETC_PVE / "lxc" / f"{vmid}.conf").exists():
+            print(f"lab: removing stale guest {vmid}", flush=True)
+            guests.destroy(vmid)
 
 
 def down() -> None:
@@ -85,6 +139,8 @@ def down() -> None:
 
 def _down() -> None:
     started = time.monotonic()
+    guests.destroy_all()
+    guestd.stop()
     for name in layout.HOSTS:
         container.destroy(name)
     index.stop()
@@ -102,6 +158,12 @@ def status() -> list[str]:
         f"{name}: {container.state(name)} ip={ip} init_pid={container.init_pid(name) or '-'}"
         for name, ip in layout.HOSTS.items()
     ]
+    lines += [
+        f"guest {vmid} ({hostname}): {container.state(guests.name(vmid))} "
+        f"init_pid={container.init_pid(guests.name(vmid)) or '-'}"
+        for vmid, hostname in sorted(guests.known().items())
+    ]
+    lines.append(f"guestd {layout.GUESTD_SOCKET}: pid {guestd.pid() or '- (not running)'}")
     bridge = "up" if network.link_exists(layout.BRIDGE) else "absent"
     lines.append(f"bridge {layout.BRIDGE}: {bridge} {layout.BRIDGE_ADDRESS}/{layout.PREFIX_LENGTH}")
     lines.append(f"index {layout.INDEX_URL}: pid {index.server_pid() or '- (not running)'}")

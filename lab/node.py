@@ -14,12 +14,17 @@ What makes it a node, beyond what every lab container has (systemd, sshd, the fa
 - nvidia-smi reporting the node's driver version.
 """
 
+import http.client
 import json
 import os
 import shutil
+import ssl
+import time
 from pathlib import Path
 
 from lab import certs, credentials, layout
+from lab.files import write_file
+from lab.shell import LabError
 
 ETC_PVE = layout.NODE_DIR / "etc-pve"
 PROC_DEVICES = layout.NODE_DIR / "proc-devices"
@@ -70,14 +75,6 @@ def prepare_proc_files(proc_devices: str) -> None:
     (PROC_DRIVER / "nvidia/version").write_text(driver_version_file(layout.DRIVER_VERSION))
 
 
-def _write_private(path: Path, content: bytes, mode: int) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
-    with os.fdopen(fd, "wb") as file:
-        file.write(content)
-    os.chmod(path, mode)
-
-
 def prepare_etc_pve() -> str:
     """/etc/pve as pmxcfs lays it out on a node, with the lab's certificate and credentials;
     returns the certificate's fingerprint. Guest configs already there are kept."""
@@ -91,9 +88,9 @@ def prepare_etc_pve() -> str:
             (ETC_PVE / link).symlink_to(target)
     for relative, (content, mode) in certs.node_files().items():
         relative = relative.replace("local/", f"nodes/{layout.NODE}/")
-        _write_private(ETC_PVE / relative, content, mode)
+        write_file(ETC_PVE / relative, content, mode)
     secrets = credentials.ensure_credentials()
-    _write_private(ETC_PVE / "priv/lab-credentials.json", json.dumps(secrets).encode(), 0o600)
+    write_file(ETC_PVE / "priv/lab-credentials.json", json.dumps(secrets).encode(), 0o600)
     return fingerprint
 
 
@@ -113,6 +110,8 @@ def config_lines(with_schema: Path | None, with_emulator: bool) -> list[str]:
         "# the node: /etc/pve, /proc as a node with the NVIDIA driver shows it, guestd's socket",
         f"lxc.mount.entry = {ETC_PVE} etc/pve none bind,create=dir 0 0",
         f"lxc.mount.entry = {PROC_DEVICES} proc/devices none bind,ro 0 0",
+        "# /run as systemd would mount it, so the socket's bind mount below is not hidden by it",
+        "lxc.mount.entry = tmpfs run tmpfs rw,nosuid,nodev,mode=755 0 0",
         f"lxc.mount.entry = {layout.GUESTD_DIR} {layout.NODE_GUESTD_DIR[1:]} none bind,create=dir 0 0",
     ]
     if with_emulator:
@@ -151,3 +150,27 @@ def warn_missing_schema() -> None:
         flush=True,
     )
 
+
+
+def wait_for_api(timeout: float = 30.0) -> None:
+    """Wait until the emulator answers HTTPS on the node's address with the pinned CA."""
+    context = ssl.create_default_context(cafile=str(layout.PVE_CA))
+    deadline = time.monotonic() + timeout
+    error: Exception | None = None
+    while time.monotonic() < deadline:
+        connection = http.client.HTTPSConnection(
+            layout.NODE_ADDRESS, layout.API_PORT, context=context, timeout=2
+        )
+        try:
+            connection.request("GET", "/api2/json/version")
+            connection.getresponse().read()  # 401 without a ticket: it answers
+            return
+        except (OSError, http.client.HTTPException) as failure:
+            error = failure
+            time.sleep(0.2)
+        finally:
+            connection.close()
+    raise LabError(
+        f"the API emulator on {layout.NODE} did not answer in {timeout:.0f} s ({error}); see "
+        f"`python -m lab exec {layout.NODE} -- journalctl -u pveproxy`"
+    )
