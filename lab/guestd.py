@@ -33,7 +33,9 @@ from lab.shell import LabError
 PID_FILE = layout.RUN_DIR / "guestd.pid"
 MAX_REQUEST = 1 << 20
 ACTIONS = {
-    "create": lambda a: guests.create(a["vmid"], a["config"], a["template_volid"], a["rootfs_volume"]),
+    "create": lambda a: guests.create(
+        a["vmid"], a["config"], a["template_volid"], a["rootfs_volume"], a.get("ssh_public_keys")
+    ),
     "destroy": lambda a: guests.destroy(a["vmid"]),
     "start": lambda a: guests.start(a["vmid"], a["config_text"]),
     "stop": lambda a: guests.stop(a["vmid"]),

@@ -263,7 +263,9 @@ def _identity_files(hostname: str) -> dict[str, tuple[bytes, int]]:
 # -- the backend's actions --------------------------------------------------------------------
 
 
-def create(vmid: int, config: dict, template_volid: str, rootfs_volume: str) -> None:
+def create(
+    vmid: int, config: dict, template_volid: str, rootfs_volume: str, ssh_public_keys: str | None
+) -> None:
     """Allocate the rootfs volume over the cached rootfs (our only template), with new SSH
     host keys, root's authorized_keys from ``ssh-public-keys`` and the lab's user-space GPU
     driver (nvidia-smi), like a template with the driver installed."""
@@ -279,7 +281,7 @@ def create(vmid: int, config: dict, template_volid: str, rootfs_volume: str) -> 
     owner = UID_SHIFT if unprivileged else 0
     upper = volume / "upper"
     files = {
-        "/root/.ssh/authorized_keys": (str(config.get("ssh-public-keys", "")).encode(), 0o600),
+        "/root/.ssh/authorized_keys": ((ssh_public_keys or "").encode(), 0o600),
         "/etc/pip.conf": (rootfs.PIP_CONF.encode(), 0o644),
         "/usr/bin/nvidia-smi": ((layout.SIM_DIR / "nvidia_smi.py").read_bytes(), 0o755),
         f"{node.SIM_CONFIG_DIR}/driver-version": (f"{layout.GUEST_DRIVER_VERSION}\n".encode(), 0o644),

@@ -51,6 +51,9 @@ PVE_CA = PVE_DIR / "pve-root-ca.pem"  # verify the API against this CA ...
 PVE_CERT = PVE_DIR / "pve-ssl.pem"
 PVE_FINGERPRINT = PVE_DIR / "pve-ssl.fingerprint"  # ... or pin this SHA-256 (AA:BB:...)
 PVE_CREDENTIALS = PVE_DIR / "credentials.json"  # root@pam password and an API token, 0600
+# The emulator's request log and fault rules (lab/pve/README.md), as the lab host sees them.
+PVE_REQUEST_LOG = NODE_DIR / "log" / "requests.jsonl"
+PVE_FAULTS = NODE_DIR / "etc-pve" / "emulator-faults.json"
 
 # Network: a host-only bridge, no NAT; containers reach only the bridge.
 BRIDGE = f"sgpve-br{SLOT}"
@@ -62,6 +65,9 @@ PREFIX_LENGTH = 24
 NODE = "pve1"
 NODE_ADDRESS = f"{SUBNET}.2"
 API_PORT = 8006
+PVE_VERSION = int(os.environ.get("SGLANG_PVE_LAB_PVE_VERSION", "9"))  # the emulated PVE (8 or 9)
+# The node's one container template (storage `local`); guestd unpacks it as the cached rootfs.
+TEMPLATE = "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"
 # The one switch of the transition to provisioning: True while `lab up` creates sglang1 itself
 # (beside pve1); False once the deploy creates it through pve1's API (tasks/container.py).
 LAB_CREATES_SGLANG1 = True

@@ -86,7 +86,6 @@ def _up() -> None:
     node.prepare_proc_files(gpus.node_proc_devices(uvm))
     fingerprint = node.prepare_etc_pve()
     schema = node.schema_dir()
-    with_emulator = bool(schema) and node.install_emulator()
     if not schema:
         node.warn_missing_schema()
     _remove_stale_guests()
@@ -96,7 +95,7 @@ def _up() -> None:
     for name, ip in layout.HOSTS.items():
         extra, files = [], None
         if name == layout.NODE:
-            extra, files = node.config_lines(schema, with_emulator), node.files(with_emulator)
+            extra, files = node.config_lines(schema), node.files(with_emulator=bool(schema))
         if container.ensure_running(
             name, ip, lower, devices, with_lxcfs, rootfs_changed, extra, files
         ):
@@ -113,7 +112,7 @@ def _up() -> None:
             container.install_file(name, f"{node.SIM_CONFIG_DIR}/driver-version", driver, 0o644)
         system = container.wait_until_booted(name, ip)
         print(f"lab: {name} is up (systemd {system}, ssh root@{ip})", flush=True)
-    if with_emulator:
+    if schema:
         node.wait_for_api()
         print(
             f"lab: API https://{layout.NODE_ADDRESS}:{layout.API_PORT}/api2/json "

@@ -7,8 +7,10 @@ What makes it a node, beyond what every lab container has (systemd, sshd, the fa
   .key, pve-root-ca.pem, priv/ (root-only: the CA key, the API credentials);
 - /proc/devices as a node with the NVIDIA driver shows it (nvidia-uvm's major is dynamic, and
   the fake nodes carry the same one) and /proc/driver/nvidia/version, both bound read-only;
-- the API emulator (lab/pve, copied to /usr/share/pve-lab/pve) as pveproxy.service on 8006, with
-  the reference schema bound read-only at /usr/share/pve-lab/reference;
+- the API emulator (lab/pve as a zipapp, /usr/share/pve-lab/pve-emulator.pyz) as pveproxy.service
+  on 8006, with the reference schema bound read-only at /usr/share/pve-lab/reference, its request
+  log in /var/log/pve-emulator (PVE_REQUEST_LOG on the host) and its fault rules in
+  /etc/pve/emulator-faults.json (PVE_FAULTS);
 - /usr/sbin/pct, talking to the local API and, for exec/enter, to guestd on the lab host through
   the socket bound at /run/pve-lab (guestd creates the guests as sibling containers);
 - nvidia-smi reporting the node's driver version.
@@ -17,7 +19,6 @@ What makes it a node, beyond what every lab container has (systemd, sshd, the fa
 import http.client
 import json
 import os
-import shutil
 import ssl
 import time
 from pathlib import Path
@@ -29,21 +30,27 @@ from lab.shell import LabError
 ETC_PVE = layout.NODE_DIR / "etc-pve"
 PROC_DEVICES = layout.NODE_DIR / "proc-devices"
 PROC_DRIVER = layout.NODE_DIR / "proc-driver"
-EMULATOR_COPY = layout.NODE_DIR / "pve"
-NODE_EMULATOR_DIR = "/usr/share/pve-lab"
-NODE_SCHEMA_DIR = f"{NODE_EMULATOR_DIR}/reference"
+NODE_SHARE_DIR = "/usr/share/pve-lab"
+NODE_EMULATOR = f"{NODE_SHARE_DIR}/pve-emulator.pyz"
+NODE_SCHEMA_DIR = f"{NODE_SHARE_DIR}/reference"
+NODE_LOG_DIR = "/var/log/pve-emulator"
 NODE_CREDENTIALS = "/etc/pve/priv/lab-credentials.json"
 SIM_CONFIG_DIR = "/etc/sglang-sim"
+TEMPLATE_STAND_IN = b"sglang-pve lab: guestd creates containers from the lab's cached Debian 12 rootfs\n"
 
 EMULATOR_UNIT = f"""\
 [Unit]
-Description=PVE API Proxy Server (sglang-pve lab emulator)
+Description=PVE API Proxy Server (sglang-pve lab emulator, lab/pve)
 After=network.target
 
 [Service]
-Environment=PYTHONPATH={NODE_EMULATOR_DIR} SGLANG_PVE_PVE_SCHEMA_DIR={NODE_SCHEMA_DIR}
-ExecStart=/usr/bin/python3 -m pve --node {layout.NODE} --port {layout.API_PORT} \\
-    --credentials {NODE_CREDENTIALS} --backend guestd:{layout.NODE_GUESTD_DIR}/guestd.sock
+ExecStart=/usr/bin/python3 {NODE_EMULATOR} serve --version {layout.PVE_VERSION} \\
+    --node {layout.NODE} --port {layout.API_PORT} --state-root /etc/pve \\
+    --schema-dir {NODE_SCHEMA_DIR} --credentials {NODE_CREDENTIALS} \\
+    --cert /etc/pve/local/pve-ssl.pem --key /etc/pve/local/pve-ssl.key \\
+    --request-log {NODE_LOG_DIR}/{layout.PVE_REQUEST_LOG.name} \\
+    --faults /etc/pve/{layout.PVE_FAULTS.name} \\
+    --backend guestd --backend-options '{{"socket": "{layout.NODE_GUESTD_DIR}/guestd.sock"}}'
 Restart=on-failure
 
 [Install]
@@ -94,18 +101,9 @@ def prepare_etc_pve() -> str:
     return fingerprint
 
 
-def install_emulator() -> bool:
-    """Copy lab/pve for pve1 (NODE_DIR/pve); False when the emulator is not in this tree."""
-    source = layout.SOURCE_DIR / "pve"
-    if not (source / "__main__.py").exists():
-        return False
-    shutil.rmtree(EMULATOR_COPY, ignore_errors=True)
-    shutil.copytree(source, EMULATOR_COPY, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    return True
-
-
-def config_lines(with_schema: Path | None, with_emulator: bool) -> list[str]:
+def config_lines(schema: Path | None) -> list[str]:
     """The node's own lines in its LXC config."""
+    layout.PVE_REQUEST_LOG.parent.mkdir(parents=True, exist_ok=True)
     lines = [
         "# the node: /etc/pve, /proc as a node with the NVIDIA driver shows it, guestd's socket",
         f"lxc.mount.entry = {ETC_PVE} etc/pve none bind,create=dir 0 0",
@@ -113,26 +111,25 @@ def config_lines(with_schema: Path | None, with_emulator: bool) -> list[str]:
         "# /run as systemd would mount it, so the socket's bind mount below is not hidden by it",
         "lxc.mount.entry = tmpfs run tmpfs rw,nosuid,nodev,mode=755 0 0",
         f"lxc.mount.entry = {layout.GUESTD_DIR} {layout.NODE_GUESTD_DIR[1:]} none bind,create=dir 0 0",
+        f"lxc.mount.entry = {layout.PVE_REQUEST_LOG.parent} {NODE_LOG_DIR[1:]} none bind,create=dir 0 0",
     ]
-    if with_emulator:
-        lines.append(
-            f"lxc.mount.entry = {EMULATOR_COPY} {NODE_EMULATOR_DIR[1:]}/pve none bind,ro,create=dir 0 0"
-        )
-    if with_schema:
-        lines.append(
-            f"lxc.mount.entry = {with_schema} {NODE_SCHEMA_DIR[1:]} none bind,ro,create=dir 0 0"
-        )
+    if schema:
+        lines.append(f"lxc.mount.entry = {schema} {NODE_SCHEMA_DIR[1:]} none bind,ro,create=dir 0 0")
     return lines
 
 
 def files(with_emulator: bool) -> dict[str, tuple[bytes | str, int]]:
-    """Files of the node's root filesystem (written into its fresh upper dir)."""
-    nvidia_smi = (layout.SIM_DIR / "nvidia_smi.py").read_bytes()
-    pct = (layout.SOURCE_DIR / "pct.py").read_bytes()
+    """Files of the node's root filesystem (written into its fresh upper dir); the emulator
+    service is enabled only ``with_emulator`` (the reference schemas exist)."""
+    from lab.pve import zipapp
+
     result = {
-        "/usr/bin/nvidia-smi": (nvidia_smi, 0o755),
+        "/usr/bin/nvidia-smi": ((layout.SIM_DIR / "nvidia_smi.py").read_bytes(), 0o755),
         f"{SIM_CONFIG_DIR}/driver-version": (f"{layout.DRIVER_VERSION}\n".encode(), 0o644),
-        "/usr/sbin/pct": (pct, 0o755),
+        "/usr/sbin/pct": ((layout.SOURCE_DIR / "pct.py").read_bytes(), 0o755),
+        NODE_EMULATOR: (zipapp.build(), 0o644),
+        # the template as `pveam download` leaves it; guestd uses the lab's rootfs in its place
+        f"/var/lib/vz/template/cache/{layout.TEMPLATE.rsplit('/', 1)[1]}": (TEMPLATE_STAND_IN, 0o644),
     }
     if with_emulator:
         unit = "/etc/systemd/system/pveproxy.service"

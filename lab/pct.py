@@ -23,7 +23,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-sys.path.insert(0, "/usr/share/pve-lab")  # the emulator package, for its guestd client
+sys.path.insert(0, "/usr/share/pve-lab/pve-emulator.pyz")  # the emulator, for its guestd client
 
 API = "https://127.0.0.1:8006/api2/json"
 CA_FILE = "/etc/pve/pve-root-ca.pem"
@@ -41,7 +41,7 @@ class Api:
         self.context = ssl.create_default_context(cafile=CA_FILE)
         login = self.request("POST", "/access/ticket", {"username": "root@pam", "password": password})
         self.headers = {
-            "Cookie": f"PVEAuthCookie={urllib.parse.quote(login['ticket'])}",
+            "Cookie": f"PVEAuthCookie={login['ticket']}",
             "CSRFPreventionToken": login["CSRFPreventionToken"],
         }
 
@@ -148,9 +148,9 @@ def cmd_delsnapshot(api: Api, args) -> None:
 
 
 def guestd():
-    from pve.guestd_backend import GuestdBackend
+    from pve.guestd import GuestdBackend
 
-    return GuestdBackend(GUESTD_SOCKET)
+    return GuestdBackend(socket=GUESTD_SOCKET)
 
 
 def attach(vmid: int, command: list[str], stdio: tuple[int, int, int] = (0, 1, 2)) -> int:

@@ -5,7 +5,7 @@ does, as real sibling LXC system containers. This client speaks guestd's protoco
 bound into pve1 (one JSON line each way per call; `exec` also passes stdin/stdout/stderr).
 Device lookups need no guestd: the node's /dev is right here.
 
-    backend = GuestdBackend("/run/pve-lab/guestd.sock")
+    backend = GuestdBackend(socket="/run/pve-lab/guestd.sock")   # --backend guestd
     backend.start(129, open("/etc/pve/lxc/129.conf").read())
 """
 
@@ -19,8 +19,8 @@ MAX_REPLY = 1 << 20
 
 
 class GuestdBackend:
-    def __init__(self, socket_path: str = "/run/pve-lab/guestd.sock"):
-        self.socket_path = socket_path
+    def __init__(self, socket: str = "/run/pve-lab/guestd.sock"):  # noqa: A002 (--backend-options)
+        self.socket_path = socket
 
     def call(self, op: str, fds: tuple[int, ...] = (), **arguments):
         """One request to guestd; its result, or BackendError with guestd's message."""
@@ -49,9 +49,9 @@ class GuestdBackend:
         return answer.get("result")
 
     # -- Backend (lab/pve/backend.py) ---------------------------------------------------------
-    def create(self, vmid, config, template_volid, rootfs_volume):
+    def create(self, vmid, config, template_volid, rootfs_volume, ssh_public_keys=None):
         self.call("create", vmid=vmid, config=config, template_volid=template_volid,
-                  rootfs_volume=rootfs_volume)
+                  rootfs_volume=rootfs_volume, ssh_public_keys=ssh_public_keys)
 
     def destroy(self, vmid):
         self.call("destroy", vmid=vmid)
