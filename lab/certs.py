@@ -11,7 +11,6 @@ root-only.
 import datetime
 import hashlib
 import ipaddress
-from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization

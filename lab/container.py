@@ -152,9 +152,12 @@ def remove_empty_cgroups(name: str) -> None:
     for relative in layout.cgroup_dirs(name).values():
         for top in Path("/sys/fs/cgroup").glob(f"*/{relative}"):
             nested = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
-            for cgroup in [*nested, top, top.parent]:
+            for cgroup in [*nested, top]:
                 with contextlib.suppress(OSError):
                     cgroup.rmdir()
+        for parent in Path("/sys/fs/cgroup").glob(f"*/{Path(relative).parent}"):
+            with contextlib.suppress(OSError):
+                parent.rmdir()
 
 
 def start(name: str, config: str) -> None:

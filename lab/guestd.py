@@ -110,7 +110,7 @@ def start() -> int:
         [sys.executable, "-m", "lab.guestd", str(layout.GUESTD_SOCKET)], PID_FILE, layout.LOG_DIR / "guestd.log"
     )
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and pid():
+    while time.monotonic() < deadline:  # (its argv is ours only once it has exec'd)
         try:
             with socket.socket(socket.AF_UNIX) as probe:
                 probe.connect(str(layout.GUESTD_SOCKET))

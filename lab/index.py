@@ -10,6 +10,7 @@ Containers install from it exactly as production installs from PyPI:
 
 import hashlib
 import html
+import os
 import re
 import shutil
 import socket
@@ -72,11 +73,17 @@ def _cached(key: str, fill: Callable[[Path], None]) -> list[Path]:
     final = WHEEL_CACHE / key
     if not final.is_dir():
         WHEEL_CACHE.mkdir(parents=True, exist_ok=True)
+        # the cache is shared by every lab slot: only a dead process's temp dir is a leftover
         for leftover in WHEEL_CACHE.glob(".tmp-*"):
-            shutil.rmtree(leftover)
-        with tempfile.TemporaryDirectory(dir=WHEEL_CACHE, prefix=".tmp-") as tmp:
+            if not Path(f"/proc/{leftover.name.split('-')[1]}").exists():
+                shutil.rmtree(leftover, ignore_errors=True)
+        with tempfile.TemporaryDirectory(dir=WHEEL_CACHE, prefix=f".tmp-{os.getpid()}-") as tmp:
             fill(Path(tmp) / "wheels")
-            (Path(tmp) / "wheels").rename(final)
+            try:
+                (Path(tmp) / "wheels").rename(final)
+            except OSError:  # another slot finished the same entry first
+                if not final.is_dir():
+                    raise
     return sorted(final.glob("*.whl"))
 
 
@@ -92,9 +99,7 @@ def sim_wheel(sim_dir: Path) -> list[Path]:
             run([*pip_wheel, "--wheel-dir", str(out), str(source)])
 
     key = f"sglang-{tree_digest(sim_dir)}"
-    for stale in WHEEL_CACHE.glob("sglang-*"):  # builds of earlier trees
-        if stale.name != key:
-            shutil.rmtree(stale)
+    # builds of other trees stay: other slots (worktrees) may serve them right now
     return _cached(key, build)
 
 

@@ -6,8 +6,8 @@ its own state dir (``<state dir>-slotN``), bridge, subnet 10.(200+N).0.0/24 and 
 shares slot 0's caches (rootfs, wheels) and client key. inventory/lab.py builds its inventory
 from here:
 
->>> inventory_hosts()[0][0], inventory_hosts()[0][1]["ssh_hostname"]
-('sglang1', '10.200.0.11')
+>>> inventory_hosts()[0][0], inventory_hosts()[0][1]["ssh_hostname"] == f"{SUBNET}.11"
+('sglang1', True)
 """
 
 import os
@@ -88,8 +88,8 @@ GUEST_DRIVER_VERSION = os.environ.get("SGLANG_PVE_LAB_GUEST_DRIVER_VERSION", DRI
 def veth_name(host: str) -> str:
     """Host side of the container's veth pair (interface names are at most 15 bytes).
 
-    >>> veth_name("sglang1")
-    'sgpve-sglang1'
+    >>> veth_name("sglang1") == (f"sgpv{SLOT}-sglang1" if SLOT else "sgpve-sglang1")
+    True
     """
     return ((f"sgpv{SLOT}-" if SLOT else "sgpve-") + host)[:15]
 
@@ -98,8 +98,8 @@ def cgroup_dirs(name: str) -> dict[str, str]:
     """Where a container's cgroups go in every hierarchy: under the slot's own tree, so labs
     of several slots never share a cgroup name (LXC's default is lxc.payload.<name>).
 
-    >>> cgroup_dirs("pve1")["container"]
-    'sgpve0.container/pve1'
+    >>> cgroup_dirs("pve1")["container"] == f"sgpve{SLOT}.container/pve1"
+    True
     """
     return {kind: f"sgpve{SLOT}.{kind}/{name}" for kind in ("monitor", "container")}
 

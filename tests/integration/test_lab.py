@@ -1,4 +1,8 @@
-"""The local lab for real: an LXC system container booted by systemd, reached over SSH.
+"""The local lab for real: LXC system containers booted by systemd, reached over SSH.
+
+The host under test is the node pve1, which `lab up` always creates with everything a lab
+container has (GPUs, storage, index); tests/integration/test_pve_node.py covers what makes it a
+node and its guests.
 
 One `up` is shared by the module; the tests that take the lab apart run last (down last).
 Needs root and LXC (apt-get install lxc lxcfs debootstrap openssh-client).
@@ -17,7 +21,7 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from lab import container, index, layout, lifecycle, lxcfs, mounts, rootfs, shell
+from lab import container, gpus, guestd, guests, index, layout, lifecycle, lxcfs, mounts, rootfs, shell
 from lab.network import link_exists
 
 pytestmark = [
@@ -29,7 +33,7 @@ pytestmark = [
 ]
 
 REPO = Path(__file__).resolve().parents[2]
-HOST, IP = next(iter(layout.HOSTS.items()))
+HOST, IP = layout.NODE, layout.NODE_ADDRESS
 GPU_NODES = [f"/dev/nvidia{i}" for i in range(8)] + [
     "/dev/nvidiactl",
     "/dev/nvidia-uvm",
@@ -59,9 +63,9 @@ def in_container(*command: str, timeout: float = 120) -> subprocess.CompletedPro
 
 
 def test_second_up_changes_nothing(lab):
-    before = (container.init_pid(HOST), index.server_pid(), lxcfs.pid())
+    before = (container.init_pid(HOST), index.server_pid(), lxcfs.pid(), guestd.pid())
     lifecycle.up()
-    assert (container.init_pid(HOST), index.server_pid(), lxcfs.pid()) == before
+    assert (container.init_pid(HOST), index.server_pid(), lxcfs.pid(), guestd.pid()) == before
     assert f"{HOST}: RUNNING ip={IP}" in lab_cli("status").stdout
 
 
@@ -83,7 +87,7 @@ def test_ssh_with_the_lab_key_and_known_hosts(lab):
     client = paramiko.SSHClient()
     client.load_host_keys(str(layout.KNOWN_HOSTS))
     client.set_missing_host_key_policy(paramiko.RejectPolicy())
-    host = dict(layout.inventory_hosts())[HOST]
+    host = dict(layout.inventory_hosts({HOST: IP}))[HOST]
     client.connect(
         host["ssh_hostname"],
         username=host["ssh_user"],
@@ -115,8 +119,8 @@ def test_fake_gpus_are_passed_through_like_production(lab):
     assert nodes == {
         **{f"/dev/nvidia{i}": (195, i, "0o20666") for i in range(8)},
         "/dev/nvidiactl": (195, 255, "0o20666"),
-        "/dev/nvidia-uvm": (layout.UVM_MAJOR, 0, "0o20666"),
-        "/dev/nvidia-uvm-tools": (layout.UVM_MAJOR, 1, "0o20666"),
+        "/dev/nvidia-uvm": (gpus.uvm_major(), 0, "0o20666"),
+        "/dev/nvidia-uvm-tools": (gpus.uvm_major(), 1, "0o20666"),
     }
     # allowed by the device cgroup (EPERM otherwise), but no driver behind it
     read = in_container("head", "-c1", "/dev/nvidia0")
@@ -182,11 +186,23 @@ def test_model_storage_is_mounted_with_consistent_configs(lab):
 
 
 def test_lab_hardware_is_installed(lab):
-    faults = in_container("stat", "-c", "%s", "/etc/sglang-sim/faults.yaml")
-    assert faults.stdout.strip() == "0", faults.stderr
-    if (layout.SIM_DIR / "nvidia_smi.py").exists():
-        mode = in_container("stat", "-c", "%a", "/usr/bin/nvidia-smi")
-        assert mode.stdout.strip() == "755", mode.stderr
+    mode = in_container("stat", "-c", "%a", "/usr/bin/nvidia-smi")
+    assert mode.stdout.strip() == "755", mode.stderr
+    assert in_container("nvidia-smi", "-L").stdout.count("GPU ") == layout.GPU_COUNT
+
+
+def test_a_driver_mismatch_fails_like_nvml(lab):
+    """nvidia-smi compares its library version with the kernel module's, as NVML does."""
+    version = "/etc/sglang-sim/driver-version"
+    original = in_container("cat", version).stdout
+    try:
+        in_container("sh", "-c", f"echo 570.00.01 > {version}")
+        result = in_container("nvidia-smi", "-L")
+        assert result.returncode == 18
+        assert "Driver/library version mismatch" in result.stdout
+    finally:
+        in_container("sh", "-c", f"printf %s '{original}' > {version}")
+    assert in_container("nvidia-smi", "-L").returncode == 0
 
 
 def test_up_recovers_after_a_run_killed_half_way(lab):
@@ -194,6 +210,8 @@ def test_up_recovers_after_a_run_killed_half_way(lab):
     os.kill(killed_init, signal.SIGKILL)
     os.kill(lxcfs.pid(), signal.SIGKILL)  # leaves a dead FUSE mount
     os.kill(index.server_pid(), signal.SIGKILL)
+    killed_guestd = guestd.pid()
+    os.kill(killed_guestd, signal.SIGKILL)  # leaves its socket file behind
     # a stale pid file whose number now belongs to an unrelated live process
     index.PID_FILE.write_text(f"{os.getpid()}\n")
     for _ in range(100):
@@ -206,6 +224,7 @@ def test_up_recovers_after_a_run_killed_half_way(lab):
 
     assert container.init_pid(HOST) not in (None, killed_init)
     assert index.server_pid() not in (None, os.getpid())
+    assert guestd.pid() not in (None, killed_guestd)
     assert in_container("systemctl", "is-active", "ssh").stdout.strip() == "active"
     assert in_container("cat", "/proc/uptime").returncode == 0  # lxcfs serves again
 
@@ -237,7 +256,7 @@ def _live_processes() -> dict[int, tuple[str, str, str]]:
 def test_down_leaves_no_process_mount_link_or_container(lab):
     init = container.init_pid(HOST)
     container_net, container_pids = _namespace(init, "net"), _namespace(init, "pid")
-    daemons = {index.server_pid(), lxcfs.pid(), init}
+    daemons = {index.server_pid(), lxcfs.pid(), guestd.pid(), init}
 
     lifecycle.down()
 
@@ -250,13 +269,14 @@ def test_down_leaves_no_process_mount_link_or_container(lab):
         if net == container_net or pids == container_pids
     ]
     assert mounts.mounts_under(layout.LAB_DIR) == []
-    assert not link_exists(layout.BRIDGE) and not link_exists(layout.veth_name(HOST))
-    assert container.state(HOST) == "ABSENT"
-    assert not list(Path("/sys/fs/cgroup").glob(f"*/lxc.*.{HOST}*"))
+    assert not link_exists(layout.BRIDGE)
+    assert not [name for name in layout.HOSTS if link_exists(layout.veth_name(name))]
+    assert [container.state(name) for name in layout.HOSTS] == ["ABSENT"] * len(layout.HOSTS)
+    assert not list(Path("/sys/fs/cgroup").glob(f"*/sgpve{layout.SLOT}.*"))
     assert "RUNNING" not in lab_cli("status").stdout
 
 
-@pytest.mark.parametrize("module", [layout, shell, mounts, rootfs, index])
+@pytest.mark.parametrize("module", [layout, shell, mounts, rootfs, index, gpus, guests])
 def test_docstring_examples(module):
     assert doctest.testmod(module).failed == 0
 

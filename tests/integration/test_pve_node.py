@@ -1,0 +1,229 @@
+"""The lab's Proxmox node pve1 for real: a system container serving the API emulator over HTTPS,
+whose guests are real LXC system containers made by guestd on the lab host.
+
+One `up` and one guest (created and started through the API with proxmoxer, as root@pam with the
+password) are shared by the module; `down` runs last. Needs root, LXC and the reference schemas
+(../shared/reference; skipped loudly without them).
+"""
+
+import base64
+import json
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import paramiko
+import pytest
+
+from lab import certs, container, gpus, guestd, guests, layout, lifecycle, mounts, node
+from lab.network import link_exists
+
+pytestmark = [
+    pytest.mark.lab,
+    pytest.mark.skipif(os.geteuid() != 0, reason="the lab needs root"),
+    pytest.mark.skipif(not shutil.which("lxc-start"), reason="lxc-start missing (apt-get install lxc)"),
+]
+
+REPO = Path(__file__).resolve().parents[2]
+VMID = 150
+HOSTNAME = "lab-guest"
+GUEST_IP = f"{layout.SUBNET}.50"
+GPU_NODES = [f"/dev/nvidia{i}" for i in range(layout.GPU_COUNT)] + [
+    "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+
+
+def api():
+    from proxmoxer import ProxmoxAPI
+
+    password = json.loads(layout.PVE_CREDENTIALS.read_text())["users"]["root@pam"]["password"]
+    return ProxmoxAPI(layout.NODE_ADDRESS, port=layout.API_PORT, user="root@pam", password=password,
+                      verify_ssl=str(layout.PVE_CA), timeout=30)
+
+
+def wait_task(client, upid: str, timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = client.nodes(layout.NODE).tasks(upid).status.get()
+        if status["status"] == "stopped":
+            assert status["exitstatus"] == "OK", (upid, status, client.nodes(layout.NODE).tasks(upid).log.get())
+            return status
+        time.sleep(0.2)
+    raise AssertionError(f"task {upid} still running after {timeout} s")
+
+
+def lab_exec(host: str, *command: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lab", "exec", host, "--", *command], cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def ssh(hostname: str, sock=None, host_keys: dict | None = None) -> paramiko.SSHClient:
+    """root@hostname with the lab key; host keys pinned (KNOWN_HOSTS or ``host_keys``), never TOFU."""
+    client = paramiko.SSHClient()
+    if host_keys is None:
+        client.load_host_keys(str(layout.KNOWN_HOSTS))
+    else:
+        for kind, key in host_keys.items():
+            client.get_host_keys().add(hostname, kind, key)
+    client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    client.connect(hostname, username="root", key_filename=str(layout.SSH_KEY), sock=sock,
+                   look_for_keys=False, allow_agent=False, timeout=10)
+    return client
+
+
+def run(client: paramiko.SSHClient, command: str) -> tuple[int, str, str]:
+    _, stdout, stderr = client.exec_command(command, timeout=60)
+    out, err = stdout.read().decode(), stderr.read().decode()
+    return stdout.channel.recv_exit_status(), out, err
+
+
+@pytest.fixture(scope="module")
+def lab():
+    if node.schema_dir() is None:
+        pytest.skip("REFERENCE SCHEMAS MISSING: pve1 has no API emulator (set SGLANG_PVE_PVE_SCHEMA_DIR "
+                    "or provide ../shared/reference)")
+    lifecycle.up()
+    client = api()
+    if VMID in {int(ct["vmid"]) for ct in client.nodes(layout.NODE).lxc.get()}:
+        if client.nodes(layout.NODE).lxc(VMID).status.current.get()["status"] == "running":
+            wait_task(client, client.nodes(layout.NODE).lxc(VMID).status.stop.post())
+        wait_task(client, client.nodes(layout.NODE).lxc(VMID).delete())
+    return client
+
+
+@pytest.fixture(scope="module")
+def guest(lab):
+    """Guest VMID, created through the API with the lab's GPUs as devN and /shared as a raw
+    mount entry, started, and booted (systemd, sshd)."""
+    gpu_options = {f"dev{i}": f"{path},mode=0666" for i, path in enumerate(GPU_NODES)}
+    upid = lab.nodes(layout.NODE).lxc.post(
+        vmid=VMID, hostname=HOSTNAME, ostemplate=layout.TEMPLATE, storage="local-lvm",
+        rootfs="local-lvm:4", cores=2, memory=2048, swap=0, unprivileged=0,
+        net0=f"name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:01:50,ip={GUEST_IP}/24,type=veth",
+        **{"ssh-public-keys": layout.SSH_KEY.with_suffix(".pub").read_text()}, **gpu_options)
+    wait_task(lab, upid)
+    # raw lxc.* lines are not settable through the API: an SSH edit of the config, as in production
+    conf = node.ETC_PVE / "lxc" / f"{VMID}.conf"
+    conf.write_text(conf.read_text() + "lxc.mount.entry: /shared shared none bind,create=dir 0 0\n")
+    wait_task(lab, lab.nodes(layout.NODE).lxc(VMID).status.start.post())
+    wait_booted()
+    return VMID
+
+
+def wait_booted(timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = lab_exec(HOSTNAME, "systemctl", "is-system-running").stdout.strip()
+        if state in ("running", "degraded") and lab_exec(HOSTNAME, "systemctl", "is-active", "ssh").returncode == 0:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{HOSTNAME} did not boot: {state}")
+
+
+def pct(*args: str) -> subprocess.CompletedProcess:
+    return lab_exec(layout.NODE, "pct", *args)
+
+
+def test_pve1_is_a_system_container_reached_over_ssh(lab):
+    with ssh(layout.NODE_ADDRESS) as client:
+        code, out, _ = run(client, "systemctl is-system-running; systemctl is-active pveproxy; hostname")
+    assert out.split()[1:] == ["active", layout.NODE] and out.split()[0] in ("running", "degraded")
+
+
+def test_api_answers_over_https_with_the_pinned_certificate(lab):
+    context = ssl.create_default_context(cafile=str(layout.PVE_CA))
+    with socket.create_connection((layout.NODE_ADDRESS, layout.API_PORT), timeout=5) as raw:
+        with context.wrap_socket(raw, server_hostname=layout.NODE_ADDRESS) as tls:
+            served = ssl.DER_cert_to_PEM_cert(tls.getpeercert(binary_form=True)).encode()
+    assert certs.fingerprint(served) == layout.PVE_FINGERPRINT.read_text().strip()
+    assert lab.version.get()["version"].startswith(str(layout.PVE_VERSION))
+    # a client that trusts only the system CAs refuses the node's certificate
+    with pytest.raises(ssl.SSLCertVerificationError):
+        with socket.create_connection((layout.NODE_ADDRESS, layout.API_PORT), timeout=5) as raw:
+            ssl.create_default_context().wrap_socket(raw, server_hostname=layout.NODE_ADDRESS)
+    assert oct(layout.PVE_CREDENTIALS.stat().st_mode & 0o777) == "0o600"
+    node_copy = lab_exec(layout.NODE, "stat", "-c", "%a %U", node.NODE_CREDENTIALS).stdout.split()
+    assert node_copy == ["600", "root"]
+
+
+def test_proc_devices_names_the_uvm_major_the_nodes_carry(lab):
+    majors = lab_exec(layout.NODE, "awk", '$2=="nvidia-uvm"{print $1}', "/proc/devices").stdout.split()
+    nodes = lab_exec(layout.NODE, "stat", "-c", "%Hr %Lr", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools").stdout.split()
+    assert len(majors) == 1 and nodes == [majors[0], "0", majors[0], "1"]
+    assert int(majors[0]) == gpus.uvm_major() and int(majors[0]) not in (195, 509, 510)
+    assert "195 nvidia\n" in lab_exec(layout.NODE, "cat", "/proc/devices").stdout
+    version = lab_exec(layout.NODE, "nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader").stdout
+    assert set(version.split()) == {layout.DRIVER_VERSION}
+    assert layout.DRIVER_VERSION in lab_exec(layout.NODE, "cat", "/proc/driver/nvidia/version").stdout
+
+
+def test_guest_boots_on_the_bridge_and_is_reached_through_the_node(guest):
+    # the host key is new (made at create) and learned through the node, never on first use
+    with ssh(layout.NODE_ADDRESS) as node_client:
+        code, host_key, err = run(node_client, f"pct exec {guest} -- cat /etc/ssh/ssh_host_ed25519_key.pub")
+        assert code == 0, err
+        kind, key = host_key.split()[:2]
+        assert key not in layout.KNOWN_HOSTS.read_text()
+        channel = node_client.get_transport().open_channel("direct-tcpip", (GUEST_IP, 22), ("127.0.0.1", 0))
+        with ssh(GUEST_IP, sock=channel, host_keys={kind: paramiko.Ed25519Key(data=base64.b64decode(key))}) as client:
+            code, out, err = run(client, "hostname; systemctl is-system-running; ls /dev/nvidia*; nvidia-smi -L | wc -l")
+    assert code == 0, err
+    lines = out.split()
+    assert lines[0] == HOSTNAME and lines[1] in ("running", "degraded")
+    assert sorted(lines[2:-1]) == sorted(GPU_NODES) and lines[-1] == str(layout.GPU_COUNT)
+    assert lab_exec(HOSTNAME, "ls", "/shared/models").stdout.split(), "the raw mount entry's /shared"
+
+
+def test_guest_gpus_are_allowed_by_the_device_cgroup(guest):
+    read = lab_exec(str(guest), "head", "-c1", "/dev/nvidia0")
+    assert "No such device or address" in read.stderr  # allowed, no driver (EPERM if denied)
+    majors = lab_exec(str(guest), "stat", "-c", "%Hr", "/dev/nvidia-uvm").stdout.strip()
+    assert int(majors) == gpus.uvm_major()
+
+
+def test_pct_list_config_exec(guest):
+    listing = pct("list").stdout.splitlines()
+    assert listing[0].split() == ["VMID", "Status", "Lock", "Name"]
+    assert [str(guest), "running", HOSTNAME] in [line.split() for line in listing[1:]]
+    config = dict(line.split(": ", 1) for line in pct("config", str(guest)).stdout.splitlines())
+    assert config["hostname"] == HOSTNAME and config["dev0"] == "/dev/nvidia0,mode=0666"
+    assert config["lxc.mount.entry"] == "/shared shared none bind,create=dir 0 0"
+    result = pct("exec", str(guest), "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+    assert (result.returncode, result.stdout, result.stderr) == (3, "out\n", "err\n")
+    assert pct("status", str(guest)).stdout.strip() == "status: running"
+
+
+def test_snapshot_then_rollback_restores_the_root_filesystem(lab, guest):
+    ct = lab.nodes(layout.NODE).lxc(guest)
+    assert lab_exec(HOSTNAME, "sh", "-c", "echo before > /root/marker").returncode == 0
+    assert pct("snapshot", str(guest), "before").returncode == 0
+    assert lab_exec(HOSTNAME, "sh", "-c", "echo after > /root/marker").returncode == 0
+    assert "before" in pct("listsnapshot", str(guest)).stdout
+    wait_task(lab, ct.snapshot("before").rollback.post(start=1))
+    wait_booted()
+    assert lab_exec(HOSTNAME, "cat", "/root/marker").stdout == "before\n"
+    wait_task(lab, ct.snapshot("before").delete())
+
+
+def _cgroups(name: str) -> list[Path]:
+    return [p for relative in layout.cgroup_dirs(name).values() for p in Path("/sys/fs/cgroup").glob(f"*/{relative}")]
+
+
+def test_down_removes_every_guest_guestd_and_the_node(guest):
+    init = container.init_pid(guests.name(guest))
+    pids = {init, container.init_pid(layout.NODE), guestd.pid()}
+    veths = container.veth_pairs(guests.name(guest)) + [layout.veth_name(layout.NODE)]
+
+    lifecycle.down()
+
+    alive = {pid for pid in pids if Path(f"/proc/{pid}").exists()}
+    assert not alive
+    assert mounts.mounts_under(layout.LAB_DIR) == []
+    assert not [veth for veth in veths if link_exists(veth)] and not link_exists(layout.BRIDGE)
+    assert not _cgroups(guests.name(guest)) and not _cgroups(layout.NODE)
+    assert guests.known() == {} and not layout.VOLUMES_DIR.exists()
+    assert not layout.GUESTD_SOCKET.exists() and container.state(layout.NODE) == "ABSENT"
