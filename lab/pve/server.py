@@ -76,9 +76,8 @@ class Emulator:
 
     def handle(self, method: str, rel_path: str, params: dict, cookie: str | None,
                csrf: str | None, authorization: str | None, fault: dict | None = None):
-        """-> (status, reason, body dict, user); logs the request with its parameters (path
-        parameters included once the route is known)."""
-        user, schema_errors, values = None, None, params
+        """-> (status, reason, body dict, user); logs the request."""
+        user, schema_errors = None, None
         try:
             if (method, rel_path) in NO_AUTH:
                 ident = None
@@ -117,7 +116,7 @@ class Emulator:
             body = {"data": None}
             if e.errors:
                 body["errors"] = e.errors
-        self.log.write(method, rel_path, user, values, status, reason, schema_errors)
+        self.log.write(method, rel_path, user, params, status, reason, schema_errors)
         return status, reason, body, user
 
     # -- HTTPS --------------------------------------------------------------------------------
