@@ -3,20 +3,24 @@
 
 # NCCL tuning profiles: name -> {NCCL variable: value}. Exactly one is active everywhere a
 # process can start from (units, /etc/nccl.conf, the venv's startup hook, root's .zshrc).
+# Measured on 8x PCIe RTX PRO 6000: 89 tok/s with these vs 63 tok/s without (DESIGN.md).
+_pcie_tuned = {
+    "NCCL_PROTO": "LL",
+    "NCCL_ALGO": "Ring",
+    "NCCL_P2P_LEVEL": "SYS",
+    "NCCL_MAX_NCHANNELS": 16,
+    "NCCL_BUFFSIZE": 16777216,
+    "NCCL_NTHREADS": 512,
+}
 nccl_profiles = {
-    # Measured on 8x PCIe RTX PRO 6000: 89 tok/s with these vs 63 tok/s without (DESIGN.md).
-    "pcie-tuned": {
-        "NCCL_PROTO": "LL",
-        "NCCL_ALGO": "Ring",
-        "NCCL_P2P_LEVEL": "SYS",
-        "NCCL_MAX_NCHANNELS": 16,
-        "NCCL_BUFFSIZE": 16777216,
-        "NCCL_NTHREADS": 512,
-    },
+    "pcie-tuned": _pcie_tuned,
     # Diagnostic: first-collective hangs with P2P on PCIe are cured by this (notes/sglang.md section 4).
     "p2p-disabled": {"NCCL_P2P_DISABLE": 1},
     # NCCL's own defaults: no overrides at all.
     "nccl-defaults": {},
+    # Mixed: the tuned profile, but NCCL may still pick Simple for large (prefill) messages, where
+    # LL alone measured 2.9x slower than the defaults at 32 MiB on H200 x2 (issue 10).
+    "pcie-tuned-ll-simple": {**_pcie_tuned, "NCCL_PROTO": "LL,Simple"},
 }
 nccl_profile = "pcie-tuned"
 

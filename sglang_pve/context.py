@@ -23,6 +23,16 @@ def deployment() -> Deployment:
     return _deployments[host.name]
 
 
+def task_options(loader):
+    """A task's options validated from host.data by `loader(host name, data, deployment)`;
+    a ConfigError stops the run plainly, before any remote change."""
+    config = deployment()
+    try:
+        return loader(host.name, host.data.dict(), config)
+    except ConfigError as error:
+        raise PyinfraError(str(error)) from None
+
+
 def venv() -> str:
     data = deployment().data
     return paths.venv_path(data.sglang_venvs_dir, data.sglang_version)

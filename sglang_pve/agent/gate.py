@@ -77,6 +77,7 @@ class _Gate:
         self.tracker = PhaseTracker(spec.speculative)
         self.main = (procs.identify(main_pid) or procs.Proc(main_pid, None)) if main_pid else None
         self.start = self.last_progress = self.phase_start = time.monotonic()
+        self.phase_seconds: dict[str, float] = {}  # startup time per phase, in the status record
         self.last_line = None
         self.health = None
 
@@ -130,8 +131,10 @@ class _Gate:
                 now = time.monotonic()
                 self.say(f"phase {old} -> {new} after {now - self.phase_start:.0f}s in {old} "
                          f"({now - self.start:.0f}s since start)")
+                self.phase_seconds[old] = round(now - self.phase_start, 3)
                 self.phase_start = now
-                state.update_status(self.spec, phase=new, phase_since=time.time(), verdict=f"starting ({new})")
+                state.update_status(self.spec, phase=new, phase_since=time.time(), verdict=f"starting ({new})",
+                                    startup_phases=self.phase_seconds)
         if progressed:
             self.last_progress = time.monotonic()
 
@@ -139,7 +142,8 @@ class _Gate:
         elapsed = time.monotonic() - self.start
         now = time.time()
         state.update_status(self.spec, phase="ready", phase_since=now, ready_at=now, verdict="ready",
-                            watchdog={"failures": 0, "failing_since": None})
+                            watchdog={"failures": 0, "failing_since": None}, startup_phases=self.phase_seconds,
+                            startup_s=round(elapsed, 3))
         pid = on_ready(self.spec, self.main_pid)
         self.say(f"ready after {elapsed:.0f}s: 'fired up' seen and /health answered 200; watchdog PID {pid}")
         return exitcodes.OK
@@ -167,7 +171,9 @@ class _Gate:
             code = exitcodes.CRASH
         path = diagnosis.write(spec, kind, summary, phase=phase, seconds_in_phase=in_phase,
                                seconds_stalled=stalled, reason=reason, main_pid=self.main_pid)
-        state.update_status(spec, verdict=f"failed: {summary}", diagnosis=path)
+        self.phase_seconds[phase] = round(in_phase, 3)
+        state.update_status(spec, verdict=f"failed: {summary}", diagnosis=path, startup_phases=self.phase_seconds,
+                            startup_s=round(elapsed, 3))
         killed = kind != "crash" and self._kill_main()
         note = f"\nsent SIGKILL to main PID {self.main_pid}: nothing to drain before ready" if killed else ""
         self.say(f"FAILED: {summary}{note}\ndiagnosis: {path}", error=True)

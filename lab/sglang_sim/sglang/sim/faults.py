@@ -5,7 +5,8 @@ The file maps a server configuration name (the stem of the --config file) to its
     eagle3-2step: {hang: cuda_graph}
     baseline: {wedge_after_ready: true, phase_seconds: {weights: 20}}
 
-Keys: hang (a phase name), crash (context_length), wedge_after_ready, leak_child, phase_seconds.
+Keys: hang (a phase name), crash (context_length), wedge_after_ready, leak_child, phase_seconds,
+and the configuration's speed: decode_tok_s, accept_length (default: perf.SEED_RATES by name).
 A missing file means no faults; a malformed one stops the start with a message naming it.
 """
 
@@ -16,12 +17,14 @@ from typing import Dict, Optional
 import yaml
 
 from sglang.sim import env
+from sglang.sim.perf import SEED_RATES, DecodeRate
 from sglang.sim.phases import PHASES, validate_phase_seconds
 
 CRASH_KINDS = ("context_length",)
 
 
 WEDGE_DELAY_S = 3.0
+FILE_KEYS = ("hang", "crash", "wedge_after_ready", "leak_child", "phase_seconds", "decode_tok_s", "accept_length")
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,7 @@ class Faults:
     wedge_after_ready: Optional[float] = None  # seconds healthy after `fired up` before the wedge
     leak_child: bool = False
     phase_seconds: Dict[str, float] = field(default_factory=dict)
+    decode_rate: Optional[DecodeRate] = None  # from the file's decode_tok_s / accept_length
 
     def hangs_at(self, phase: str) -> bool:
         return self.hang == phase
@@ -41,26 +45,36 @@ class Faults:
 def load_faults(config_name: Optional[str]) -> Faults:
     """Faults for `config_name` from the fault file, or none."""
     path = Path(env.FAULTS_FILE.get())
-    if config_name is None or not path.is_file():
+    if config_name is None:
         return Faults()
-    with path.open() as f:
-        data = yaml.safe_load(f) or {}
+    data = {}
+    if path.is_file():
+        with path.open() as f:
+            data = yaml.safe_load(f) or {}
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping of configuration name -> faults")
-    entry = data.get(config_name)
-    if entry is None:
-        return Faults()
-    return _parse_entry(entry, f"{path}: {config_name}")
+    return _parse_entry(data.get(config_name) or {}, f"{path}: {config_name}", SEED_RATES.get(config_name))
 
 
-def _parse_entry(entry: object, where: str) -> Faults:
+def _decode_rate(entry: dict, where: str, seed: Optional[DecodeRate]) -> Optional[DecodeRate]:
+    for key in ("decode_tok_s", "accept_length"):
+        value = entry.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 1):
+            raise ValueError(f"{where}: {key} must be a number >= 1, got {value!r}")
+    tok_s = entry.get("decode_tok_s") or (seed.tok_s if seed else None)
+    if tok_s is None:
+        return None
+    return DecodeRate(float(tok_s), entry.get("accept_length") or (seed.accept_length if seed else None))
+
+
+def _parse_entry(entry: object, where: str, seed: Optional[DecodeRate] = None) -> Faults:
     if not isinstance(entry, dict):
         raise ValueError(f"{where}: expected a mapping of fault -> value, got {entry!r}")
-    unknown = set(entry) - set(Faults.__dataclass_fields__)
+    unknown = set(entry) - set(FILE_KEYS)
     if unknown:
         raise ValueError(
             f"{where}: unknown fault key(s) {', '.join(sorted(map(str, unknown)))}; "
-            f"known: {', '.join(Faults.__dataclass_fields__)}"
+            f"known: {', '.join(FILE_KEYS)}"
         )
     hang, crash = entry.get("hang"), entry.get("crash")
     if hang is not None and hang not in PHASES:
@@ -81,6 +95,7 @@ def _parse_entry(entry: object, where: str) -> Faults:
         wedge_after_ready=_wedge_delay(wedge),
         leak_child=entry.get("leak_child", False),
         phase_seconds=validate_phase_seconds(seconds, f"{where}: phase_seconds"),
+        decode_rate=_decode_rate(entry, where, seed),
     )
 
 

@@ -69,7 +69,7 @@ class Scheduler:
         self.plan = plan_memory(args, self.target, self.draft_probe, tp_rank, len(self.graph_bs))
         gpu_index = physical_gpu(args.base_gpu_id + tp_rank * args.gpu_id_step)
         self.gpu = GpuHolder(gpu_index, role=f"scheduler_TP{tp_rank}")
-        self.perf = PerfModel(args, os.environ)
+        self.perf = PerfModel(args, os.environ, faults.decode_rate)
         # SGLang's default request-slot count when --max-running-requests is unset.
         self.max_running_requests = args.max_running_requests or min(
             max(int(max(self.plan.kv_tokens, 0) / self.target.context_len * 512), 2048), 4096

@@ -162,14 +162,18 @@ class ServeLoop:
         self.next_step = time.monotonic()
 
     def _decode_step(self) -> None:
-        self.next_step += self.perf.step_seconds(len(self.running))
+        emitted = [
+            min(self.perf.tokens_per_step(req.rng, req.accept_prob) if self.perf.is_speculative else 1,
+                req.target_tokens - req.completion_tokens)
+            for req in self.running
+        ]
+        self.next_step += self.perf.step_seconds(emitted)
         time.sleep(max(0.0, self.next_step - time.monotonic()))
         self.next_step = max(self.next_step, time.monotonic() - 0.05)
-        for req in self.running:
-            n = self.perf.tokens_per_step(req.rng, req.accept_prob) if self.perf.is_speculative else 1
+        for req, n in zip(self.running, emitted):
             req.verify_ct += 1
             self.interval_verify_ct += 1
-            self._emit(req, min(n, req.target_tokens - req.completion_tokens))
+            self._emit(req, n)
         self.running = [r for r in self.running if not self._finish_if_done(r)]
         self.forward_ct += 1
         self.chans.set_stat("num_running_reqs", len(self.running))

@@ -1,0 +1,111 @@
+"""Options of the measurement tasks (tasks/bench.py, tasks/nccl_probe.py), from host data / --data.
+
+    pyinfra inventory/lab.py tasks/bench.py --data configs=baseline,eagle3-3step --data sweep=1,4
+    pyinfra inventory/lab.py tasks/nccl_probe.py --data profiles=pcie-tuned,nccl-defaults --data write=1
+
+On the command line a list is one comma-separated string (`configs=a,b`; pyinfra may also hand
+over `sweep=1,4` as a tuple); both are accepted. Every problem is reported at once, naming host,
+key, value and the fix, before anything runs.
+"""
+
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .deployment import Deployment
+from .errors import ConfigError, Problem
+from .problems import problems_from
+
+_RUN_ID = re.compile(r"^(previous|[0-9TZ]{16}-[A-Za-z0-9._-]+)$")
+
+
+def _split(value: object) -> object:
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    if isinstance(value, (tuple, int)):
+        return list(value) if isinstance(value, tuple) else [value]
+    return value
+
+
+class BenchOptions(BaseModel):
+    """tasks/bench.py: what to measure, how long, and where the results go (on the controller)."""
+
+    model_config = ConfigDict(extra="ignore")
+    configs: list[str] | None = None  # default: every server configuration
+    sweep: list[int] = []  # concurrency levels measured after the single-stream run
+    output_len: int = Field(256, ge=2, le=32768)
+    input_words: int = Field(200, ge=1, le=8000)
+    num_prompts: int = Field(5, ge=1, le=1000)
+    warmup: int = Field(2, ge=0, le=100)
+    seed: int = 42
+    compare: str | None = Field(None, pattern=_RUN_ID.pattern)  # an earlier run id, or "previous"
+    bench_results_dir: str = "bench-results"
+
+    @field_validator("configs", "sweep", mode="before")
+    @classmethod
+    def _lists(cls, value: object) -> object:
+        return _split(value)
+
+    @field_validator("sweep")
+    @classmethod
+    def _concurrency(cls, value: list[int]) -> list[int]:
+        bad = [c for c in value if c < 2 or c > 1024]
+        if bad:
+            raise ValueError(f"concurrency levels are 2..1024 (1 is the single-stream run), got {bad[0]}")
+        return value
+
+
+class ProbeOptions(BaseModel):
+    """tasks/nccl_probe.py: candidates, trials and the workload mix the overall winner is judged by."""
+
+    model_config = ConfigDict(extra="ignore")
+    profiles: list[str] | None = None  # default: every profile in nccl_profiles
+    trials: int = Field(7, ge=2, le=100)
+    iters: int = Field(20, ge=1, le=10000)
+    probe_timeout_s: float = Field(180, gt=0, le=3600)
+    max_bytes: int = Field(64 << 20, ge=1 << 20, le=1 << 30)
+    write: bool = False  # write the overall winner as this host's nccl_profile (nccl_measured.yml)
+    nccl_workload_mix: dict[str, float] = {"decode": 0.8, "prefill": 0.2}
+
+    @field_validator("profiles", mode="before")
+    @classmethod
+    def _lists(cls, value: object) -> object:
+        return _split(value)
+
+    @field_validator("nccl_workload_mix")
+    @classmethod
+    def _mix(cls, value: dict[str, float]) -> dict[str, float]:
+        unknown = set(value) - {"decode", "prefill"}
+        if unknown or not any(weight > 0 for weight in value.values()) or any(w < 0 for w in value.values()):
+            raise ValueError("a mix of decode and prefill weights >= 0, not all 0, e.g. {decode: 0.8, prefill: 0.2}")
+        return value
+
+
+def _validate(model: type[BaseModel], data: dict) -> tuple[BaseModel | None, list[Problem]]:
+    try:
+        return model.model_validate(data), []
+    except ValidationError as exc:
+        return None, problems_from(exc, model)
+
+
+def _unknown(key: str, names: list[str] | None, known: list[str], what: str) -> list[Problem]:
+    bad = [name for name in names or [] if name not in known]
+    return [Problem(key, ",".join(bad), f"no such {what}", f"use some of {', '.join(known)}")] if bad else []
+
+
+def bench_options(host_name: str, data: dict, deployment: Deployment) -> BenchOptions:
+    options, problems = _validate(BenchOptions, data)
+    if options:
+        problems += _unknown("configs", options.configs, list(deployment.servers), "server configuration")
+    if problems:
+        raise ConfigError(host_name, problems)
+    return options
+
+
+def probe_options(host_name: str, data: dict, deployment: Deployment) -> ProbeOptions:
+    options, problems = _validate(ProbeOptions, data)
+    if options:
+        problems += _unknown("profiles", options.profiles, list(deployment.data.nccl_profiles), "NCCL profile")
+    if problems:
+        raise ConfigError(host_name, problems)
+    return options

@@ -1,0 +1,268 @@
+"""All-reduce latency and bus bandwidth per NCCL profile, measured on the target.
+
+Shipped to the target as one file (stdlib + the torch of SGLang's venv) and run with the venv's
+python by tasks/nccl_probe.py:
+
+    python nccl-probe.py --profiles profiles.json --out result.json [--trials 7] [--iters 20]
+
+`profiles.json` is {"name": {"NCCL_VAR": "value", ...}, ...}. For each profile a fresh group of
+processes (one per GPU) starts, because NCCL reads its variables once, at init. Each rank:
+
+- drops every variable that any candidate profile sets, then sets its own profile's, so the
+  deployed profile (the venv's startup hook runs at every interpreter start) cannot leak in;
+  NCCL_CONF_FILE=/dev/null keeps /etc/nccl.conf out; NCCL_NVLS_ENABLE=0 and NCCL_CUMEM_ENABLE=0
+  are defaulted as SGLang itself defaults them;
+- all-reduces bf16 buffers at decode sizes (hidden 7168 x 2 bytes x batch 1..64) and prefill
+  sizes (1 to 64 MiB): with NCCL, `iters` all-reduces are captured into one CUDA graph and each
+  trial replays it between two CUDA events (no launch overhead, no Python in the timing); with
+  gloo (no GPU: the CI path), a loop timed with perf_counter;
+- per trial, the slowest rank's time per all-reduce counts (the collective ends with it).
+
+A profile whose group does not finish within --timeout is killed (its process group, by the
+PIDs this script started) and reported as hung; one that fails is reported with its last error
+lines. The result is one JSON document (see `_result`); the analysis lives on the controller.
+"""
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HIDDEN = 7168
+BF16_BYTES = 2
+DECODE_BATCHES = (1, 2, 4, 8, 16, 32, 64)
+PREFILL_MIB = (1, 4, 16, 32, 64)
+SGLANG_NCCL_DEFAULTS = {"NCCL_NVLS_ENABLE": "0", "NCCL_CUMEM_ENABLE": "0"}  # set by SGLang if unset
+
+
+def sizes(max_bytes: int) -> list:
+    """[(regime, label, bytes)]: decode sizes first, then prefill sizes up to max_bytes."""
+    out = [("decode", f"bs{batch}", HIDDEN * BF16_BYTES * batch) for batch in DECODE_BATCHES]
+    out += [("prefill", f"{mib}MiB", mib << 20) for mib in PREFILL_MIB if mib << 20 <= max_bytes]
+    return out
+
+
+def profile_env(base: dict, profile: dict, scrub: list) -> dict:
+    """The environment one profile's ranks start with."""
+    env = {key: value for key, value in base.items() if key not in scrub}
+    env.update({key: str(value) for key, value in profile.items()})
+    env["NCCL_CONF_FILE"] = os.devnull
+    for key, value in SGLANG_NCCL_DEFAULTS.items():
+        env.setdefault(key, value)
+    return env
+
+
+# ---- one rank ------------------------------------------------------------------------------
+
+
+def _rank_main(args) -> int:
+    profile = json.loads(args.profile_json)
+    for key in json.loads(args.scrub_json):  # the venv's startup hook set them at interpreter start
+        os.environ.pop(key, None)
+    os.environ.update({key: str(value) for key, value in profile.items()})
+    os.environ["NCCL_CONF_FILE"] = os.devnull
+
+    import torch
+    import torch.distributed as dist
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    cuda = args.backend == "nccl"
+    if cuda:
+        torch.cuda.set_device(rank)
+    dist.init_process_group(args.backend, rank=rank, world_size=world)
+    device = torch.device("cuda", rank) if cuda else torch.device("cpu")
+    # gloo has no bf16 all-reduce everywhere: same bytes in float32.
+    dtype, itemsize = (torch.bfloat16, 2) if cuda else (torch.float32, 4)
+    rows = []
+    for regime, label, nbytes in sizes(args.max_bytes):
+        buf = torch.zeros(nbytes // itemsize, dtype=dtype, device=device)
+        if cuda:
+            time_one, timing = _cuda_timer(torch, dist, buf, args.iters)
+        else:
+            time_one, timing = _loop_timer(dist, buf, args.iters), "perf_counter loop"
+        trials = []
+        for _ in range(args.trials):
+            dist.barrier()
+            seconds = time_one()
+            slowest = torch.tensor([seconds], dtype=torch.float64, device=device)
+            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+            trials.append(slowest.item() * 1e6)
+        rows.append({"regime": regime, "label": label, "bytes": nbytes, "timing": timing, "trials_us": trials})
+        del buf, time_one
+    if rank == 0:
+        info = {"backend": args.backend, "world_size": world, "torch": torch.__version__,
+                "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
+                "device": torch.cuda.get_device_name(0) if cuda else "cpu", "sizes": rows}
+        with open(args.result, "w", encoding="utf-8") as handle:
+            json.dump(info, handle)
+    dist.destroy_process_group()
+    return 0
+
+
+def _cuda_timer(torch, dist, buf, iters: int):
+    """The CUDA-graph timer; eager all-reduces between CUDA events where capture fails (reported)."""
+    try:
+        return _graph_timer(torch, dist, buf, iters), "cuda graph"
+    except RuntimeError as error:
+        print(f"CUDA graph capture failed, timing eager all-reduces: {error}", file=sys.stderr, flush=True)
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+        def time_one() -> float:
+            start.record()
+            for _ in range(iters):
+                dist.all_reduce(buf)
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1e3 / iters
+
+        return time_one, "eager cuda events"
+
+
+def _graph_timer(torch, dist, buf, iters: int):
+    """`iters` all-reduces captured in one CUDA graph; returns a function timing one replay."""
+    for _ in range(3):  # eager warm-up: the communicator and its buffers exist before capture
+        dist.all_reduce(buf)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        dist.all_reduce(buf)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(iters):
+            dist.all_reduce(buf)
+    graph.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def time_one() -> float:
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / iters
+
+    return time_one
+
+
+def _loop_timer(dist, buf, iters: int):
+    for _ in range(2):
+        dist.all_reduce(buf)
+
+    def time_one() -> float:
+        tic = time.perf_counter()
+        for _ in range(iters):
+            dist.all_reduce(buf)
+        return (time.perf_counter() - tic) / iters
+
+    return time_one
+
+
+# ---- the driver: one fresh process group per profile ----------------------------------------
+
+
+def _run_profile(name: str, profile: dict, scrub: list, args, world: int, port: int) -> dict:
+    env = profile_env(dict(os.environ), profile, scrub)
+    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world))
+    workdir = tempfile.mkdtemp(prefix="nccl-probe-")
+    result = os.path.join(workdir, "result.json")
+    common = [sys.executable, os.path.abspath(__file__), "--rank-mode", "--backend", args.backend,
+              "--trials", str(args.trials), "--iters", str(args.iters), "--max-bytes", str(args.max_bytes),
+              "--profile-json", json.dumps(profile), "--scrub-json", json.dumps(scrub), "--result", result]
+    procs, logs = [], []
+    for rank in range(world):
+        log = open(os.path.join(workdir, f"rank{rank}.log"), "w+", encoding="utf-8")
+        logs.append(log)
+        procs.append(subprocess.Popen(common, env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+    tic = time.monotonic()
+    deadline = tic + args.timeout
+    while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+        time.sleep(0.2)
+    hung = any(p.poll() is None for p in procs)
+    for proc in procs:  # our own children, each leading its own process group
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    entry = {"env": {key: str(value) for key, value in profile.items()}, "seconds": round(time.monotonic() - tic, 1)}
+    if hung:
+        entry.update(status="hung", error=f"no result within {args.timeout:g}s; ranks killed")
+    elif any(p.returncode for p in procs) or not os.path.exists(result):
+        codes = ", ".join(f"rank{r}={p.returncode}" for r, p in enumerate(procs))
+        entry.update(status="failed", error=f"exit codes {codes}: {_tail(logs)}")
+    else:
+        with open(result, encoding="utf-8") as handle:
+            entry.update(status="ok", **json.load(handle))
+    for log in logs:
+        log.close()
+    return entry
+
+
+def _tail(logs: list, lines: int = 6) -> str:
+    text = []
+    for log in logs:
+        log.seek(0)
+        text += [line.rstrip() for line in log.read().splitlines() if line.strip()]
+    return " | ".join(text[-lines:])[-800:]
+
+
+def _result(profiles: dict, args, world: int) -> dict:
+    scrub = sorted({key for profile in profiles.values() for key in profile if key.startswith("NCCL_")})
+    out = {"host": os.uname().nodename, "backend": args.backend, "world_size": world,
+           "trials": args.trials, "iters": args.iters, "started": time.time(), "profiles": {}}
+    for index, (name, profile) in enumerate(profiles.items()):
+        print(f"nccl-probe: profile {name} ({index + 1}/{len(profiles)}) on {world} ranks ({args.backend})", flush=True)
+        entry = _run_profile(name, profile, scrub, args, world, args.port + index)
+        print(f"nccl-probe: profile {name}: {entry['status']} in {entry['seconds']}s"
+              + (f": {entry['error']}" if entry.get("error") else ""), flush=True)
+        out["profiles"][name] = entry
+    return out
+
+
+def _gpu_count() -> int:
+    """GPUs without importing torch here (a CUDA context in the driver would hold a GPU)."""
+    try:
+        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in listing.splitlines() if line.startswith("GPU "))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profiles", help="JSON file: {name: {NCCL_VAR: value}}")
+    parser.add_argument("--out", help="where to write the result JSON")
+    parser.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
+    parser.add_argument("--world-size", type=int, default=0, help="ranks (default: one per GPU; gloo: 2)")
+    parser.add_argument("--trials", type=int, default=7)
+    parser.add_argument("--iters", type=int, default=20, help="all-reduces per timed graph replay")
+    parser.add_argument("--max-bytes", type=int, default=64 << 20)
+    parser.add_argument("--timeout", type=float, default=180, help="seconds per profile before it counts as hung")
+    parser.add_argument("--port", type=int, default=29650)
+    parser.add_argument("--rank-mode", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--profile-json", help=argparse.SUPPRESS)
+    parser.add_argument("--scrub-json", help=argparse.SUPPRESS)
+    parser.add_argument("--result", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.rank_mode:
+        return _rank_main(args)
+    gpus = _gpu_count()
+    if args.backend == "auto":
+        args.backend = "nccl" if gpus else "gloo"
+    world = args.world_size or (gpus if args.backend == "nccl" else 2)
+    with open(args.profiles, encoding="utf-8") as handle:
+        profiles = json.load(handle)
+    result = _result(profiles, args, world)
+    with open(args.out, "w", encoding="utf-8") as handle:
+        json.dump(result, handle, indent=1)
+    return 0 if any(p["status"] == "ok" for p in result["profiles"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Benchmark the server configurations:  pyinfra inventory/prod.py tasks/bench.py
+
+    --data configs=baseline,eagle3-3step   which ones (default: all), in that order
+    --data sweep=4,8                       concurrency levels after the single-stream run
+    --data compare=previous                the change against an earlier run (or its run id)
+    --data output_len=256 input_words=200 num_prompts=5 warmup=2 seed=42
+
+Per configuration: a fresh start (SGLang's accept length counts from the start), warm-up, a
+single-stream decode run (concurrency 1, fixed lengths, real-text prompts, fixed seed) with a
+stdlib client on the target, and the metrics of SGLang's bench_serving; the configuration that
+ran before runs again at the end, also after a failure or Ctrl-C. Results: the history
+(bench-results/history.jsonl), a table here, bench-results/<run>.md and <run>.png.
+`--dry` changes nothing (the benchmark runs at execution time only).
+"""
+
+import time
+from pathlib import Path
+
+from pyinfra import host, state
+from pyinfra.operations import python
+
+from sglang_pve.bench import prompts, runner
+from sglang_pve.config.bench import bench_options
+from sglang_pve.context import deployment, task_options
+from sglang_pve.render import lifecycle_spec
+
+config = deployment()
+options = task_options(bench_options)
+names = options.configs or list(config.servers)
+results_dir = Path(options.bench_results_dir)
+if not results_dir.is_absolute():
+    results_dir = Path(state.cwd or ".") / results_dir
+endpoints = {}
+for name in config.servers:
+    spec = lifecycle_spec(config.servers[name])
+    endpoints[name] = (spec["host"], spec["port"])
+
+python.call(
+    name=f"Benchmark {', '.join(names)} (a fresh start each; the running configuration again at the end)",
+    function=runner.run,
+    job=runner.Job(
+        run_id=f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{host.name}",
+        configs=names,
+        endpoints=endpoints,
+        all_servers=list(config.servers),
+        plan={"prompts": prompts.build(options.num_prompts, options.input_words, options.seed),
+              "output_len": options.output_len, "warmup": options.warmup, "num_prompts": options.num_prompts,
+              "concurrency": [1, *options.sweep], "seed": options.seed, "input_words": options.input_words},
+        nccl_profile=config.data.nccl_profile,
+        sglang_version=config.data.sglang_version,
+        results_dir=results_dir,
+        compare=options.compare,
+    ),
+)
