@@ -23,6 +23,9 @@ nccl_profiles = {
     "pcie-tuned-ll-simple": {**_pcie_tuned, "NCCL_PROTO": "LL,Simple"},
 }
 nccl_profile = "pcie-tuned"
+# What the host's GPUs spend their all-reduce time on, for tasks/nccl_probe.py's overall verdict:
+# single-stream serving is mostly decode-sized (7168 x bf16 x batch) messages.
+nccl_workload_mix = {"decode": 0.8, "prefill": 0.2}
 
 # Server configurations (SGLang flag names) and which one runs.
 servers_file = "group_data/servers.yml"

@@ -4,6 +4,8 @@
 """
 
 from lab.layout import inventory_hosts
+from sglang_pve.nccl.measured import with_measured
 
 # The file name makes these hosts the group "lab": group_data/lab.py holds what differs from production.
-sglang_hosts = inventory_hosts()
+# A profile measured by tasks/nccl_probe.py (group_data/nccl_measured.yml) is host data.
+sglang_hosts = with_measured(inventory_hosts())

@@ -79,7 +79,7 @@ def run(job: Job) -> None:
 def _restore(host, job: Job, previous: str | None) -> None:
     if previous:
         _say(host, f"restoring {previous} (fresh start)")
-        started = switch.start(host, previous)
+        started = switch.start(host, previous, job.all_servers)
         _say(host, f"{previous} is running again" if started.ok else f"{previous} FAILED to start again: {started.diagnosis}")
     else:
         _say(host, "nothing ran before: stopping the benchmarked configurations")
@@ -89,7 +89,7 @@ def _restore(host, job: Job, previous: str | None) -> None:
 def _measure(host, job: Job, name: str, position: str) -> dict:
     tic = time.monotonic()
     _say(host, f"{name} ({position}): fresh start, waiting for the readiness gate")
-    started = switch.start(host, name)
+    started = switch.start(host, name, job.all_servers)
     record = {
         "run_id": job.run_id, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": host.name,
         "configuration": name, "status": "failed", "diagnosis": None, "sglang_version": job.sglang_version,

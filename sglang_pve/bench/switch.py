@@ -1,9 +1,10 @@
 """The seam between the benchmark and the server switch: a fresh start of one configuration.
 
-Until the atomic switch of the releases work (tasks/switch.py) lands, a start is the unit's own:
-`systemctl restart sglang-<name>` stops whichever configuration runs (the units conflict), and
-returns once the readiness gate (ExecStartPost) passed or failed, with the agent's diagnosis in
-the status record. `restart` also restarts a configuration that was already running, so every
+Until the atomic switch of the releases work (tasks/switch.py) lands, a start is: stop the other
+configurations (their ExecStopPost returns once the GPUs are free), then `systemctl restart
+sglang-<name>`, which returns once the readiness gate (ExecStartPost) passed or failed, with the
+agent's diagnosis in the status record. The explicit stop first matters: Conflicts= implies no
+order, and a start racing the old server's drain found its port still bound (seen in the lab). `restart` also restarts a configuration that was already running, so every
 measured start is fresh (SGLang's avg_spec_accept_length counts from the start). Nothing here
 reverts a failed start: the benchmark puts the previous configuration back itself, at the end.
 """
@@ -44,13 +45,17 @@ def status_record(host, server: str) -> dict:
         return {}
 
 
-def start(host, server: str) -> Start:
+def start(host, server: str, others: list[str]) -> Start:
+    """Stop `others`, then start `server` fresh and wait for its gate."""
     tic = time.monotonic()
+    stop(host, [name for name in others if name != server])
     ok, _ = host.run_shell_command(StringCommand("systemctl", "restart", paths.unit_name(server)), print_output=False)
     return Start(server, ok, time.monotonic() - tic, status_record(host, server))
 
 
 def stop(host, servers: list[str]) -> None:
+    if not servers:
+        return
     units = " ".join(shlex.quote(paths.unit_name(s)) for s in servers)
     # A stop we asked for is no failure worth keeping (SGLang ends its drain with SIGKILL).
     host.run_shell_command(f"systemctl stop {units}; systemctl reset-failed {units} 2>/dev/null; true",

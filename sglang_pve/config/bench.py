@@ -65,7 +65,7 @@ class ProbeOptions(BaseModel):
     probe_timeout_s: float = Field(180, gt=0, le=3600)
     max_bytes: int = Field(64 << 20, ge=1 << 20, le=1 << 30)
     write: bool = False  # write the overall winner as this host's nccl_profile (nccl_measured.yml)
-    nccl_workload_mix: dict[str, float] = {"decode": 0.8, "prefill": 0.2}
+    nccl_workload_mix: dict[str, float]  # group_data/all.py
 
     @field_validator("profiles", mode="before")
     @classmethod
@@ -88,15 +88,15 @@ def _validate(model: type[BaseModel], data: dict) -> tuple[BaseModel | None, lis
         return None, problems_from(exc, model)
 
 
-def _unknown(key: str, names: list[str] | None, known: list[str], what: str) -> list[Problem]:
-    bad = [name for name in names or [] if name not in known]
+def _unknown(key: str, raw: object, known: list[str], what: str) -> list[Problem]:
+    names = _split(raw) if raw is not None else []
+    bad = [str(name) for name in names if name not in known] if isinstance(names, list) else []
     return [Problem(key, ",".join(bad), f"no such {what}", f"use some of {', '.join(known)}")] if bad else []
 
 
 def bench_options(host_name: str, data: dict, deployment: Deployment) -> BenchOptions:
     options, problems = _validate(BenchOptions, data)
-    if options:
-        problems += _unknown("configs", options.configs, list(deployment.servers), "server configuration")
+    problems += _unknown("configs", data.get("configs"), list(deployment.servers), "server configuration")
     if problems:
         raise ConfigError(host_name, problems)
     return options
@@ -104,8 +104,7 @@ def bench_options(host_name: str, data: dict, deployment: Deployment) -> BenchOp
 
 def probe_options(host_name: str, data: dict, deployment: Deployment) -> ProbeOptions:
     options, problems = _validate(ProbeOptions, data)
-    if options:
-        problems += _unknown("profiles", options.profiles, list(deployment.data.nccl_profiles), "NCCL profile")
+    problems += _unknown("profiles", data.get("profiles"), list(deployment.data.nccl_profiles), "NCCL profile")
     if problems:
         raise ConfigError(host_name, problems)
     return options
