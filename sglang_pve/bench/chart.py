@@ -21,7 +21,7 @@ def write_png(records: list[dict], path: Path, title: str) -> Path:
     bars = ax.bar(names, values, color=["#4c72b0" if v else "none" for v in values],
                   edgecolor=["#4c72b0" if v else "#c44e52" for v in values],
                   hatch=None)
-    for bar, record, value in zip(bars, records, values):
+    for bar, record, value in zip(bars, records, values, strict=True):
         if value:
             label = f"{value:.1f}" + (f"\nx{ratio[record['configuration']]:.3f}" if record["configuration"] in ratio else "")
             ax.text(bar.get_x() + bar.get_width() / 2, value, label, ha="center", va="bottom", fontsize=9)

@@ -86,7 +86,7 @@ def ratios(records: list[dict]) -> dict:
 def render_text(records: list[dict]) -> str:
     rows = [COLUMNS, *table_rows(records)]
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(COLUMNS) - 1)]
-    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)) + "  " + str(row[-1])
+    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + str(row[-1])
              for row in rows]
     return "\n".join(line.rstrip() for line in lines)
 

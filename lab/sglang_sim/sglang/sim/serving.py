@@ -170,7 +170,7 @@ class ServeLoop:
         self.next_step += self.perf.step_seconds(emitted)
         time.sleep(max(0.0, self.next_step - time.monotonic()))
         self.next_step = max(self.next_step, time.monotonic() - 0.05)
-        for req, n in zip(self.running, emitted):
+        for req, n in zip(self.running, emitted, strict=True):
             req.verify_ct += 1
             self.interval_verify_ct += 1
             self._emit(req, n)
