@@ -68,3 +68,23 @@ def data_for(field: str, value: str, tmp_path) -> dict:
         (tmp_path / "servers.yml").write_text(yaml.safe_dump(servers))
         data["servers_file"] = str(tmp_path / "servers.yml")
     return data
+
+
+def systemd_words(text: str) -> list[str]:
+    """systemd's unquoting of one directive value (double quotes, backslash escapes)."""
+    words, current, quoted, i = [], None, False, 0
+    while i < len(text):
+        char = text[i]
+        if char == "\\" and quoted:
+            current, i = (current or "") + text[i + 1], i + 2
+            continue
+        if char == '"':
+            quoted, current = not quoted, current or ""
+        elif char == " " and not quoted:
+            if current is not None:
+                words.append(current)
+            current = None
+        else:
+            current = (current or "") + char
+        i += 1
+    return words + ([current] if current is not None else [])

@@ -11,7 +11,7 @@ import yaml
 from sglang_pve.config import ConfigError, load_deployment
 from sglang_pve.render import nccl_block, nccl_files, server_files
 from tests.conftest import PROJECT
-from tests.hostile import FIELDS, VALUES, data_for
+from tests.hostile import FIELDS, VALUES, data_for, systemd_words
 
 CASES = [(field, value) for field in FIELDS for value in VALUES]
 DIRECTIVE = re.compile(r"^([A-Za-z]+)=")
@@ -29,26 +29,6 @@ def _directives(unit: str) -> list[str]:
     return found
 
 
-def _systemd_words(text: str) -> list[str]:
-    """systemd's unquoting of one directive value (double quotes, backslash escapes)."""
-    words, current, quoted, i = [], None, False, 0
-    while i < len(text):
-        char = text[i]
-        if char == "\\" and quoted:
-            current, i = (current or "") + text[i + 1], i + 2
-            continue
-        if char == '"':
-            quoted, current = not quoted, current or ""
-        elif char == " " and not quoted:
-            if current is not None:
-                words.append(current)
-            current = None
-        else:
-            current = (current or "") + char
-        i += 1
-    return words + ([current] if current is not None else [])
-
-
 def _check_round_trip(deployment):
     baseline = _directives((PROJECT / "templates" / "sglang-server.service.j2").read_text().split("{% if")[0] + "[Service]")
     for server in deployment.servers.values():
@@ -60,7 +40,7 @@ def _check_round_trip(deployment):
         environment = {}
         for line in unit.splitlines():
             if line.startswith("Environment="):
-                for word in _systemd_words(line.removeprefix("Environment=").replace("%%", "%")):
+                for word in systemd_words(line.removeprefix("Environment=").replace("%%", "%")):
                     name, _, value = word.partition("=")
                     environment[name] = value
         assert {k: environment[k] for k in server.env} == server.env

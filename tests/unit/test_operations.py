@@ -1,5 +1,6 @@
 """Operation decisions against canned facts (pyinfra's @fake connector): which commands a state yields."""
 
+import base64
 import re
 
 import pytest
@@ -92,8 +93,23 @@ def test_undeclared_unit_is_removed():
 def test_first_install_uploads_atomically_then_reloads_and_starts():
     commands = servers_run({}, {})
     joined = "\n".join(commands)
-    assert re.search(r"mv -f /etc/systemd/system/sglang-a.service.sglang-pve-new /etc/systemd/system/sglang-a.service", joined)
+    assert "t=/etc/systemd/system/sglang-a.service;" in joined and 'mv -f -T -- "$tmp" "$t"' in joined
     assert joined.index("daemon-reload") < joined.index("systemctl start sglang-a.service")
+
+
+def test_writes_use_no_predictable_name_and_never_follow_links():
+    first, second = ("\n".join(servers_run({}, {})) for _ in range(2))
+    staged = re.findall(r"s=(/var/lib/sglang-pve/staging/[0-9a-f]+);", first)
+    assert len(staged) == 3 and not set(staged) & set(re.findall(r"s=(\S+);", second))  # random per write
+    assert "sglang-pve-new" not in first and first.count("mktemp --") == 3  # temp files created exclusively
+    assert "chown -h root:root" in first and "chown root" not in first  # ownership never dereferences
+
+
+def test_a_link_at_a_managed_path_is_replaced_not_followed():
+    lines = fact_output(IN_SYNC, RUNNING)
+    lines[0] = f"{UNIT}\t!"  # the fact saw a link (or a directory) where the unit should be
+    commands = "\n".join(run(systemd.server_units, {"--- units": lines}, files=files(), active="a"))
+    assert f"t={UNIT};" in commands and "systemctl restart sglang-a.service" in commands
 
 
 def test_parse_show_skips_units_that_are_not_loaded():
@@ -118,6 +134,32 @@ def test_block_is_replaced_in_place():
     assert old == "export A=1\n"
     assert second == edited.replace("export A=1\n", "export A=2\n")
     assert file_ops.splice(second, "nccl", "export A=2\n")[0] == second  # idempotent
+
+
+def rc_fact(path: str, owner: str, text: str | None = "alias ll='ls -l'\n") -> list[str]:
+    """What FileText prints for a (resolved) rc owned by `owner`, its text only when owned by the user asked for."""
+    lines = [path, f"600\t{owner}\t{owner}", "sha1"]
+    return lines + ([f"text:{base64.b64encode(text.encode()).decode()}"] if text is not None else [])
+
+
+def block_run(fact_lines: list[str], user: str = "dev"):
+    return run(file_ops.block, {"readlink -m": fact_lines}, path="/home/dev/.zshrc", marker="nccl", body="export A=1\n", user=user)
+
+
+def test_a_dotfiles_link_is_edited_in_its_target_as_the_user_with_its_mode():
+    commands = "\n".join(block_run(rc_fact("/home/dev/dotfiles/zshrc", "dev")))
+    assert "runuser -u dev -- sh -c" in commands and "sh /home/dev/dotfiles/zshrc <" in commands
+    assert "chmod 600" in commands and "t=/home/dev/.zshrc" not in commands
+
+
+def test_a_link_towards_someone_elses_file_is_refused_and_never_read():
+    with pytest.raises(Exception, match="belongs to root, not dev"):
+        block_run(rc_fact("/etc/shadow", "root", text=None))
+
+
+def test_a_directory_at_the_rc_is_refused():
+    with pytest.raises(Exception, match="not a regular file"):
+        block_run(["/home/dev/.zshrc", "!"])
 
 
 def test_damaged_block_markers_are_refused():
