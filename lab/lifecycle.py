@@ -139,6 +139,7 @@ def down() -> None:
 def _down() -> None:
     started = time.monotonic()
     guests.destroy_all()
+    layout.KNOWN_HOSTS.unlink(missing_ok=True)  # with the guests' pins; `up` writes it anew
     guestd.stop()
     for name in layout.HOSTS:
         container.destroy(name)

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from lab import layout
+from lab.files import write_file
 from lab.shell import run
 
 
@@ -23,12 +24,16 @@ def ensure_client_key() -> str:
 
 def write_known_hosts(rootfs: Path) -> None:
     """Pin every lab host to the host keys baked into the rootfs (all key types, so any
-    algorithm the client negotiates is verified)."""
+    algorithm the client negotiates is verified). Other lines stay: the pins of pve1's guests,
+    which the toolkit learns through the node (`down` removes the file with the guests)."""
     keys = sorted((rootfs / "etc/ssh").glob("ssh_host_*_key.pub"))
-    lines = [
+    ours = set(layout.HOSTS.values())
+    current = layout.KNOWN_HOSTS.read_text().splitlines() if layout.KNOWN_HOSTS.exists() else []
+    lines = [line for line in current if line.split() and line.split()[0] not in ours]
+    lines += [
         f"{ip} {' '.join(key.read_text().split()[:2])}"
         for ip in layout.HOSTS.values()
         for key in keys
     ]
     layout.KNOWN_HOSTS.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    layout.KNOWN_HOSTS.write_text("\n".join(lines) + "\n")
+    write_file(layout.KNOWN_HOSTS, ("\n".join(lines) + "\n").encode(), 0o644)
