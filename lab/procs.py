@@ -21,7 +21,7 @@ def live_pid(pid_file: Path, marker: str) -> int | None:
         pid = int(pid_file.read_text().split()[0])
     except (FileNotFoundError, IndexError, ValueError):
         return None
-    return pid if _alive(pid) and marker in _cmdline(pid) else None
+    return pid if alive(pid) and marker in _cmdline(pid) else None
 
 
 def _cmdline(pid: int) -> str:
@@ -31,7 +31,7 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (FileNotFoundError, ProcessLookupError):
@@ -51,7 +51,7 @@ def pids_using(path: Path) -> list[int]:
         except (FileNotFoundError, ProcessLookupError, PermissionError):  # gone, or PID 1 here
             continue
         chrooted = root == target or root.startswith(target + "/")
-        if (chrooted or target in _cmdline(int(entry.name))) and _alive(int(entry.name)):
+        if (chrooted or target in _cmdline(int(entry.name))) and alive(int(entry.name)):
             found.append(int(entry.name))
     return found
 
@@ -61,7 +61,7 @@ def kill_all(pids: list[int]) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    while any(_alive(pid) for pid in pids):
+    while any(alive(pid) for pid in pids):
         time.sleep(0.05)
 
 
@@ -111,9 +111,9 @@ def stop(pid_file: Path, marker: str, timeout: float = 5.0) -> int | None:
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
         # watch the pid itself: a daemon may delete its pid file on the way out (lxcfs does)
-        while _alive(pid) and time.monotonic() < deadline:
+        while alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        if _alive(pid):
+        if alive(pid):
             kill_all([pid])
     pid_file.unlink(missing_ok=True)
     return pid

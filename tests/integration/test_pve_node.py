@@ -20,7 +20,7 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from lab import certs, container, gpus, guestd, guests, layout, lifecycle, mounts, node
+from lab import certs, container, gpus, guestd, guests, layout, lifecycle, mounts, node, procs
 from lab.network import link_exists
 
 pytestmark = [
@@ -209,6 +209,28 @@ def test_snapshot_then_rollback_restores_the_root_filesystem(lab, guest):
     wait_task(lab, ct.snapshot("before").delete())
 
 
+def test_unprivileged_guest_gets_an_id_map_over_a_shifted_rootfs(lab, guest):
+    vmid, hostname = VMID + 1, "lab-unprivileged"
+    wait_task(lab, lab.nodes(layout.NODE).lxc.post(
+        vmid=vmid, hostname=hostname, ostemplate=layout.TEMPLATE, rootfs="local-lvm:4", unprivileged=1,
+        net0=f"name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:01:51,ip={layout.SUBNET}.51/24,type=veth",
+        dev0="/dev/nvidia0,mode=0666", mp0="/shared,mp=/shared,ro=1", start=1))
+    try:
+        deadline = time.monotonic() + 60
+        while lab_exec(hostname, "systemctl", "is-active", "ssh").stdout.strip() != "active":
+            assert time.monotonic() < deadline, "the unprivileged guest did not boot"
+            time.sleep(0.2)
+        assert lab_exec(hostname, "cat", "/proc/self/uid_map").stdout.split() == ["0", str(guests.UID_SHIFT), "65536"]
+        assert lab_exec(hostname, "stat", "-c", "%u", "/root", "/etc/ssh/ssh_host_ed25519_key").stdout.split() == ["0", "0"]
+        assert "No such device or address" in lab_exec(hostname, "head", "-c1", "/dev/nvidia0").stderr
+        # the node's storage is owned by host root, which the id map shows as nobody (notes/proxmox.md 1.4)
+        assert lab_exec(hostname, "stat", "-c", "%U", "/shared/models").stdout.strip() == "nobody"
+    finally:
+        wait_task(lab, lab.nodes(layout.NODE).lxc(vmid).status.stop.post())
+        wait_task(lab, lab.nodes(layout.NODE).lxc(vmid).delete())
+    assert vmid not in guests.known()
+
+
 def _cgroups(name: str) -> list[Path]:
     return [p for relative in layout.cgroup_dirs(name).values() for p in Path("/sys/fs/cgroup").glob(f"*/{relative}")]
 
@@ -220,8 +242,7 @@ def test_down_removes_every_guest_guestd_and_the_node(guest):
 
     lifecycle.down()
 
-    alive = {pid for pid in pids if Path(f"/proc/{pid}").exists()}
-    assert not alive
+    assert not [pid for pid in pids if procs.alive(pid)]
     assert mounts.mounts_under(layout.LAB_DIR) == []
     assert not [veth for veth in veths if link_exists(veth)] and not link_exists(layout.BRIDGE)
     assert not _cgroups(guests.name(guest)) and not _cgroups(layout.NODE)
