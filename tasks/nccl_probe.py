@@ -1,12 +1,12 @@
 """Which NCCL profile is fastest on this host:  pyinfra inventory/prod.py tasks/nccl_probe.py
 
     --data profiles=pcie-tuned,nccl-defaults   candidates (default: every profile in nccl_profiles)
-    --data trials=7 iters=20 probe_timeout_s=180 max_bytes=67108864
+    --data rounds=3 trials=7 iters=20 probe_timeout_s=180 max_bytes=67108864
     --data write=1                             the overall winner becomes this host's nccl_profile
                                                (group_data/nccl_measured.yml, read by the inventories)
 
 All-reduce latency and bus bandwidth over all GPUs, at decode sizes (7168 x bf16 x batch 1..64)
-and prefill sizes (1..64 MiB), a fresh process group per profile, CUDA-graph-timed trials
+and prefill sizes (1..64 MiB), fresh process groups per profile (rounds, interleaved), CUDA-graph-timed trials
 (sglang_pve/nccl/allreduce_probe.py); the best profile per regime and overall for the host's
 `nccl_workload_mix`, named only outside the noise (sglang_pve/nccl/analysis.py). Stop the
 server first: the probe needs the GPUs' memory. `--dry` changes nothing.
@@ -32,6 +32,7 @@ python.call(
     job=runner.ProbeJob(
         python=f"{venv()}/bin/python",
         profiles={name: config.data.nccl_profiles[name] for name in names},
+        rounds=options.rounds,
         trials=options.trials,
         iters=options.iters,
         timeout_s=options.probe_timeout_s,

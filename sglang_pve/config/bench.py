@@ -60,6 +60,7 @@ class ProbeOptions(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
     profiles: list[str] | None = None  # default: every profile in nccl_profiles
+    rounds: int = Field(3, ge=1, le=20)  # fresh process groups per profile (the noise between inits)
     trials: int = Field(7, ge=2, le=100)
     iters: int = Field(20, ge=1, le=10000)
     probe_timeout_s: float = Field(180, gt=0, le=3600)

@@ -140,10 +140,11 @@ def render(result: dict, mix: dict) -> str:
     ok = ok_profiles(result)
     ref = reference(result)
     lines = [f"NCCL probe on {result.get('host', '?')}: {result.get('world_size')} ranks, backend "
-             f"{result.get('backend')}, {result.get('trials')} trials x {result.get('iters')} all-reduces"]
+             f"{result.get('backend')}, {result.get('rounds', 1)} fresh process groups per profile x "
+             f"{result.get('trials')} trials x {result.get('iters')} all-reduces per graph replay"]
     labels = [row["label"] for row in next(iter(ok.values()))["sizes"]] if ok else []
     if ok:
-        lines.append("median latency us (spread % = (max-min)/median over trials)")
+        lines.append("median latency us (spread % = (max-min)/median over all trials of all rounds)")
         lines.append(f"{'profile':<24}" + "".join(f"{label:>14}" for label in labels))
         for name, entry in ok.items():
             cells = {row["label"]: row for row in entry["sizes"]}

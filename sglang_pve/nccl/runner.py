@@ -26,6 +26,7 @@ REMOTE_DIR = f"{paths.STATE_DIR}/nccl-probe"
 class ProbeJob:
     python: str  # the venv's interpreter
     profiles: dict  # name -> {NCCL_VAR: value}
+    rounds: int
     trials: int
     iters: int
     timeout_s: float
@@ -50,7 +51,7 @@ def run(job: ProbeJob) -> None:
     host.put_file(BytesIO(Path(allreduce_probe.__file__).read_bytes()), script, print_output=False)
     host.put_file(BytesIO(json.dumps(job.profiles).encode()), profiles, print_output=False)
     host.run_shell_command(StringCommand(
-        job.python, script, "--profiles", profiles, "--out", result, "--trials", str(job.trials),
+        job.python, script, "--profiles", profiles, "--out", result, "--rounds", str(job.rounds), "--trials", str(job.trials),
         "--iters", str(job.iters), "--timeout", str(job.timeout_s), "--max-bytes", str(job.max_bytes),
     ), print_output=True)
     ok, output = host.run_shell_command(StringCommand("cat", result), print_output=False)

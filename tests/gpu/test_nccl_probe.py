@@ -17,7 +17,7 @@ def _probe(tmp_path, profiles: dict, *args: str) -> dict:
     (tmp_path / "profiles.json").write_text(json.dumps(profiles))
     out = tmp_path / "result.json"
     subprocess.run([sys.executable, PROBE, "--profiles", str(tmp_path / "profiles.json"), "--out", str(out),
-                    "--trials", "3", "--iters", "10", *args], check=False, timeout=600)
+                    "--rounds", "2", "--trials", "3", "--iters", "10", *args], check=False, timeout=600)
     return json.loads(out.read_text())
 
 
@@ -30,7 +30,7 @@ def test_probe_measures_each_profile_over_all_gpus_with_graph_captured_nccl(tmp_
         assert entry["nccl"] and entry["world_size"] == gpus
         assert [row["label"] for row in entry["sizes"]] == [label for _, label, _ in allreduce_probe.sizes(64 << 20)]
         for row in entry["sizes"]:
-            assert row["timing"] == "cuda graph" and len(row["trials_us"]) == 3 and min(row["trials_us"]) > 0
+            assert row["timing"] == "cuda graph" and len(row["trials_us"]) == 6 and min(row["trials_us"]) > 0
     verdicts = analysis.analyse(result, {"decode": 0.8, "prefill": 0.2})
     assert set(verdicts) == {"decode", "prefill", "overall"}
     assert all(v.winner or v.tied for v in verdicts.values())

@@ -21,7 +21,7 @@ def gloo_result(tmp_path_factory):
     (tmp / "p.json").write_text(json.dumps(profiles))
     out = tmp / "r.json"
     subprocess.run([sys.executable, allreduce_probe.__file__, "--profiles", str(tmp / "p.json"), "--out", str(out),
-                    "--backend", "gloo", "--trials", "3", "--iters", "2", "--max-bytes", str(1 << 20),
+                    "--backend", "gloo", "--rounds", "2", "--trials", "3", "--iters", "2", "--max-bytes", str(1 << 20),
                     "--timeout", "12"], check=True, timeout=300)
     return json.loads(out.read_text())
 
@@ -34,7 +34,7 @@ def test_gloo_probe_runs_a_fresh_group_per_profile_and_bounds_a_hang(gloo_result
         assert profiles[name]["status"] == "ok"
         rows = profiles[name]["sizes"]
         assert [(r["regime"], r["bytes"]) for r in rows] == [(regime, n) for regime, _, n in allreduce_probe.sizes(1 << 20)]
-        assert rows[0]["bytes"] == 7168 * 2 and all(len(r["trials_us"]) == 3 and min(r["trials_us"]) > 0 for r in rows)
+        assert rows[0]["bytes"] == 7168 * 2 and all(len(r["trials_us"]) == 6 and len(r["round_medians_us"]) == 2 and min(r["trials_us"]) > 0 for r in rows)
     report = analysis.render(gloo_result, {"decode": 0.8, "prefill": 0.2})
     assert "stuck: HUNG" in report and "overall (mix: decode 0.8, prefill 0.2)" in report
 
