@@ -428,3 +428,25 @@ def snapshot_possible(node: Node, section: dict) -> bool:
     a bind mount or device mount point never is."""
     return all(node.storages.can_snapshot(rules.mp_volume(v))
                for k, v in section.items() if _is_mountpoint(k))
+
+
+@route("GET", "/nodes/{node}/lxc/{vmid}/pending")
+def pending(node: Node, req: Request):
+    """PVE::GuestHelpers::config_with_pending_array (digest included, as PVE's conf holds it)."""
+    vmid = _ct(node, req)
+    text, config = node.read(vmid)
+    pend = dict(config.pending)
+    deletes = {k.lstrip("!"): 2 if k.startswith("!") else 1
+               for k in split_list(pend.pop("delete", ""))}
+    current = dict(config.current, digest=ctconf.digest(text))
+    res = []
+    for key in sorted(k for k in current if k != "lxc"):
+        item = {"key": key, "value": current[key]}
+        if key in pend:
+            item["pending"] = pend.pop(key)
+        if key in deletes:
+            item["delete"] = deletes.pop(key)
+        res.append(item)
+    res += [{"key": k, "pending": v} for k, v in sorted(pend.items())]
+    res += [{"key": k, "delete": d} for k, d in sorted(deletes.items())]
+    return res

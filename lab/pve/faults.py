@@ -1,6 +1,6 @@
 """Fault injection: a JSON file, re-read on every request, with a list of rules. The first rule
 whose ``method`` (optional) and ``path`` (fnmatch pattern on the path after /api2/json) match
-applies; ``times`` (optional) limits how often a rule fires (counted per emulator process).
+applies; ``times`` (optional) limits how often a rule fires (counted per emulator).
 
     [{"method": "POST", "path": "/nodes/*/lxc/*/status/start", "task_error": "startup failed"},
      {"method": "PUT", "path": "/nodes/*/lxc/*/config", "http_status": 500,
@@ -17,14 +17,21 @@ import fnmatch
 import json
 import threading
 
-_fired: dict[str, int] = {}
-_lock = threading.Lock()
+
+class Faults:
+    def __init__(self, path_file):
+        self.path_file = path_file
+        self._fired: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def match(self, method: str, path: str) -> dict | None:
+        """The rule that applies to this request (counted as fired), or None."""
+        if not self.path_file:
+            return None
+        return _first(self.path_file, method, path, self._fired, self._lock)
 
 
-def match(path_file, method: str, path: str) -> dict | None:
-    """The rule that applies to this request (counted as fired), or None."""
-    if not path_file:
-        return None
+def _first(path_file, method, path, fired, lock) -> dict | None:
     try:
         with open(path_file, encoding="utf-8") as f:
             text = f.read()
@@ -37,9 +44,9 @@ def match(path_file, method: str, path: str) -> dict | None:
         if not fnmatch.fnmatchcase(path, rule.get("path", "*")):
             continue
         key = json.dumps(rule, sort_keys=True)
-        with _lock:
-            if "times" in rule and _fired.get(key, 0) >= int(rule["times"]):
+        with lock:
+            if "times" in rule and fired.get(key, 0) >= int(rule["times"]):
                 continue
-            _fired[key] = _fired.get(key, 0) + 1
+            fired[key] = fired.get(key, 0) + 1
         return rule
     return None

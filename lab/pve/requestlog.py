@@ -41,7 +41,7 @@ class RequestLog:
                  "schema_ok": not schema_errors}
         if schema_errors:
             entry["schema_errors"] = schema_errors
-        if message and status >= 400:
+        if message and (status >= 400 or status == 0):
             entry["message"] = message
         line = json.dumps(entry, sort_keys=True)
         for secret in self.secrets:  # belt and braces: no secret in any field

@@ -13,9 +13,10 @@ from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlsplit
 
-from . import faults, routes
+from . import routes
 from .auth import Authenticator, secret_values
 from .errors import ApiError, not_implemented, param_error, perm_error
+from .faults import Faults
 from .node import Node, Request
 from .requestlog import RequestLog
 from .validate import verify
@@ -72,7 +73,7 @@ class Emulator:
         self.schema = schema
         self.auth = Authenticator(credentials)
         self.log = RequestLog(request_log, secret_values(credentials))
-        self.faults_file = faults_file
+        self.faults = Faults(faults_file)
 
     def handle(self, method: str, rel_path: str, params: dict, cookie: str | None,
                csrf: str | None, authorization: str | None, fault: dict | None = None):
@@ -156,17 +157,22 @@ class _Handler(BaseHTTPRequestHandler):
         if not url.path.startswith(PREFIX + "/") and url.path != PREFIX:
             return self._send(501, "no such uri", {"data": None})
         rel_path = url.path[len(PREFIX):] or "/"
-        fault = faults.match(self.emulator.faults_file, self.command, rel_path)
+        fault = self.emulator.faults.match(self.command, rel_path)
         if fault and fault.get("delay_s"):
             time.sleep(float(fault["delay_s"]))
         if fault and fault.get("drop"):
+            self.emulator.log.write(self.command, rel_path, None, {}, 0,
+                                    "connection dropped (fault injection)")
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
             return
         try:
             params = decode_params(url.query, body, self.headers.get("Content-Type"))
         except (ValueError, ApiError) as e:
-            return self._send(400, str(e).split("\n")[0], {"data": None})
+            reason = str(e).split("\n")[0]
+            self.emulator.log.write(self.command, rel_path, None, {}, 400, reason,
+                                    {"_body": reason})
+            return self._send(400, reason, {"data": None})
         cookie = None
         for part in (self.headers.get("Cookie") or "").split(";"):
             name, _, value = part.strip().partition("=")

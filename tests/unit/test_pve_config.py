@@ -76,6 +76,7 @@ def test_running_container_keeps_non_hotplug_changes_pending(pve):
     assert "features" not in ct.config.get(current=1)
     assert ct.config.get()["features"] == "nesting=1,keyctl=1"  # the pending view
     assert "[pve:pending]\nfeatures: nesting=1,keyctl=1\n" in pve.conf_text(150)
+    assert {"key": "features", "pending": "nesting=1,keyctl=1"} in ct.pending.get()
     assert pve.wait(ct.status.stop.post())["exitstatus"] == "OK"
     assert pve.wait(ct.status.start.post())["exitstatus"] == "OK"
     assert ct.config.get(current=1)["features"] == "nesting=1,keyctl=1"
