@@ -12,7 +12,9 @@ from .routes import route
 from .validate import parse_boolean, property_schema
 
 # Keys update_pct_config applies at once to a running CT (LXC_FASTPLUG_OPTIONS + hotplugged
-# cgroup/network values); the rest waits in [pve:pending] until the next start.
+# cgroup values); the rest waits in [pve:pending] until the next start. Unlike PVE, new devN/mpN
+# and netN of a running CT wait too: the backend has no hotplug, and a config claiming a device
+# the running container lacks would lie.
 HOTPLUG = {"description", "onboot", "startup", "protection", "hostname", "hookscript", "cores",
            "tags", "lock", "cpulimit", "cpuunits", "memory", "swap"}
 CREATE_ONLY = {"ostemplate", "password", "ssh-public-keys", "storage", "pool", "start", "force",
@@ -306,8 +308,7 @@ def _update(node: Node, vmid: int, config, p: dict, delete: list, revert: list) 
             del pending[opt]
     running = node.running(vmid)
     for opt in list(pending):
-        if opt != "delete" and (not running or opt in HOTPLUG or
-                                (re.match(r"^(mp|dev|net)\d+$", opt) and opt not in cur)):
+        if opt != "delete" and (not running or opt in HOTPLUG):
             cur[opt] = pending.pop(opt)
     for opt in list(pending_delete):
         if not running or opt in HOTPLUG or opt.startswith("unused"):

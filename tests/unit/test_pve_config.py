@@ -71,14 +71,17 @@ def test_delete_and_its_refusals(pve):
 def test_running_container_keeps_non_hotplug_changes_pending(pve):
     ct = pve.client().nodes("pve1").lxc(150)
     assert pve.wait(ct.status.start.post())["exitstatus"] == "OK"
-    ct.config.put(cores=6, features="nesting=1,keyctl=1")
+    ct.config.put(cores=6, features="nesting=1,keyctl=1", dev0="/dev/nvidia0,mode=0666")
     assert ct.config.get(current=1)["cores"] == 6  # hotplugged
-    assert "features" not in ct.config.get(current=1)
+    assert "features" not in ct.config.get(current=1) and "dev0" not in ct.config.get(current=1)
+    assert ct.config.get()["dev0"] == "/dev/nvidia0,mode=0666"
     assert ct.config.get()["features"] == "nesting=1,keyctl=1"  # the pending view
-    assert "[pve:pending]\nfeatures: nesting=1,keyctl=1\n" in pve.conf_text(150)
+    assert ("[pve:pending]\ndev0: /dev/nvidia0,mode=0666\nfeatures: nesting=1,keyctl=1\n"
+            in pve.conf_text(150))
     assert {"key": "features", "pending": "nesting=1,keyctl=1"} in ct.pending.get()
     assert pve.wait(ct.status.stop.post())["exitstatus"] == "OK"
     assert pve.wait(ct.status.start.post())["exitstatus"] == "OK"
     assert ct.config.get(current=1)["features"] == "nesting=1,keyctl=1"
     assert "[pve:pending]" not in pve.conf_text(150)
+    assert "dev0: /dev/nvidia0,mode=0666" in (pve.backend.root / "started/150.conf").read_text()
     assert pve.wait(ct.status.stop.post())["exitstatus"] == "OK"
