@@ -13,7 +13,8 @@ What makes it a node, beyond what every lab container has (systemd, sshd, the fa
   /etc/pve/emulator-faults.json (PVE_FAULTS);
 - /usr/sbin/pct, talking to the local API and, for exec/enter, to guestd on the lab host through
   the socket bound at /run/pve-lab (guestd creates the guests as sibling containers);
-- nvidia-smi reporting the node's driver version.
+- the driver's user space: nvidia-smi reporting the node's driver version, nvidia-modprobe
+  (creates the device nodes) and nvidia-persistenced.service (installed, not enabled).
 """
 
 import http.client
@@ -36,6 +37,21 @@ NODE_SCHEMA_DIR = f"{NODE_SHARE_DIR}/reference"
 NODE_LOG_DIR = "/var/log/pve-emulator"
 NODE_CREDENTIALS = "/etc/pve/priv/lab-credentials.json"
 SIM_CONFIG_DIR = "/etc/sglang-sim"
+# The driver's daemon: what the node's unit runs (the real one keeps the GPUs initialised)
+PERSISTENCED = b"""#!/bin/sh
+# sglang-pve lab: stands in for NVIDIA's persistence daemon (no GPUs to keep initialised)
+exec sleep infinity
+"""
+PERSISTENCED_UNIT = b"""[Unit]
+Description=NVIDIA Persistence Daemon
+Wants=syslog.target
+
+[Service]
+ExecStart=/usr/bin/nvidia-persistenced
+
+[Install]
+WantedBy=multi-user.target
+"""
 TEMPLATE_STAND_IN = b"sglang-pve lab: guestd creates containers from the lab's cached Debian 12 rootfs\n"
 
 EMULATOR_UNIT = f"""\
@@ -126,6 +142,10 @@ def files(with_emulator: bool) -> dict[str, tuple[bytes | str, int]]:
     result = {
         "/usr/bin/nvidia-smi": ((layout.SIM_DIR / "nvidia_smi.py").read_bytes(), 0o755),
         f"{SIM_CONFIG_DIR}/driver-version": (f"{layout.DRIVER_VERSION}\n".encode(), 0o644),
+        # the rest of the driver's user space on a node (installed, not enabled, as a package leaves it)
+        "/usr/bin/nvidia-modprobe": ((layout.SIM_DIR / "nvidia_modprobe.py").read_bytes(), 0o755),
+        "/usr/bin/nvidia-persistenced": (PERSISTENCED, 0o755),
+        "/usr/lib/systemd/system/nvidia-persistenced.service": (PERSISTENCED_UNIT, 0o644),
         "/usr/sbin/pct": ((layout.SOURCE_DIR / "pct.py").read_bytes(), 0o755),
         NODE_EMULATOR: (zipapp.build(), 0o644),
         # the template as `pveam download` leaves it; guestd uses the lab's rootfs in its place
