@@ -161,6 +161,14 @@ def test_proc_devices_names_the_uvm_major_the_nodes_carry(lab):
     assert layout.DRIVER_VERSION in lab_exec(layout.NODE, "cat", "/proc/driver/nvidia/version").stdout
 
 
+def test_node_has_the_driver_user_space(lab):
+    """What the toolkit's node preparation runs: nvidia-modprobe and nvidia-persistenced."""
+    assert lab_exec(layout.NODE, "nvidia-modprobe", "-u", "-c=0", "-c=1").returncode == 0
+    assert lab_exec(layout.NODE, "nvidia-modprobe", "--no-such-option").returncode == 1
+    state = lab_exec(layout.NODE, "systemctl", "show", "-p", "LoadState", "nvidia-persistenced").stdout
+    assert state.strip() == "LoadState=loaded"
+
+
 def test_guest_boots_on_the_bridge_and_is_reached_through_the_node(guest):
     # the host key is new (made at create) and learned through the node, never on first use
     with ssh(layout.NODE_ADDRESS) as node_client:
