@@ -25,12 +25,19 @@ def nodes(node: Node, req: Request):
 def node_status(node: Node, req: Request):
     node.check_node(req.params["node"])
     info = VERSIONS[node.version]
+    uname = os.uname()
+    total, used = 1 << 37, 1 << 33
     return {"pveversion": f"pve-manager/{info['version']}/{info['repoid']}",
-            "kversion": os.uname().release, "uptime": int(time.time() - node.started), "loadavg": ["0.00", "0.00", "0.00"],
+            "kversion": f"{uname.sysname} {uname.release} {uname.version}",
+            "current-kernel": {"sysname": uname.sysname, "release": uname.release,
+                               "version": uname.version, "machine": uname.machine},
+            "boot-info": {"mode": "efi", "secureboot": 0},
+            "uptime": int(time.time() - node.started), "loadavg": ["0.00", "0.00", "0.00"],
             "cpu": 0.01, "wait": 0, "idle": 0,
             "cpuinfo": {"cpus": os.cpu_count(), "sockets": 1, "cores": os.cpu_count(),
                         "model": "emulated"},
-            "memory": {"total": 1 << 37, "used": 1 << 33, "free": (1 << 37) - (1 << 33)},
+            "memory": {"total": total, "used": used, "free": total - used,
+                       "available": total - used},
             "swap": {"total": 0, "used": 0, "free": 0},
             "rootfs": {"total": 1 << 40, "used": 1 << 32, "avail": (1 << 40) - (1 << 32),
                        "free": (1 << 40) - (1 << 32)}}

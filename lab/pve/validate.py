@@ -3,7 +3,7 @@ check_type / parse_property_string), with PVE's messages, against one method's `
 
 Values are what the HTTP layer decoded: strings (form and query), or from a JSON body also
 `bool` (JSON true/false, a Perl JSON::PP::Boolean), `list` and `dict` (Perl references); JSON
-numbers arrive as their decimal text. The dump collapses indexed keys (``dev[n]``); their ranges
+numbers are checked as their decimal text, as Perl sees a scalar. The dump collapses indexed keys (``dev[n]``); their ranges
 come from pve-container (dev/mp/unused 0-255, net 0-31).
 
 >>> schema = {"additionalProperties": 0, "properties": {"onboot": {"type": "boolean", "optional": 1},
@@ -99,6 +99,8 @@ def perl_pattern(pattern: str) -> str:
 
 
 def check_prop(value, schema: dict, path: str, errors: dict) -> None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = repr(value)  # a decoded JSON number: a Perl scalar, checked as its text
     if value is None:
         if schema.get("type") != "null" and not schema.get("optional"):
             _add_error(errors, path, "property is missing and it is not optional")
