@@ -8,7 +8,8 @@ from pyinfra.api.exceptions import PyinfraError
 
 from .config.errors import ConfigError
 from .config.proxmox import ContainerSpec, load_container
-from .connectors.guest import NODE_GROUP, GuestConnector, known_hosts_file
+from .connectors.guest import NODE_GROUP, GuestConnector, known_hosts_file, node_host
+from .facts.gpu import GpuDevices
 from .operations.container import Guest
 from .proxmox.nodes import Node, node_for
 
@@ -31,6 +32,28 @@ def _checked(call, *args):
 
 def this_node() -> Node:
     return _checked(node_for, host.name, host.data.dict())
+
+
+def own_spec() -> ContainerSpec | None:
+    """The current host's container spec (None: not a provisioned container)."""
+    return _checked(load_container, host.name, host.data.dict())
+
+
+def container_node(spec: ContainerSpec) -> Node:
+    """The API of the node the current container host lives on."""
+    node = _checked(node_host, host, spec)
+    return _checked(node_for, node.name, node.data.dict())
+
+
+def node_driver() -> tuple[str, str | None] | None:
+    """(node name, its NVIDIA driver version) for the current container host, read on the node
+    (GpuDevices fact); None for a host that is not a provisioned container or whose node is not
+    in this run (--limit)."""
+    spec = own_spec()
+    node = _checked(node_host, host, spec) if spec else None
+    if node is None or not node.connected:
+        return None
+    return node.name, node.get_fact(GpuDevices).driver
 
 
 def containers() -> list[tuple[str, ContainerSpec, Guest]]:

@@ -14,8 +14,11 @@ from pyinfra import host, logger, state
 from pyinfra.api.exceptions import MissingCommandError, PyinfraError
 
 from sglang_pve.context import deployment, venv
+from sglang_pve.facts.gpu import UserSpaceDriver
 from sglang_pve.facts.preflight import PreflightProbe
 from sglang_pve.preflight import check, probe_spec
+from sglang_pve.preflight.driver import driver_problems
+from sglang_pve.provision import node_driver
 
 alone = os.path.realpath(state.current_deploy_filename or "") == os.path.realpath(__file__)
 config = deployment()
@@ -28,6 +31,8 @@ if snapshot is None:
     raise PyinfraError(f"preflight could not read {host.name}: its probe failed (output above)")
 
 report = check(config, spec, snapshot)
+if (node := node_driver()) is not None:  # a container provisioned by the toolkit, its node in this run
+    report.problems += driver_problems(node[0], node[1], host.get_fact(UserSpaceDriver))
 for warning in report.warnings:
     logger.warning(f"{host.print_prefix}preflight warning: {warning.render(host.name)}")
 if report.problems:

@@ -110,3 +110,21 @@ class DeviceHolders(FactBase[list]):
         cmdlines = dict(line.split(" ", 1) if " " in line else (line, "") for line in commands if line.strip())
         return [Holder(pid, devices, cmdlines.get(str(pid), "").strip())
                 for pid, devices in parse_fd_links("\n".join(links)).items()]
+
+
+class UserSpaceDriver(FactBase[str]):
+    """The NVIDIA user-space driver's version as nvidia-smi reports it in this host (a container:
+    its own libraries, which must match the node's kernel module); its error line when it fails
+    (e.g. "Failed to initialize NVML: Driver/library version mismatch"); None without nvidia-smi.
+
+    host.get_fact(UserSpaceDriver)  # "580.95.05"
+    """
+
+    def requires_command(self):
+        return "nvidia-smi"
+
+    def command(self):
+        return "nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>&1 | head -n 1"
+
+    def process(self, output):
+        return output[0].strip() if output else None

@@ -43,7 +43,7 @@ def with_measured(hosts: list[tuple[str, dict]], project_dir: Path | None = None
     measured = load(project_dir or Path.cwd())
     out = []
     for name, data in hosts:
-        entry = measured.get(name)
+        entry = measured.get(name.rsplit("/", 1)[-1])  # "@pveguest/pve1-sglang": the host is pve1-sglang
         profile = entry.get("nccl_profile") if isinstance(entry, dict) else None
         out.append((name, {**data, "nccl_profile": profile} if profile else data))
     return out
