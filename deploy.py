@@ -9,7 +9,7 @@ Host data is validated first, for every host, before any remote command changes 
 from pyinfra import local
 
 from sglang_pve.context import deployment
-from sglang_pve.operations.guest import deploy_when_provisioned
+from sglang_pve.operations.guest import deploy_when_provisioned, nodes_done
 from sglang_pve.provision import is_node, pending
 
 GUEST_TASKS = [
@@ -23,7 +23,8 @@ GUEST_TASKS = [
 if is_node():
     local.include("tasks/pve_host.py")
     local.include("tasks/containers.py")
-else:
+nodes_done(name="Nodes prepared and containers provisioned")  # every host: the containers' deploy waits for it
+if not is_node():
     deployment()
     if pending():
         deploy_when_provisioned(name="Deploy into the container once its node provisioned it",

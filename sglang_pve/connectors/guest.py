@@ -9,6 +9,8 @@ is left *pending* (connected as far as pyinfra is concerned) and deploy.py gives
 ``guest.deploy_when_provisioned``, that connects and runs the deploy after its node created it.
 """
 
+import time
+
 from pyinfra.api.exceptions import ConnectError
 from pyinfra.connectors.ssh import SSHConnector
 
@@ -19,6 +21,7 @@ from ..proxmox.client import ProxmoxError
 from ..proxmox.nodes import node_for
 
 NODE_GROUP = "pve_nodes"
+BOOT_WAIT_S = 120
 
 
 def node_host(host, spec):
@@ -73,8 +76,17 @@ class GuestConnector(SSHConnector):
             super().connect()
 
     def connect_now(self) -> None:
-        """At execute time, after the node's operations ran: the container must be reachable now."""
-        self.connect()
+        """At execute time, after the node's operations ran: the container must be reachable now;
+        a container just started gets BOOT_WAIT_S to bring up its sshd."""
+        deadline = time.monotonic() + BOOT_WAIT_S
+        while True:
+            try:
+                self.connect()
+                break
+            except ConnectError:
+                if self.pending or time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
         if self.pending:
             raise ConnectError(f"{self.host.name}: {self.pending} (see its node's errors above; "
                                "with --limit, include the node)")

@@ -1,9 +1,31 @@
 """The deploy of a container that its node provisions in this same run (see connectors/guest.py)."""
 
-from pyinfra import local, logger
+from pyinfra import host, local, logger
 from pyinfra.api import FunctionCommand, operation
 from pyinfra.api.exceptions import ConnectError, NestedOperationError, PyinfraError
 from pyinfra.context import ctx_config, ctx_host
+
+
+@operation()
+def nodes_done():
+    """
+    A barrier: called at the same line by every host, it is one operation in pyinfra's order, so
+    what follows it on any host runs only after what precedes it on every host (pyinfra orders
+    operations by each host's own sequence; hosts are otherwise independent). It changes nothing.
+
+    **Example:**
+
+    .. code:: python
+
+        if is_node():
+            local.include("tasks/containers.py")
+        nodes_done(name="Containers provisioned")
+        if not is_node():
+            local.include("tasks/sglang.py")
+    """
+    host.noop("a barrier: the operations before it ran on every host")
+    return
+    yield  # a generator, as pyinfra operations are
 
 
 @operation(is_idempotent=False, _set_in_op=False)
