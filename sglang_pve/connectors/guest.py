@@ -13,6 +13,7 @@ import time
 
 from pyinfra.api.exceptions import ConnectError
 from pyinfra.connectors.ssh import SSHConnector
+from pyinfra.connectors.sshuserclient.client import get_host_keys
 
 from ..config.errors import ConfigError, Problem
 from ..config.proxmox import load_container
@@ -21,7 +22,7 @@ from ..proxmox.client import ProxmoxError
 from ..proxmox.nodes import node_for
 
 NODE_GROUP = "pve_nodes"
-BOOT_WAIT_S = 120
+BOOT_WAIT_S = 60
 
 
 def node_host(host, spec):
@@ -77,16 +78,19 @@ class GuestConnector(SSHConnector):
 
     def connect_now(self) -> None:
         """At execute time, after the node's operations ran: the container must be reachable now;
-        a container just started gets BOOT_WAIT_S to bring up its sshd."""
+        its node waited for sshd to listen; a slow first login still gets BOOT_WAIT_S."""
+        get_host_keys.cache.clear()  # pyinfra memoizes known_hosts per run: the node just pinned a key in it
         deadline = time.monotonic() + BOOT_WAIT_S
         while True:
             try:
                 self.connect()
                 break
             except ConnectError:
+                if self.client is not None:
+                    self.client.close()  # a half-open attempt counts against sshd's MaxStartups
                 if self.pending or time.monotonic() > deadline:
                     raise
-                time.sleep(1)
+                time.sleep(2)
         if self.pending:
             raise ConnectError(f"{self.host.name}: {self.pending} (see its node's errors above; "
                                "with --limit, include the node)")

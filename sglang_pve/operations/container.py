@@ -192,17 +192,23 @@ def _edit_raw_lines(host, node: Node, vmid: int, remove: list[str], add: list[st
         raise OperationError(f"editing {node.conf_dir}/{vmid}.conf on {host.name} failed: {output.stderr.strip()}")
 
 
+# The key once sshd listens (port 22 = 0x0016, state 0A = LISTEN): then the deploy can connect.
+_KEY_WHEN_LISTENING = ("awk '$2 ~ /:0016$/ && $4 == \"0A\" {found = 1} END {exit !found}' /proc/net/tcp /proc/net/tcp6 "
+                       f"2>/dev/null && cat {HOST_KEY}")
+
+
 def _pin_host_key(host, vmid: int, guest: Guest) -> None:
     """Read the container's host key through the node (pct exec: the node is trusted, the new
-    container is not yet), then pin it for the address the inventory connects to."""
+    container is not yet) once its sshd listens, then pin it for the address the inventory uses."""
     deadline = time.monotonic() + HOST_KEY_WAIT_S
     while True:
-        ok, output = host.run_shell_command(StringCommand("pct", "exec", str(vmid), "--", "cat", HOST_KEY))
+        ok, output = host.run_shell_command(StringCommand("pct", "exec", str(vmid), "--", "sh", "-c",
+                                                          QuoteString(_KEY_WHEN_LISTENING)))
         if ok and output.stdout.strip().startswith("ssh-"):
             break
         if time.monotonic() > deadline:
-            raise OperationError(f"container {vmid} has no {HOST_KEY} after {HOST_KEY_WAIT_S}s "
-                                 f"(pct exec: {output.stderr.strip()}): is openssh-server in its template?")
+            raise OperationError(f"container {vmid}: no sshd listening with a {HOST_KEY} after {HOST_KEY_WAIT_S}s "
+                                 f"(pct exec: {output.stderr.strip() or 'nothing'}): is openssh-server in its template?")
         time.sleep(1)
     if hostkeys.pin(guest.known_hosts, guest.ssh_hostname, output.stdout.strip()):
         host.log(f"pinned the SSH host key of container {vmid} for {guest.ssh_hostname} in {guest.known_hosts}", logger.info)
