@@ -16,7 +16,6 @@ is learnt through the node and pinned into SGLANG_PVE_KNOWN_HOSTS (never trusted
 """
 
 from sglang_pve.inventory_env import InventoryEnv
-
 from sglang_pve.nccl.measured import with_measured
 
 env = InventoryEnv("inventory/prod.py")

@@ -2,7 +2,6 @@
 
 import threading
 
-import pytest
 from proxmoxer.core import ResourceException
 
 from lab.pve.backend import DirBackend
