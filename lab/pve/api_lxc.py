@@ -6,7 +6,7 @@ import re
 from . import conf as ctconf
 from . import rules
 from .errors import ApiError, param_error
-from .formats import split_list
+from .formats import format_size, parse_size, split_list
 from .node import UNPRIVILEGED_DEFAULT, Node, Request
 from .routes import route
 from .validate import parse_boolean, property_schema
@@ -451,3 +451,46 @@ def pending(node: Node, req: Request):
     res += [{"key": k, "pending": v} for k, v in sorted(pend.items())]
     res += [{"key": k, "delete": d} for k, d in sorted(deletes.items())]
     return res
+
+
+@route("PUT", "/nodes/{node}/lxc/{vmid}/resize")
+def resize(node: Node, req: Request):
+    """Grow a mount point (task "resize"). The size lives in the config; DirBackend and the
+    lab's overlay rootfs have no size to change."""
+    vmid = _ct(node, req)
+    disk, sizestr = req.params["disk"], req.params["size"]
+    grow = sizestr.startswith("+")
+    requested = parse_size(sizestr.lstrip("+"))
+    if requested is None:
+        raise ApiError("invalid size string")
+
+    def load_and_check():
+        text, config = node.read(vmid)
+        node.check_lock(config)
+        node.check_priv(req.ident, f"/vms/{vmid}", "VM.Config.Disk")
+        if req.params.get("digest") and req.params["digest"] != ctconf.digest(text):
+            raise ApiError("detected modified configuration - file changed by other user? "
+                           "Try again.")
+        value = config.current.get(disk)
+        if value is None:
+            raise ApiError(f"unable to parse volume '{disk}' - not set")
+        size = parse_size(re.search(r"(?:^|,)size=([^,]+)", value)[1]) \
+            if "size=" in value else 0
+        newsize = size + requested if grow else requested
+        if newsize < size:
+            raise ApiError("unable to shrink disk size")
+        if newsize == size:
+            raise ApiError("disk is already at specified size")
+        return config, value, newsize
+
+    load_and_check()  # early checks before forking, as PVE does
+
+    def work(log):
+        with node.locked(vmid):
+            config, value, newsize = load_and_check()
+            parts = [p for p in value.split(",") if not p.startswith("size=")]
+            config.current[disk] = ",".join(parts + [f"size={format_size(newsize)}"])
+            node.write(vmid, config)
+        log.log(f"resized {disk} to {format_size(newsize)}")
+
+    return node.tasks.start("resize", str(vmid), req.ident.user, work, req.task_error)

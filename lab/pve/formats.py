@@ -39,6 +39,15 @@ def parse_size(value: str) -> int | None:
     return int(float(m[1]) * factor)
 
 
+def format_size(size: int) -> str:
+    """JSONSchema::format_size: bytes in the largest exact unit (8589934592 -> '8G')."""
+    units = ["", "K", "M", "G", "T"]
+    i = 0
+    while i < len(units) - 1 and size and size % 1024 == 0:
+        size, i = size // 1024, i + 1
+    return f"{size}{units[i]}"
+
+
 def _match(pattern: str, value: str, message: str, flags=0) -> None:
     if not re.match(pattern, value, flags):
         raise FormatError(message)

@@ -1,4 +1,5 @@
-"""Start, stop, shutdown and destroy answer as PVE does for the state the container is in."""
+"""Start, stop, shutdown, destroy and resize answer as PVE does for the state the container
+is in."""
 
 import pytest
 from proxmoxer.core import ResourceException
@@ -27,3 +28,17 @@ def test_power_state_rules(tmp_path):
         with pytest.raises(ResourceException, match="Configuration file 'nodes/pve1/lxc/210.conf' "
                                                     "does not exist"):
             ct.config.get()
+
+
+def test_resize_grows_only(tmp_path):
+    with EmulatedNode(tmp_path) as pve:
+        px = pve.client()
+        upid = px.nodes("pve1").lxc.post(vmid=211, ostemplate=pve.TEMPLATE, rootfs="local-lvm:4")
+        assert pve.wait(upid)["exitstatus"] == "OK"
+        ct = px.nodes("pve1").lxc(211)
+        assert pve.wait(ct.resize.put(disk="rootfs", size="+4G"))["exitstatus"] == "OK"
+        assert ct.config.get()["rootfs"] == "local-lvm:vm-211-disk-0,size=8G"
+        with pytest.raises(ResourceException, match="unable to shrink disk size"):
+            ct.resize.put(disk="rootfs", size="6G")
+        with pytest.raises(ResourceException, match="disk is already at specified size"):
+            ct.resize.put(disk="rootfs", size="8G")
