@@ -3,5 +3,7 @@
 from sglang_pve import paths
 from sglang_pve.agent import zipapp
 from sglang_pve.operations import files
+from sglang_pve.provision import is_node
 
-files.file_set(name="Lifecycle agent", files=[files.ManagedFile(paths.AGENT, zipapp.build(), mode="755")])
+if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and tasks/containers.py
+    files.file_set(name="Lifecycle agent", files=[files.ManagedFile(paths.AGENT, zipapp.build(), mode="755")])

@@ -22,33 +22,35 @@ from pyinfra.operations import python
 from sglang_pve.bench import prompts, runner
 from sglang_pve.config.bench import bench_options
 from sglang_pve.context import deployment, task_options
+from sglang_pve.provision import is_node
 from sglang_pve.render import lifecycle_spec
 
-config = deployment()
-options = task_options(bench_options)
-names = options.configs or list(config.servers)
-results_dir = Path(options.bench_results_dir)
-if not results_dir.is_absolute():
-    results_dir = Path(state.cwd or ".") / results_dir
-endpoints = {}
-for name in config.servers:
-    spec = lifecycle_spec(config.servers[name])
-    endpoints[name] = (spec["host"], spec["port"])
+if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and tasks/containers.py
+    config = deployment()
+    options = task_options(bench_options)
+    names = options.configs or list(config.servers)
+    results_dir = Path(options.bench_results_dir)
+    if not results_dir.is_absolute():
+        results_dir = Path(state.cwd or ".") / results_dir
+    endpoints = {}
+    for name in config.servers:
+        spec = lifecycle_spec(config.servers[name])
+        endpoints[name] = (spec["host"], spec["port"])
 
-python.call(
-    name=f"Benchmark {', '.join(names)} (a fresh start each; the running configuration again at the end)",
-    function=runner.run,
-    job=runner.Job(
-        run_id=f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{host.name}",
-        configs=names,
-        endpoints=endpoints,
-        all_servers=list(config.servers),
-        plan={"prompts": prompts.build(options.num_prompts, options.input_words, options.seed),
-              "output_len": options.output_len, "warmup": options.warmup, "num_prompts": options.num_prompts,
-              "concurrency": [1, *options.sweep], "seed": options.seed, "input_words": options.input_words},
-        nccl_profile=config.data.nccl_profile,
-        sglang_version=config.data.sglang_version,
-        results_dir=results_dir,
-        compare=options.compare,
-    ),
-)
+    python.call(
+        name=f"Benchmark {', '.join(names)} (a fresh start each; the running configuration again at the end)",
+        function=runner.run,
+        job=runner.Job(
+            run_id=f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{host.name}",
+            configs=names,
+            endpoints=endpoints,
+            all_servers=list(config.servers),
+            plan={"prompts": prompts.build(options.num_prompts, options.input_words, options.seed),
+                  "output_len": options.output_len, "warmup": options.warmup, "num_prompts": options.num_prompts,
+                  "concurrency": [1, *options.sweep], "seed": options.seed, "input_words": options.input_words},
+            nccl_profile=config.data.nccl_profile,
+            sglang_version=config.data.sglang_version,
+            results_dir=results_dir,
+            compare=options.compare,
+        ),
+    )

@@ -7,13 +7,15 @@ from pyinfra import host
 from sglang_pve.context import deployment, venv
 from sglang_pve.facts.python import VenvSitePackages
 from sglang_pve.operations import files
+from sglang_pve.provision import is_node
 from sglang_pve.render import nccl_block, nccl_files
 
-config = deployment()
-profile = config.data.nccl_profile
-site_packages = host.get_fact(VenvSitePackages, path=venv())
+if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and tasks/containers.py
+    config = deployment()
+    profile = config.data.nccl_profile
+    site_packages = host.get_fact(VenvSitePackages, path=venv())
 
-files.file_set(name=f"NCCL profile {profile}: nccl.env, nccl.conf, venv startup hook",
-              files=nccl_files(config, site_packages))
-files.block(name=f"NCCL profile {profile}: {config.data.shell_rc}", path=config.data.shell_rc,
-             marker="nccl-profile", body=nccl_block(config), user=config.data.shell_user)
+    files.file_set(name=f"NCCL profile {profile}: nccl.env, nccl.conf, venv startup hook",
+                  files=nccl_files(config, site_packages))
+    files.block(name=f"NCCL profile {profile}: {config.data.shell_rc}", path=config.data.shell_rc,
+                 marker="nccl-profile", body=nccl_block(config), user=config.data.shell_user)

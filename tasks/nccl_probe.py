@@ -20,26 +20,28 @@ from pyinfra.operations import python
 from sglang_pve.config.bench import probe_options
 from sglang_pve.context import deployment, task_options, venv
 from sglang_pve.nccl import runner
+from sglang_pve.provision import is_node
 
-config = deployment()
-options = task_options(probe_options)
-names = options.profiles or list(config.data.nccl_profiles)
-project = Path(state.cwd or ".")
+if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and tasks/containers.py
+    config = deployment()
+    options = task_options(probe_options)
+    names = options.profiles or list(config.data.nccl_profiles)
+    project = Path(state.cwd or ".")
 
-python.call(
-    name=f"NCCL all-reduce probe: {', '.join(names)}",
-    function=runner.run,
-    job=runner.ProbeJob(
-        python=f"{venv()}/bin/python",
-        profiles={name: config.data.nccl_profiles[name] for name in names},
-        rounds=options.rounds,
-        trials=options.trials,
-        iters=options.iters,
-        timeout_s=options.probe_timeout_s,
-        max_bytes=options.max_bytes,
-        mix=options.nccl_workload_mix,
-        write=options.write,
-        results_dir=project / "bench-results",
-        project_dir=project,
-    ),
-)
+    python.call(
+        name=f"NCCL all-reduce probe: {', '.join(names)}",
+        function=runner.run,
+        job=runner.ProbeJob(
+            python=f"{venv()}/bin/python",
+            profiles={name: config.data.nccl_profiles[name] for name in names},
+            rounds=options.rounds,
+            trials=options.trials,
+            iters=options.iters,
+            timeout_s=options.probe_timeout_s,
+            max_bytes=options.max_bytes,
+            mix=options.nccl_workload_mix,
+            write=options.write,
+            results_dir=project / "bench-results",
+            project_dir=project,
+        ),
+    )

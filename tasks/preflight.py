@@ -18,24 +18,25 @@ from sglang_pve.facts.gpu import UserSpaceDriver
 from sglang_pve.facts.preflight import PreflightProbe
 from sglang_pve.preflight import check, probe_spec
 from sglang_pve.preflight.driver import driver_problems
-from sglang_pve.provision import node_driver
+from sglang_pve.provision import is_node, node_driver
 
-alone = os.path.realpath(state.current_deploy_filename or "") == os.path.realpath(__file__)
-config = deployment()
-spec = probe_spec(config, venv(), judge_all=alone)
-try:
-    snapshot = host.get_fact(PreflightProbe, spec=spec)
-except MissingCommandError:
-    raise PyinfraError(f"preflight cannot run on {host.name}: it has no python3 (install it first)") from None
-if snapshot is None:
-    raise PyinfraError(f"preflight could not read {host.name}: its probe failed (output above)")
+if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and tasks/containers.py
+    alone = os.path.realpath(state.current_deploy_filename or "") == os.path.realpath(__file__)
+    config = deployment()
+    spec = probe_spec(config, venv(), judge_all=alone)
+    try:
+        snapshot = host.get_fact(PreflightProbe, spec=spec)
+    except MissingCommandError:
+        raise PyinfraError(f"preflight cannot run on {host.name}: it has no python3 (install it first)") from None
+    if snapshot is None:
+        raise PyinfraError(f"preflight could not read {host.name}: its probe failed (output above)")
 
-report = check(config, spec, snapshot)
-if (node := node_driver()) is not None:  # a container provisioned by the toolkit, its node in this run
-    report.problems += driver_problems(node[0], node[1], host.get_fact(UserSpaceDriver))
-for warning in report.warnings:
-    logger.warning(f"{host.print_prefix}preflight warning: {warning.render(host.name)}")
-if report.problems:
-    raise PyinfraError(report.refusal(host.name))
-if alone:
-    logger.info(f"{host.print_prefix}preflight passed: {report.summary()}")
+    report = check(config, spec, snapshot)
+    if (node := node_driver()) is not None:  # a container provisioned by the toolkit, its node in this run
+        report.problems += driver_problems(node[0], node[1], host.get_fact(UserSpaceDriver))
+    for warning in report.warnings:
+        logger.warning(f"{host.print_prefix}preflight warning: {warning.render(host.name)}")
+    if report.problems:
+        raise PyinfraError(report.refusal(host.name))
+    if alone:
+        logger.info(f"{host.print_prefix}preflight passed: {report.summary()}")

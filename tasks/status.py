@@ -9,6 +9,8 @@ One remote command per host; changes nothing.
 from pyinfra import host, logger
 
 from sglang_pve.facts.status import ServerStatus
+from sglang_pve.provision import is_node
 from sglang_pve.status_report import render
 
-logger.info(render(host.name, host.get_fact(ServerStatus)))
+if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and tasks/containers.py
+    logger.info(render(host.name, host.get_fact(ServerStatus)))
