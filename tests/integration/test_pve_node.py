@@ -10,6 +10,7 @@ import base64
 import json
 import os
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -237,6 +238,32 @@ def test_unprivileged_guest_gets_an_id_map_over_a_shifted_rootfs(lab, guest):
         wait_task(lab, lab.nodes(layout.NODE).lxc(vmid).status.stop.post())
         wait_task(lab, lab.nodes(layout.NODE).lxc(vmid).delete())
     assert vmid not in guests.known()
+
+
+def test_every_request_of_this_module_passed_the_schema(lab, guest):
+    from lab.pve import requestlog
+
+    entries = requestlog.read(layout.PVE_REQUEST_LOG)
+    assert {"/access/ticket", f"/nodes/{layout.NODE}/lxc"} <= {entry["path"] for entry in entries}
+    assert requestlog.schema_violations(entries) == []
+    # secrets never reach the log
+    secrets = json.loads(layout.PVE_CREDENTIALS.read_text())
+    assert secrets["users"]["root@pam"]["password"] not in layout.PVE_REQUEST_LOG.read_text()
+
+
+def test_up_restarts_a_dead_guestd_and_removes_stale_guests(lab, guest):
+    init = container.init_pid(guests.name(guest))
+    dead = guestd.pid()
+    os.kill(dead, signal.SIGKILL)
+    # a guest left by a lab killed half-way: its volume and dir, but no config in /etc/pve
+    guests.create(VMID + 2, {}, layout.TEMPLATE, f"local-lvm:vm-{VMID + 2}-disk-0", None)
+
+    lifecycle.up()
+
+    assert guestd.pid() not in (None, dead)
+    assert VMID + 2 not in guests.known() and not guests.volume_dir(f"local-lvm:vm-{VMID + 2}-disk-0").exists()
+    assert container.init_pid(guests.name(guest)) == init  # guests outlive guestd, as CTs outlive pvedaemon
+    assert pct("status", str(guest)).stdout.strip() == "status: running"
 
 
 def _cgroups(name: str) -> list[Path]:
