@@ -36,6 +36,12 @@ HOSTNAME = "lab-guest"
 GUEST_IP = f"{layout.SUBNET}.50"
 GPU_NODES = [f"/dev/nvidia{i}" for i in range(layout.GPU_COUNT)] + [
     "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+CLASSIC_GPU = "/dev/nvidia7"
+RAW_LINES = [
+    "lxc.mount.entry: /shared shared none bind,create=dir 0 0",
+    "lxc.cgroup2.devices.allow: c 195:7 rwm",
+    f"lxc.mount.entry: {CLASSIC_GPU} {CLASSIC_GPU[1:]} none bind,optional,create=file",
+]
 
 
 def api():
@@ -100,7 +106,8 @@ def lab():
 def guest(lab):
     """Guest VMID, created through the API with the lab's GPUs as devN and /shared as a raw
     mount entry, started, and booted (systemd, sshd)."""
-    gpu_options = {f"dev{i}": f"{path},mode=0666" for i, path in enumerate(GPU_NODES)}
+    # every GPU node as devN but one, which gets the classic raw lines (below)
+    gpu_options = {f"dev{i}": f"{path},mode=0666" for i, path in enumerate(GPU_NODES) if path != CLASSIC_GPU}
     upid = lab.nodes(layout.NODE).lxc.post(
         vmid=VMID, hostname=HOSTNAME, ostemplate=layout.TEMPLATE, storage="local-lvm",
         rootfs="local-lvm:4", cores=2, memory=2048, swap=0, unprivileged=0,
@@ -109,7 +116,7 @@ def guest(lab):
     wait_task(lab, upid)
     # raw lxc.* lines are not settable through the API: an SSH edit of the config, as in production
     conf = node.ETC_PVE / "lxc" / f"{VMID}.conf"
-    conf.write_text(conf.read_text() + "lxc.mount.entry: /shared shared none bind,create=dir 0 0\n")
+    conf.write_text(conf.read_text() + "".join(f"{line}\n" for line in RAW_LINES))
     wait_task(lab, lab.nodes(layout.NODE).lxc(VMID).status.start.post())
     wait_booted()
     return VMID
@@ -188,8 +195,9 @@ def test_guest_boots_on_the_bridge_and_is_reached_through_the_node(guest):
 
 
 def test_guest_gpus_are_allowed_by_the_device_cgroup(guest):
-    read = lab_exec(str(guest), "head", "-c1", "/dev/nvidia0")
-    assert "No such device or address" in read.stderr  # allowed, no driver (EPERM if denied)
+    for path in ("/dev/nvidia0", CLASSIC_GPU):  # devN, and the classic raw lines
+        read = lab_exec(str(guest), "head", "-c1", path)
+        assert "No such device or address" in read.stderr, path  # allowed, no driver (EPERM if denied)
     majors = lab_exec(str(guest), "stat", "-c", "%Hr", "/dev/nvidia-uvm").stdout.strip()
     assert int(majors) == gpus.uvm_major()
 
@@ -198,9 +206,10 @@ def test_pct_list_config_exec(guest):
     listing = pct("list").stdout.splitlines()
     assert listing[0].split() == ["VMID", "Status", "Lock", "Name"]
     assert [str(guest), "running", HOSTNAME] in [line.split() for line in listing[1:]]
-    config = dict(line.split(": ", 1) for line in pct("config", str(guest)).stdout.splitlines())
+    lines = pct("config", str(guest)).stdout.splitlines()
+    config = dict(line.split(": ", 1) for line in lines)
     assert config["hostname"] == HOSTNAME and config["dev0"] == "/dev/nvidia0,mode=0666"
-    assert config["lxc.mount.entry"] == "/shared shared none bind,create=dir 0 0"
+    assert lines[-len(RAW_LINES):] == RAW_LINES
     result = pct("exec", str(guest), "--", "sh", "-c", "echo out; echo err >&2; exit 3")
     assert (result.returncode, result.stdout, result.stderr) == (3, "out\n", "err\n")
     assert pct("status", str(guest)).stdout.strip() == "status: running"
