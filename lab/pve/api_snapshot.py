@@ -5,7 +5,8 @@ import time
 
 from . import conf as ctconf
 from . import rules
-from .api_lxc import _ct, _start_work, snapshot_possible, typed
+from .api_common import ct_vmid, is_mountpoint, typed
+from .api_status import start_work
 from .errors import ApiError
 from .node import Node, Request
 from .routes import route
@@ -26,7 +27,7 @@ def _reserved(snapname: str) -> None:
 
 @route("GET", "/nodes/{node}/lxc/{vmid}/snapshot")
 def snapshot_list(node: Node, req: Request):
-    vmid = _ct(node, req)
+    vmid = ct_vmid(node, req)
     _, config = node.read(vmid)
     res = []
     for name, snap in sorted(config.snapshots.items()):
@@ -45,7 +46,7 @@ def snapshot_list(node: Node, req: Request):
 
 @route("POST", "/nodes/{node}/lxc/{vmid}/snapshot")
 def snapshot_create(node: Node, req: Request):
-    vmid = _ct(node, req)
+    vmid = ct_vmid(node, req)
     snapname = req.params["snapname"]
     _reserved(snapname)
     node.read(vmid)
@@ -112,7 +113,7 @@ def most_recent(config) -> str | None:
 
 @route("POST", "/nodes/{node}/lxc/{vmid}/snapshot/{snapname}/rollback")
 def snapshot_rollback(node: Node, req: Request):
-    vmid = _ct(node, req)
+    vmid = ct_vmid(node, req)
     snapname = req.params["snapname"]
     _, config = node.read(vmid)
     node.check_priv(req.ident, f"/vms/{vmid}", "VM.Snapshot.Rollback")
@@ -157,14 +158,14 @@ def snapshot_rollback(node: Node, req: Request):
             raise
         node.update(vmid, apply)
         if start:
-            _start_work(node, vmid, log)
+            start_work(node, vmid, log)
 
     return node.tasks.start("vzrollback", str(vmid), req.ident.user, work, req.task_error)
 
 
 @route("DELETE", "/nodes/{node}/lxc/{vmid}/snapshot/{snapname}")
 def snapshot_delete(node: Node, req: Request):
-    vmid = _ct(node, req)
+    vmid = ct_vmid(node, req)
     snapname = req.params["snapname"]
     node.read(vmid)
     node.check_priv(req.ident, f"/vms/{vmid}", "VM.Snapshot")
@@ -205,7 +206,7 @@ def snapshot_delete(node: Node, req: Request):
 
 @route("GET", "/nodes/{node}/lxc/{vmid}/snapshot/{snapname}/config")
 def snapshot_config_get(node: Node, req: Request):
-    vmid = _ct(node, req)
+    vmid = ct_vmid(node, req)
     _, config = node.read(vmid)
     snap = config.snapshots.get(req.params["snapname"])
     if snap is None:
@@ -216,7 +217,7 @@ def snapshot_config_get(node: Node, req: Request):
 
 @route("PUT", "/nodes/{node}/lxc/{vmid}/snapshot/{snapname}/config")
 def snapshot_config_put(node: Node, req: Request):
-    vmid = _ct(node, req)
+    vmid = ct_vmid(node, req)
     snapname = req.params["snapname"]
 
     def change(config):
@@ -227,3 +228,22 @@ def snapshot_config_put(node: Node, req: Request):
 
     node.update(vmid, change)
     return None
+
+
+@route("GET", "/nodes/{node}/lxc/{vmid}/feature")
+def feature(node: Node, req: Request):
+    vmid = ct_vmid(node, req)
+    _, config = node.read(vmid)
+    section = config.current
+    if snapname := req.params.get("snapname"):
+        if snapname not in config.snapshots:
+            raise ApiError(f"snapshot '{snapname}' does not exist")
+        section = config.snapshots[snapname]
+    return {"hasFeature": int(snapshot_possible(node, section))}
+
+
+def snapshot_possible(node: Node, section: dict) -> bool:
+    """has_feature('snapshot'): every mount point (rootfs, mpN) on a snapshot-capable storage;
+    a bind mount or device mount point never is."""
+    return all(node.storages.can_snapshot(rules.mp_volume(v))
+               for k, v in section.items() if is_mountpoint(k))

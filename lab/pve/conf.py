@@ -15,11 +15,19 @@ import hashlib
 import re
 from urllib.parse import quote, unquote
 
+from .errors import ApiError
+
 META_KEYS = ("lxc", "description")
 
 
 def digest(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+def assert_if_modified(expected: str | None, text: str) -> None:
+    """PVE::Tools::assert_if_modified: a client's digest that no longer matches the file."""
+    if expected and expected != digest(text):
+        raise ApiError("detected modified configuration - file changed by other user? Try again.")
 
 
 def decode_text(data: str) -> str:  # PVE::ParseUtils::decode_text

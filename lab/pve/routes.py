@@ -13,5 +13,5 @@ def route(method: str, template: str):
 
 
 def handler(method: str, template: str):
-    from . import api_lxc, api_node, api_snapshot  # noqa: F401  (they register themselves)
+    from . import api_config, api_lxc, api_node, api_snapshot, api_status  # noqa: F401
     return ROUTES.get((method, template))

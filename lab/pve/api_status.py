@@ -1,0 +1,94 @@
+"""Power state: status/current, start, stop, shutdown, reboot (pve-container
+src/PVE/API2/LXC/Status.pm)."""
+
+import re
+
+from . import conf as ctconf
+from .api_common import ct_vmid
+from .api_config import apply_pending
+from .errors import ApiError
+from .node import Node, Request
+from .routes import route
+
+
+@route("GET", "/nodes/{node}/lxc/{vmid}/status/current")
+def status_current(node: Node, req: Request):
+    vmid = ct_vmid(node, req)
+    _, config = node.read(vmid)
+    cur = config.current
+    res = {"vmid": vmid, "status": node.backend.status(vmid), "type": "lxc",
+           "name": cur.get("hostname", f"CT{vmid}"), "cpus": int(cur.get("cores", 1)),
+           "maxmem": int(cur.get("memory", 512)) << 20, "maxswap": int(cur.get("swap", 512)) << 20,
+           "maxdisk": 0, "uptime": 0, "ha": {"managed": 0}}
+    if "lock" in cur:
+        res["lock"] = cur["lock"]
+    return res
+
+
+def start_work(node: Node, vmid: int, log) -> None:
+    with node.locked(vmid):
+        _, config = node.read(vmid)
+        if config.pending:
+            apply_pending(config)
+            node.write(vmid, config)
+        text = node.conf_path(vmid).read_text(encoding="utf-8")
+    for key, value in sorted(config.current.items()):
+        if re.match(r"^dev\d+$", key):  # pve-container stats every device at each start
+            path = value.split(",")[0]
+            node.device_check(path.split("=", 1)[1] if path.startswith("path=") else path)
+    node.backend.start(vmid, ctconf.current_text(text))
+    log.log(f"CT {vmid} started")
+
+
+def _status_action(node: Node, req: Request, dtype: str, want_running: bool, work):
+    vmid = ct_vmid(node, req)
+    _, config = node.read(vmid)
+    node.check_priv(req.ident, f"/vms/{vmid}", "VM.PowerMgmt")
+    running = node.running(vmid)
+    if want_running and running:
+        raise ApiError(f"CT {vmid} already running")
+    if not want_running and not running:
+        raise ApiError(f"CT {vmid} not running")
+    node.check_lock(config)
+    return node.tasks.start(dtype, str(vmid), req.ident.user, lambda log: work(vmid, log),
+                            req.task_error)
+
+
+@route("POST", "/nodes/{node}/lxc/{vmid}/status/start")
+def start(node: Node, req: Request):
+    return _status_action(node, req, "vzstart", True,
+                          lambda vmid, log: start_work(node, vmid, log))
+
+
+@route("POST", "/nodes/{node}/lxc/{vmid}/status/stop")
+def stop(node: Node, req: Request):
+    return _status_action(node, req, "vzstop", False,
+                          lambda vmid, log: node.backend.stop(vmid))
+
+
+@route("POST", "/nodes/{node}/lxc/{vmid}/status/shutdown")
+def shutdown(node: Node, req: Request):
+    timeout = int(req.params.get("timeout", 60))
+    force = req.params.get("forceStop") in ("1", True)
+
+    def work(vmid, log):
+        try:
+            node.backend.shutdown(vmid, timeout)
+        except Exception:
+            if not force:
+                raise
+            log.log("shutdown timed out, forcing stop")
+            node.backend.stop(vmid)
+
+    return _status_action(node, req, "vzshutdown", False, work)
+
+
+@route("POST", "/nodes/{node}/lxc/{vmid}/status/reboot")
+def reboot(node: Node, req: Request):
+    timeout = int(req.params.get("timeout", 60))
+
+    def work(vmid, log):
+        node.backend.shutdown(vmid, timeout)
+        start_work(node, vmid, log)
+
+    return _status_action(node, req, "vzreboot", False, work)
