@@ -9,7 +9,7 @@ from pyinfra.api.exceptions import PyinfraError
 from .config.errors import ConfigError
 from .config.proxmox import ContainerSpec, load_container
 from .connectors.guest import NODE_GROUP, GuestConnector, known_hosts_file, node_host
-from .facts.gpu import GpuDevices
+from .facts.gpu import GpuDeviceInfo, GpuDevices
 from .operations.container import Guest
 from .proxmox.nodes import Node, node_for
 
@@ -53,7 +53,19 @@ def node_driver() -> tuple[str, str | None] | None:
     node = _checked(node_host, host, spec) if spec else None
     if node is None or not node.connected:
         return None
-    return node.name, node.get_fact(GpuDevices).driver
+    return node.name, node_gpus(node).driver
+
+
+_gpus: dict[str, GpuDeviceInfo] = {}
+
+
+def node_gpus(node=None) -> GpuDeviceInfo:
+    """A node's GpuDevices fact, read once per run (host preparation, provisioning and every
+    container's driver check need it; pyinfra 3 has no fact cache)."""
+    node = node or host
+    if node.name not in _gpus:
+        _gpus[node.name] = node.get_fact(GpuDevices)
+    return _gpus[node.name]
 
 
 def containers() -> list[tuple[str, ContainerSpec, Guest]]:

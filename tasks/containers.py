@@ -7,14 +7,12 @@ through as devN, or raw lines; model storage as raw bind-mount lines, so snapsho
 otherwise changed key by key after a snapshot, started, its SSH host key pinned.
 """
 
-from pyinfra import host
 
-from sglang_pve.facts.gpu import GpuDevices
 from sglang_pve.operations.container import container
-from sglang_pve.provision import containers, is_node, this_node
+from sglang_pve.provision import containers, is_node, node_gpus, this_node
 
 if is_node():
     node = this_node()
-    gpus = host.get_fact(GpuDevices)
+    gpus = node_gpus()
     for name, spec, guest in containers():
         container(name=f"Container {spec.vmid} ({name})", spec=spec, node=node, gpus=gpus, guest=guest)

@@ -8,16 +8,14 @@ ordered before pve-guests.service creates /dev/nvidiaN and the lazily created nv
 GPUs, majors and driver version (the version preflight compares the containers' against).
 """
 
-from pyinfra import host
 from pyinfra.operations import systemd
 
-from sglang_pve.facts.gpu import GpuDevices
 from sglang_pve.node_prep import DEVICE_NODES_UNIT, node_prep_files
 from sglang_pve.operations import files
-from sglang_pve.provision import is_node
+from sglang_pve.provision import is_node, node_gpus
 
 if is_node():
-    gpus = host.get_fact(GpuDevices)
+    gpus = node_gpus()
     prep = files.file_set(name="NVIDIA modules at boot, device-node unit before pve-guests", files=node_prep_files(gpus))
     systemd.service(name="nvidia-persistenced enabled and running", service="nvidia-persistenced.service",
                     running=True, enabled=True)
