@@ -13,6 +13,10 @@ of a recycled PID) are dropped. Supported forms, as the real tool prints them:
   nvidia-smi            (summary table, approximate)
   -i/--id=N[,M] restricts the GPUs. An unknown field exits 2 with nvidia-smi's message.
 
+The GPUs are those whose /dev/nvidiaN node exists (<SGLANG_SIM_DEV_DIR>, default /dev), as NVML
+sees only the devices a container was given: a container with dev0..dev3 lists 4 GPUs, none
+"No devices were found" (exit 6). A GPU keeps its index N (the real tool renumbers from 0).
+
 The driver version is the installed user-space library's: /etc/sglang-sim/driver-version (the lab
 writes it), else DRIVER_VERSION. When /proc/driver/nvidia/version (the kernel module's, which the
 lab binds into its containers) names another version, every call fails like the real tool:
@@ -27,7 +31,7 @@ import time
 import uuid
 from pathlib import Path
 
-GPU_COUNT = 8
+GPU_COUNT = 8  # the node's GPUs; a container sees those passed through (visible_gpus)
 NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 MEMORY_TOTAL_MIB = 97887  # keep in step with sglang/sim/gpu.py
 IDLE_MIB = 3  # what an idle card reports (driver reservations not visible in memory.used)
@@ -57,7 +61,7 @@ def _start_time(pid: int):
 
 def read_usage() -> dict:
     """{gpu index: (memory used MiB, utilization %)} from live processes' records."""
-    usage = {i: [IDLE_MIB, 0] for i in range(GPU_COUNT)}
+    usage = {i: [IDLE_MIB, 0] for i in visible_gpus()}
     records = Path(os.environ.get("SGLANG_SIM_RUN_DIR", "/run/sglang-sim")) / "gpus"
     for path in records.glob("*.json") if records.is_dir() else ():
         try:
@@ -84,7 +88,7 @@ def _power(util: int) -> float:
 # field -> (csv header, unit or None, value(index, used_mib, util))
 FIELDS = {
     "index": ("index", None, lambda i, m, u: str(i)),
-    "count": ("count", None, lambda i, m, u: str(GPU_COUNT)),
+    "count": ("count", None, lambda i, m, u: str(len(visible_gpus()))),
     "name": ("name", None, lambda i, m, u: NAME),
     "uuid": ("uuid", None, lambda i, m, u: gpu_uuid(i)),
     "serial": ("serial", None, lambda i, m, u: f"18{i:011d}"),
@@ -127,13 +131,22 @@ def parse_args(argv: list) -> dict:
     return opts
 
 
+def visible_gpus() -> list:
+    """Indexes of the GPUs whose device node this system has."""
+    dev = Path(os.environ.get("SGLANG_SIM_DEV_DIR", "/dev"))
+    return [i for i in range(GPU_COUNT) if (dev / f"nvidia{i}").exists()]
+
+
 def selected_gpus(opts: dict) -> list:
+    visible = visible_gpus()
+    if not visible:
+        fail("No devices were found", code=6)
     wanted = opts.get("i") or opts.get("id")
     if not wanted:
-        return list(range(GPU_COUNT))
+        return visible
     indexes = []
     for item in wanted.split(","):
-        if not item.strip().isdigit() or int(item) >= GPU_COUNT:
+        if not item.strip().isdigit() or int(item) not in visible:
             fail("No devices were found", code=6)
         indexes.append(int(item))
     return indexes

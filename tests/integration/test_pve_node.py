@@ -241,6 +241,7 @@ def test_unprivileged_guest_gets_an_id_map_over_a_shifted_rootfs(lab, guest):
         assert lab_exec(hostname, "cat", "/proc/self/uid_map").stdout.split() == ["0", str(guests.UID_SHIFT), "65536"]
         assert lab_exec(hostname, "stat", "-c", "%u", "/root", "/etc/ssh/ssh_host_ed25519_key").stdout.split() == ["0", "0"]
         assert "No such device or address" in lab_exec(hostname, "head", "-c1", "/dev/nvidia0").stderr
+        assert lab_exec(hostname, "nvidia-smi", "-L").stdout.count("GPU ") == 1  # only dev0 passed through
         # the node's storage is owned by host root, which the id map shows as nobody (notes/proxmox.md 1.4)
         assert lab_exec(hostname, "stat", "-c", "%U", "/shared/models").stdout.strip() == "nobody"
     finally:

@@ -251,9 +251,14 @@ def _assert_in_order(text: str, patterns: list) -> None:
         position = match.end()
 
 
-def _nvidia_smi(run_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(NVIDIA_SMI), *args], capture_output=True, text=True,
-                          env={**os.environ, "SGLANG_SIM_RUN_DIR": str(run_dir)}, timeout=10)
+def _nvidia_smi(run_dir: Path, *args: str, gpus: range | list = range(8)) -> subprocess.CompletedProcess:
+    """The fake nvidia-smi on a system that has the device nodes of ``gpus``."""
+    dev = run_dir / f"dev-{'-'.join(map(str, gpus))}"
+    dev.mkdir(exist_ok=True)
+    for i in gpus:
+        (dev / f"nvidia{i}").touch()
+    env = {**os.environ, "SGLANG_SIM_RUN_DIR": str(run_dir), "SGLANG_SIM_DEV_DIR": str(dev)}
+    return subprocess.run([sys.executable, str(NVIDIA_SMI), *args], capture_output=True, text=True, env=env, timeout=10)
 
 
 # ---- arguments (in-process, as a preflight would call them) ------------------------------------
@@ -491,3 +496,13 @@ def test_nvidia_smi_formats(tmp_path):
     assert "CUDA Version: 13.0" in _nvidia_smi(tmp_path).stdout
     bad = _nvidia_smi(tmp_path, "--query-gpu=index,bogus", "--format=csv")
     assert bad.returncode == 2 and bad.stdout.strip() == 'Field "bogus" is not a valid field to query.'
+
+
+def test_nvidia_smi_sees_only_the_gpus_passed_through(tmp_path):
+    listing = _nvidia_smi(tmp_path, "-L", gpus=[2, 5]).stdout.splitlines()
+    assert [line.split(":")[0] for line in listing] == ["GPU 2", "GPU 5"]
+    assert _nvidia_smi(tmp_path, "--query-gpu=count", "--format=csv,noheader", gpus=[2, 5]).stdout.split() == ["2", "2"]
+    missing = _nvidia_smi(tmp_path, "-L", "-i", "0", gpus=[2, 5])
+    assert (missing.returncode, missing.stdout.strip()) == (6, "No devices were found")
+    none = _nvidia_smi(tmp_path, "-L", gpus=[])
+    assert (none.returncode, none.stdout.strip()) == (6, "No devices were found")
