@@ -213,6 +213,10 @@ def test_pct_list_config_exec(guest):
     result = pct("exec", str(guest), "--", "sh", "-c", "echo out; echo err >&2; exit 3")
     assert (result.returncode, result.stdout, result.stderr) == (3, "out\n", "err\n")
     assert pct("status", str(guest)).stdout.strip() == "status: running"
+    script = (f"printf 'a b\\n' > /tmp/in && pct push {guest} /tmp/in /root/pushed --perms 0640 && "
+              f"pct pull {guest} /root/pushed /tmp/out && cat /tmp/out")
+    assert lab_exec(layout.NODE, "sh", "-c", script).stdout == "a b\n"
+    assert lab_exec(HOSTNAME, "stat", "-c", "%a", "/root/pushed").stdout.strip() == "640"
 
 
 def test_snapshot_then_rollback_restores_the_root_filesystem(lab, guest):
