@@ -96,7 +96,10 @@ def ct_create(node: Node, req: Request):
         node.write(vmid, config)
 
     def work(log):
+        created = False
         try:
+            if req.task_error:  # injected here, so that the cleanup below runs
+                raise ApiError(req.task_error)
             cur = config.current
             for key, value in p.items():
                 cur[key] = value
@@ -117,17 +120,23 @@ def ct_create(node: Node, req: Request):
                 raise ApiError(f"unable to create CT {vmid} - volume '{ostemplate}' does not "
                                "exist")
             log.log(f"extracting archive '{ostemplate}'")
+            created = True
             node.backend.create(vmid, plain(cur), ostemplate, rules.mp_volume(cur["rootfs"]),
                                 ssh_public_keys=ssh_keys)
             cur.pop("lock", None)
             node.write(vmid, config)
         except Exception:
+            if created:  # destroy_disks: what the backend made of it goes too
+                try:
+                    node.backend.destroy(vmid)
+                except Exception as e:
+                    log.warn(f"cleanup of CT {vmid} failed: {e}")
             node.remove(vmid)  # destroy_config_on_error
             raise
         if start:
             start_work(node, vmid, log)
 
-    return node.tasks.start("vzcreate", str(vmid), ident.user, work, req.task_error)
+    return node.tasks.start("vzcreate", str(vmid), ident.user, work)
 
 
 def _ostype(ostemplate: str) -> str:

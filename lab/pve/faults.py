@@ -10,7 +10,8 @@ applies; ``times`` (optional) limits how often a rule fires (counted per emulato
 
 Effects: ``delay_s`` sleeps before answering (client timeouts); ``drop`` closes the connection
 without an answer; ``http_status`` (+ ``message``) answers that error instead of running the
-handler; ``task_error`` lets the handler run but ends its task with that exit status.
+handler; ``task_error`` lets the handler answer a UPID, then ends the task with that exit status
+before it changes anything.
 """
 
 import fnmatch

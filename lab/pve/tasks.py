@@ -71,7 +71,7 @@ class Tasks:
     def start(self, dtype: str, id_: str, user: str, work, forced_error: str | None = None) -> str:
         """Run ``work(task_log)`` in a thread; return the UPID at once. An exception's message
         (BackendError, ApiError, ...) becomes the exit status; ``forced_error`` (fault
-        injection) replaces a successful outcome with that error."""
+        injection) ends the task with that error before the work does anything."""
         pid = next(_pids)
         upid = make_upid(self.node, pid, int(time.monotonic() * 100), int(time.time()), dtype,
                          id_, user)
@@ -81,9 +81,9 @@ class Tasks:
 
         def run():
             try:
-                work(task.log)
                 if forced_error:
                     raise RuntimeError(forced_error)
+                work(task.log)
                 task.exitstatus = f"WARNINGS: {task.log.warnings}" if task.log.warnings else "OK"
                 task.log.log(f"TASK {task.exitstatus}")
             except Exception as e:  # a Perl die in the worker: any error ends the task

@@ -5,6 +5,7 @@ import pytest
 from proxmoxer.core import ResourceException
 
 from lab.pve import requestlog
+from lab.pve.backend import DirBackend
 from lab.pve.testing import EmulatedNode
 
 GPU_CT = dict(hostname="sglang1", cores=8, memory=4096, swap=0, rootfs="local-zfs:8",
@@ -86,3 +87,14 @@ def test_unprivileged_default_per_version(tmp_path, version, expected):
             px.nodes("pve1").lxc.post(vmid=141, ostemplate=pve.TEMPLATE)
         assert e.value.errors == {"storage": "storage 'local' does not support container "
                                              "directories"}
+
+
+def test_backend_failure_is_the_task_error_and_cleans_up(tmp_path):
+    backend = DirBackend(tmp_path / "volumes", fail={"create": "guestd: lxc-create failed"})
+    with EmulatedNode(tmp_path, backend=backend) as pve:
+        upid = pve.client().nodes("pve1").lxc.post(vmid=142, ostemplate=pve.TEMPLATE,
+                                                   storage="local-lvm")
+        assert pve.wait(upid)["exitstatus"] == "guestd: lxc-create failed"
+        assert not pve.node.exists(142)
+        log = [entry["t"] for entry in pve.client().nodes("pve1").tasks(upid).log.get()]
+        assert log[-1] == "TASK ERROR: guestd: lxc-create failed"

@@ -44,3 +44,16 @@ def test_delay_and_drop(pve):
         pve.client(timeout=0.5).nodes("pve1").lxc(200).status.current.get()
     with pytest.raises(requests.exceptions.ConnectionError):
         pve.client().cluster.nextid.get()
+
+
+def test_task_error_changes_nothing(pve):
+    pve.faults([{"method": "POST", "path": "/nodes/*/lxc", "task_error": "unable to create CT "
+                 "201 - injected"},
+                {"method": "POST", "path": "/nodes/*/lxc/*/snapshot", "task_error": "boom"}])
+    px = pve.client()
+    upid = px.nodes("pve1").lxc.post(vmid=201, ostemplate=pve.TEMPLATE, rootfs="local-lvm:4")
+    assert pve.wait(upid)["exitstatus"] == "unable to create CT 201 - injected"
+    assert not pve.node.exists(201)
+    before = pve.conf_text(200)
+    assert pve.wait(px.nodes("pve1").lxc(200).snapshot.post(snapname="pre"))["exitstatus"] == "boom"
+    assert pve.conf_text(200) == before
