@@ -34,6 +34,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _container_name(host: str) -> str:
+    """The LXC name of HOST: a container `up` made, else a guest of pve1 (hostname or vmid)."""
+    if host in layout.HOSTS and container.state(host) != "ABSENT":
+        return host
+    guest = guests.resolve(host)
+    if guest is None and host not in layout.HOSTS:
+        known = dict.fromkeys([*layout.HOSTS, *guests.known().values()])
+        raise LabError(f"no lab host or guest {host!r} (known: {', '.join(known)})")
+    return guest or host
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # split at the first "--" ourselves: argparse would reinterpret CMD's own options
@@ -45,10 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "exec":
             if not command:
                 raise LabError("usage: python -m lab exec HOST -- CMD...")
-            name = args.host if args.host in layout.HOSTS else guests.resolve(args.host)
-            if name is None:
-                known = [*layout.HOSTS, *guests.known().values()]
-                raise LabError(f"no lab host or guest {args.host!r} (known: {', '.join(known)})")
+            name = _container_name(args.host)
             if container.state(name) != "RUNNING":
                 raise LabError(f"{args.host} is not running; run `python -m lab up`")
             argv = container.attach_argv(name, command)
