@@ -97,6 +97,8 @@ def volume_dir(volid: str) -> Path:
 def node_path(path: str) -> Path:
     """A path on the node as the lab host reaches it: pve1's bind mounts (model storage, the
     GPU nodes) map to their host sources, anything else is read through pve1's root."""
+    if not path.startswith("/") or ".." in Path(path).parts:
+        raise GuestError(f"'{path}' is not an absolute path on {layout.NODE} without '..'")
     binds = {mount: host for mount, host in layout.STORAGE_MOUNTS.items()}
     binds.update({device.path: Path(device.host_path) for device in gpus.lab_devices()})
     for mount, host in binds.items():
@@ -210,8 +212,9 @@ def _raw_line(key: str, value: str) -> str:
     return f"{key} = {value}"
 
 
-def render_config(vmid: int, config_text: str) -> str:
-    """The LXC config of guest ``vmid`` from its PVE config (see the module docstring)."""
+def build_config(vmid: int, config_text: str) -> str:
+    """The LXC config of guest ``vmid`` from its PVE config (see the module docstring); makes
+    what it names on the way: devN copies in the passthrough dir, mpN volume dirs."""
     options, raw = parse_config(config_text)
     record = _record(vmid)
     unprivileged = flag(options.get("unprivileged"))
@@ -305,7 +308,7 @@ def create(
 def start(vmid: int, config_text: str) -> None:
     if status(vmid) == "running":
         raise GuestError(f"CT {vmid} already running")
-    config = render_config(vmid, config_text)
+    config = build_config(vmid, config_text)
     options, _ = parse_config(config_text)
     record = _record(vmid)
     upper = volume_dir(record["rootfs"]) / "upper"
