@@ -9,6 +9,7 @@ import socket
 import ssl
 import threading
 import time
+import traceback
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlsplit
@@ -117,6 +118,9 @@ class Emulator:
             body = {"data": None}
             if e.errors:
                 body["errors"] = e.errors
+        except Exception as e:  # a bug or a backend error outside a task: PVE's die -> 500
+            traceback.print_exc()
+            status, reason, body = 500, (str(e) or type(e).__name__).split("\n")[0], {"data": None}
         self.log.write(method, rel_path, user, params, status, reason, schema_errors)
         return status, reason, body, user
 

@@ -4,6 +4,8 @@ is in."""
 import pytest
 from proxmoxer.core import ResourceException
 
+from lab.pve.backend import BackendError, DirBackend
+from lab.pve.conf import parse
 from lab.pve.testing import EmulatedNode
 
 
@@ -42,3 +44,18 @@ def test_resize_grows_only(tmp_path):
             ct.resize.put(disk="rootfs", size="6G")
         with pytest.raises(ResourceException, match="disk is already at specified size"):
             ct.resize.put(disk="rootfs", size="8G")
+
+
+class Unreachable(DirBackend):
+    def status(self, vmid):
+        raise BackendError("guestd at /run/pve-lab/guestd.sock unreachable: [Errno 111]")
+
+
+def test_backend_error_outside_a_task_is_a_500(tmp_path):
+    with EmulatedNode(tmp_path, backend=Unreachable(tmp_path / "volumes")) as pve:
+        pve.node.write(212, parse("hostname: x\n"))
+        with pytest.raises(ResourceException) as e:
+            pve.client().nodes("pve1").lxc(212).status.current.get()
+        assert (e.value.status_code, e.value.content) == (
+            500, "guestd at /run/pve-lab/guestd.sock unreachable: [Errno 111]")
+        assert pve.requests()[-1]["status"] == 500
