@@ -1,0 +1,105 @@
+"""guestd's translation of a Proxmox container config into an LXC config (lab/guests.py), without
+starting anything: what pve-container's update_lxc_config would make of the same config."""
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from lab import guests, layout
+
+NODE_PATH = guests.node_path  # before the fixture replaces it
+
+CONFIG = """\
+# a description line
+arch: amd64
+cores: 64
+dev0: /dev/null,mode=0666
+dev1: path=/dev/zero,deny-write=1
+hostname: sglang1
+memory: 4096
+mp0: /srv/models,mp=/shared,ro=1
+net0: name=eth0,bridge=vmbr0,hwaddr=BC:24:11:AA:BB:CC,ip=10.9.0.11/24,gw=10.9.0.1,type=veth
+rootfs: local-zfs:subvol-129-disk-0,size=8G
+swap: 0
+unprivileged: {unprivileged}
+lxc.cgroup2.devices.allow: c 195:* rwm
+lxc.mount.entry: /srv/data data none bind,create=dir 0 0
+
+[before-upgrade]
+hostname: old-name
+"""
+
+
+@pytest.fixture
+def lab_dirs(tmp_path, monkeypatch):
+    monkeypatch.setattr(layout, "LXC_PATH", tmp_path / "lxc")
+    monkeypatch.setattr(layout, "VOLUMES_DIR", tmp_path / "volumes")
+    monkeypatch.setattr(layout, "NODE_DIR", tmp_path / "node")
+    node_root = tmp_path / "node-root"
+    for directory in ("srv/models", "srv/data"):
+        (node_root / directory).mkdir(parents=True)
+    # paths on the node: its real devices stand in for the GPUs, its dirs for the storage
+    monkeypatch.setattr(guests, "node_path", lambda path: Path(path) if path.startswith("/dev/") else node_root / path[1:])
+    return tmp_path
+
+
+def record(vmid: int, unprivileged: bool) -> None:
+    guests.guest_dir(vmid).mkdir(parents=True)
+    data = {"rootfs": "local-zfs:subvol-129-disk-0", "lower": "/cache/rootfs", "unprivileged": unprivileged}
+    (guests.guest_dir(vmid) / "guest.json").write_text(json.dumps(data))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod of the passthrough copies needs root")
+def test_a_privileged_config_becomes_the_lxc_config_pve_container_writes(lab_dirs):
+    record(129, unprivileged=False)
+    lines = guests.build_config(129, CONFIG.format(unprivileged=0)).splitlines()
+    upper = layout.VOLUMES_DIR / "local-zfs/subvol-129-disk-0/upper"
+    passthrough = layout.LXC_PATH / "129/passthrough/dev"
+    assert "lxc.uts.name = sglang1" in lines  # the current section, not the snapshot's
+    assert f"lxc.rootfs.path = overlay:/cache/rootfs:{upper}" in lines
+    assert {"lxc.net.0.link = " + layout.BRIDGE, "lxc.net.0.hwaddr = bc:24:11:aa:bb:cc",
+            "lxc.net.0.ipv4.address = 10.9.0.11/24", "lxc.net.0.ipv4.gateway = 10.9.0.1"} <= set(lines)
+    assert {"lxc.cgroup2.memory.max = 4294967296", "lxc.cgroup2.memory.swap.max = 0",
+            "lxc.cgroup.memory.limit_in_bytes = 4294967296", f"lxc.cgroup.cpuset.cpus = 0-{os.cpu_count() - 1}"} <= set(lines)
+    assert f"lxc.mount.entry = {lab_dirs}/node-root/srv/models shared none bind,ro,create=dir 0 0" in lines
+    assert f"lxc.mount.entry = {passthrough}/null dev/null none bind,create=file 0 0" in lines
+    assert f"lxc.mount.entry = {passthrough}/zero dev/zero none bind,ro,create=file 0 0" in lines
+    assert lines.index("lxc.cgroup2.devices.allow = c 1:3 rw") < lines.index("lxc.cgroup2.devices.allow = c 195:* rwm")
+    assert "lxc.cgroup2.devices.allow = c 1:5 r" in lines  # deny-write
+    # raw lines last, the mount source a node path; every cgroup2 device rule doubled for v1
+    assert f"lxc.mount.entry = {lab_dirs}/node-root/srv/data data none bind,create=dir 0 0" in lines
+    assert [line for line in lines if line.startswith("lxc.cgroup.devices.allow")] == [
+        "lxc.cgroup.devices.allow = c 1:3 rw", "lxc.cgroup.devices.allow = c 1:5 r", "lxc.cgroup.devices.allow = c 195:* rwm"]
+    assert not [line for line in lines if line.startswith("lxc.idmap")]
+    null = os.stat(passthrough / "null")
+    assert stat.S_ISCHR(null.st_mode) and stat.S_IMODE(null.st_mode) == 0o666 and null.st_rdev == os.makedev(1, 3)
+    assert stat.S_IMODE(os.stat(passthrough / "zero").st_mode) == 0o660  # PVE's default mode
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod of the passthrough copies needs root")
+def test_an_unprivileged_config_gets_the_id_map_and_shifted_owners(lab_dirs):
+    record(130, unprivileged=True)
+    lines = guests.build_config(130, CONFIG.format(unprivileged=1)).splitlines()
+    assert ["lxc.idmap = u 0 100000 65536", "lxc.idmap = g 0 100000 65536"] == [line for line in lines if line.startswith("lxc.idmap")]
+    assert os.stat(layout.LXC_PATH / "130/passthrough/dev/null").st_uid == guests.UID_SHIFT
+
+
+def test_a_config_the_volume_does_not_match_is_refused(lab_dirs):
+    record(131, unprivileged=False)
+    with pytest.raises(guests.GuestError, match="'unprivileged' differs"):
+        guests.build_config(131, CONFIG.format(unprivileged=1))
+    with pytest.raises(guests.GuestError, match="bridge 'vmbr1' does not exist"):
+        guests.build_config(131, CONFIG.format(unprivileged=0).replace("bridge=vmbr0", "bridge=vmbr1"))
+
+
+def test_volume_ids_and_node_paths_cannot_escape(lab_dirs):
+    with pytest.raises(guests.GuestError, match="unable to parse volume ID"):
+        guests.volume_dir("local-zfs:../../etc")
+    assert guests.volume_dir("local-zfs:subvol-129-disk-0") == layout.VOLUMES_DIR / "local-zfs/subvol-129-disk-0"
+    for path in ("/shared/../../etc", "relative/path"):
+        with pytest.raises(guests.GuestError, match="absolute path .* without '..'"):
+            NODE_PATH(path)
+    assert NODE_PATH("/shared/models") == layout.STORAGE_MOUNTS["/shared"] / "models"
