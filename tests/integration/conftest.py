@@ -25,12 +25,37 @@ def lab_missing() -> str | None:
 
 @pytest.fixture(scope="module")
 def lab():
-    """The lab, up (idempotent, ~0.1 s when already up): per module, since test_lab.py takes it down."""
+    """The lab, up (idempotent, ~0.1 s when already up), with sglang1 provisioned through pve1's API:
+    per module, since test_lab.py and test_pve_node.py take the lab down."""
     reason = lab_missing()
     if reason:
         pytest.skip(reason)
     subprocess.run([sys.executable, "-m", "lab", "up"], cwd=PROJECT, check=True)
+    provision()
     return HOST
+
+
+def guest_running() -> bool:
+    return subprocess.run([sys.executable, "-m", "lab", "exec", HOST, "--", "true"], cwd=PROJECT,
+                          capture_output=True, timeout=60).returncode == 0
+
+
+def provision() -> None:
+    """sglang1 created through pve1's API by the toolkit itself (tasks/containers.py on the node):
+    once per session, again only after a test module took the lab down."""
+    if not guest_running():
+        pyinfra("--limit", "pve1", deploy="tasks/containers.py")
+
+
+def lab_node():
+    """The toolkit's own client for pve1, from inventory/lab.py (for tests to look and arrange)."""
+    import runpy
+
+    from sglang_pve.proxmox.nodes import Node, node_for
+
+    name, data = runpy.run_path(str(PROJECT / "inventory" / "lab.py"))["pve_nodes"][0]
+    node = node_for(name, data)
+    return Node(node.host_name, node.settings)  # a fresh one: nothing cached between calls
 
 
 def on_target(*command: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -46,10 +71,11 @@ def sh(script: str, check: bool = True) -> str:
     return on_target("bash", "-c", script, check=check).stdout
 
 
-def pyinfra(*args: str, deploy: str = "deploy.py", check: bool = True, yes: bool = True) -> tuple[int, str]:
+def pyinfra(*args: str, deploy: str = "deploy.py", check: bool = True, yes: bool = True,
+            inventory: str = "inventory/lab.py") -> tuple[int, str]:
     """Run the pyinfra CLI against the lab over SSH; return its exit code and output without colours.
     `yes=False` for --dry (pyinfra skips change detection under -y)."""
-    command = [PYINFRA, *(["-y"] if yes else []), "inventory/lab.py", deploy, *args]
+    command = [PYINFRA, *(["-y"] if yes else []), inventory, deploy, *args]
     result = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
     output = ANSI.sub("", result.stdout + result.stderr)
     if check and result.returncode != 0:
