@@ -110,6 +110,12 @@ def test_snapshot_before_a_change_and_rollback_restores_config_and_root_filesyst
     assert lab_node().config(VMID)["cores"] == 6
     sh("echo after-the-snapshot > /root/rollback-marker")
 
+    start = len(log_entries())
+    _, output = pyinfra("--dry", "--diff", "--data", "rollback=snapshot", deploy="tasks/rollback.py", yes=False)
+    assert f"Will roll back container 129 to {taken[0]['name']}" in output, output
+    assert [c for c in api_calls_since(start) if not c.startswith("GET ")] == []  # --dry: nothing rolled back
+    assert sh("cat /root/rollback-marker").strip() == "after-the-snapshot"
+
     pyinfra("--data", "rollback=snapshot", deploy="tasks/rollback.py")
 
     assert lab_node().config(VMID)["cores"] == 4  # the config...
