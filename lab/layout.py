@@ -69,8 +69,9 @@ PVE_VERSION = int(os.environ.get("SGLANG_PVE_LAB_PVE_VERSION", "9"))  # the emul
 # The node's one container template (storage `local`); guestd unpacks it as the cached rootfs.
 TEMPLATE = "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"
 # The one switch of the transition to provisioning: True while `lab up` creates sglang1 itself
-# (beside pve1); False once the deploy creates it through pve1's API (tasks/container.py).
-LAB_CREATES_SGLANG1 = True
+# (beside pve1); False now that the deploy creates it through pve1's API (tasks/containers.py,
+# inventory/lab.py; tests/integration/conftest.py provisions it for the tests).
+LAB_CREATES_SGLANG1 = False
 SGLANG_HOSTS = {"sglang1": f"{SUBNET}.11"}
 # The system containers `lab up` creates and boots directly (guests of pve1 are not among them).
 HOSTS = {NODE: NODE_ADDRESS, **(SGLANG_HOSTS if LAB_CREATES_SGLANG1 else {})}
