@@ -147,6 +147,7 @@ class Emulator:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall
     server_version = "pve-api-daemon/3.0"
     sys_version = ""
     emulator: Emulator
