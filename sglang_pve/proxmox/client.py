@@ -8,6 +8,7 @@ never a secret.
     api.run_task("POST", "nodes/pve1/lxc/129/status/start")      # waits; raises ProxmoxError
 """
 
+import logging
 import time
 from collections import Counter
 
@@ -140,6 +141,10 @@ def _root_cause(error: BaseException) -> str:
 def connect(settings: ApiSettings, credential: Credential) -> Api:
     """A client for one node's API; a password logs in at once (POST /access/ticket)."""
     base_url = f"https://{settings.host}:{settings.port}/api2/json"
+    if not settings.verify:
+        logging.getLogger("pyinfra").warning(
+            f"{settings.host}:{settings.port}: TLS verification is off (proxmox_api.verify: false): whoever sits "
+            "on the path sees the API password or token; pin the fingerprint instead (pvenode cert info)")
     session = ProxmoxHttpSession()
     trust(session, f"https://{settings.host}:{settings.port}/", settings.ca_file, settings.fingerprint, settings.verify)
     session.headers["accept"] = JsonSerializer().get_accept_types()

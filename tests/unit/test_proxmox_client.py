@@ -114,6 +114,13 @@ def test_a_ca_file_verifies_the_chain(server):
     assert login(server, ca_file=server["ca"]).get("nodes/pve1/lxc/129/config")["cores"] == 4
 
 
+@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")  # what verify: false means
+def test_verification_off_only_when_said_and_then_with_a_warning(server, caplog):
+    with caplog.at_level("WARNING", logger="pyinfra"):
+        assert login(server, verify=False).get("nodes/pve1/lxc/129/config")["cores"] == 4
+    assert "TLS verification is off (proxmox_api.verify: false)" in caplog.text and PASSWORD not in caplog.text
+
+
 def test_a_wrong_password_names_the_call_and_user_not_the_password(server):
     with pytest.raises(ProxmoxError) as caught:
         login(server, password="wrong-password-x", fingerprint=server["fingerprint"])
