@@ -49,9 +49,10 @@ class NodeHost:
         self.errors.append(message)
 
 
-@pytest.fixture
-def pve(tmp_path):
-    with EmulatedNode(tmp_path, version=9) as emulated:
+@pytest.fixture(params=[8, 9], ids=["pve8", "pve9"])
+def pve(tmp_path, request):
+    """PVE 8 and PVE 9: each request is checked against that version's real schema."""
+    with EmulatedNode(tmp_path, version=request.param) as emulated:
         yield emulated
 
 
