@@ -112,9 +112,7 @@ def _update(node: Node, vmid: int, config, p: dict, delete: list, revert: list) 
                     raise ApiError(f"storage '{sid}' does not allow content type 'rootdir' "
                                    "(Container)")
         elif re.match(r"^dev\d+$", opt):
-            path = rules.mp_volume(value) if "path=" not in value else \
-                value.split("path=", 1)[1].split(",")[0]
-            node.device_check(path)
+            node.device_check(rules.dev_path(value))
         pending[opt] = value
         if opt in pending_delete:
             pending_delete.remove(opt)

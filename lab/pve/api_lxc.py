@@ -84,8 +84,7 @@ def ct_create(node: Node, req: Request):
         elif node.storages.volume_storage(volume) is None:
             raise ApiError(f"storage '{volume.split(':', 1)[0]}' does not exist")
     for key in sorted(k for k in p if re.match(r"^dev\d+$", k)):
-        path = p[key].split(",")[0]
-        node.device_check(path.split("=", 1)[1] if path.startswith("path=") else path)
+        node.device_check(rules.dev_path(p[key]))
 
     config = ctconf.CTConfig()
     config.current["lock"] = "create"

@@ -58,7 +58,7 @@ def nextid(node: Node, req: Request):
 def storage_index(node: Node, req: Request):
     node.check_node(req.params["node"])
     content = req.params.get("content")
-    return [s for s in node.storages.listing(node.name)
+    return [s for s in node.storages.listing()
             if not content or content in s["content"].split(",")]
 
 

@@ -4,6 +4,7 @@ src/PVE/API2/LXC/Status.pm)."""
 import re
 
 from . import conf as ctconf
+from . import rules
 from .api_common import ct_vmid
 from .api_config import apply_pending
 from .errors import ApiError
@@ -34,8 +35,7 @@ def start_work(node: Node, vmid: int, log) -> None:
         text = node.conf_path(vmid).read_text(encoding="utf-8")
     for key, value in sorted(config.current.items()):
         if re.match(r"^dev\d+$", key):  # pve-container stats every device at each start
-            path = value.split(",")[0]
-            node.device_check(path.split("=", 1)[1] if path.startswith("path=") else path)
+            node.device_check(rules.dev_path(value))
     node.backend.start(vmid, ctconf.current_text(text))
     log.log(f"CT {vmid} started")
 

@@ -120,6 +120,6 @@ class Authenticator:
         return Identity(tokenid, privileged=owner == "root@pam" and not token.get("privsep", 1))
 
 
-def os_secure(path) -> bool:
+def is_private(path) -> bool:
     """Whether the credentials file is root-only (0600/0400), as it must be."""
     return (os.stat(path).st_mode & 0o077) == 0

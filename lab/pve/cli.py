@@ -5,7 +5,7 @@ import importlib
 import json
 import sys
 
-from .auth import load_credentials, os_secure
+from .auth import load_credentials, is_private
 from .backend import DirBackend
 from .node import VERSIONS, Node
 from .schema import Schema, default_schema_dir
@@ -49,7 +49,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    if not os_secure(args.credentials):
+    if not is_private(args.credentials):
         print(f"refusing {args.credentials}: readable by group/others (chmod 600 it)",
               file=sys.stderr)
         return 2

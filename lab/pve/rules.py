@@ -16,14 +16,24 @@ def mountpoint_type(volume: str) -> str:
     return "volume"
 
 
-def mp_volume(value: str) -> str:
-    """The volume of a rootfs/mpN property string (the default key, or volume=)."""
+def default_key_value(value: str, key: str) -> str:
+    """The default key's value of a property string: the part without "k=", or ``key=``."""
     for part in value.split(","):
         if "=" not in part:
             return part
-        if part.startswith("volume="):
-            return part[len("volume="):]
+        if part.startswith(f"{key}="):
+            return part[len(key) + 1:]
     return ""
+
+
+def mp_volume(value: str) -> str:
+    """The volume of a rootfs/mpN property string."""
+    return default_key_value(value, "volume")
+
+
+def dev_path(value: str) -> str:
+    """The device path of a devN property string."""
+    return default_key_value(value, "path")
 
 
 def parse_features(value: str | None) -> dict:

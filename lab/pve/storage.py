@@ -39,7 +39,7 @@ class Storages:
     def content(self, sid: str) -> set[str]:
         return set(filter(None, self.table[sid].get("content", "").split(",")))
 
-    def listing(self, node: str) -> list[dict]:
+    def listing(self) -> list[dict]:
         """GET /nodes/{node}/storage."""
         return [{"storage": sid, "type": s["type"], "content": s.get("content", ""),
                  "active": 1, "enabled": 1, "shared": 0, "total": 1 << 40, "used": 1 << 30,

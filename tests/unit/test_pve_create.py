@@ -12,6 +12,7 @@ GPU_CT = dict(hostname="sglang1", cores=8, memory=4096, swap=0, rootfs="local-zf
               net0="name=eth0,bridge=vmbr0,ip=10.0.0.11/24,gw=10.0.0.1", onboot=1,
               unprivileged=0, features="nesting=1", startup="order=2",
               dev0="/dev/nvidia0,mode=0666", dev1="/dev/nvidia-uvm,mode=0666",
+              dev2="mode=0666,path=/dev/nvidiactl",
               mp0="/srv/models,mp=/shared,ro=1")
 
 
