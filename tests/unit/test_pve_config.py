@@ -1,7 +1,10 @@
 """GET/PUT of a container's config: the digest, PVE's refusals, raw lxc lines edited over SSH,
 delete=, and pending changes of a running container."""
 
+import hashlib
+
 import pytest
+import requests
 from proxmoxer.core import ResourceException
 
 from lab.pve.testing import EmulatedNode
@@ -53,7 +56,6 @@ def test_ssh_edit_of_raw_lines_is_seen(pve):
     cfg = px.nodes("pve1").lxc(150).config.get()
     assert cfg["lxc"] == [["lxc.mount.entry", "/srv/data data none bind,create=dir 0 0"]]
     assert "lxc" not in px.nodes("pve1").lxc(150).config.get(snapshot="first")
-    import hashlib
     assert cfg["digest"] == hashlib.sha1(path.read_bytes()).hexdigest()
 
 
@@ -85,3 +87,16 @@ def test_running_container_keeps_non_hotplug_changes_pending(pve):
     assert "[pve:pending]" not in pve.conf_text(150)
     assert "dev0: /dev/nvidia0,mode=0666" in (pve.backend.root / "started/150.conf").read_text()
     assert pve.wait(ct.status.stop.post())["exitstatus"] == "OK"
+
+
+def test_json_body_takes_json_booleans(pve):
+    login = pve.client().get_tokens()
+    url = f"https://127.0.0.1:{pve.port}/api2/json/nodes/pve1/lxc/150/config"
+    auth = {"cookies": {"PVEAuthCookie": login[0]}, "verify": str(pve.cert),
+            "headers": {"CSRFPreventionToken": login[1]}}
+    assert requests.put(url, json={"onboot": True, "cores": 2}, **auth).json() == {"data": None}
+    assert pve.client().nodes("pve1").lxc(150).config.get()["onboot"] == 1
+    r = requests.put(url, json={"onboot": "true", "cores": [2]}, **auth)
+    assert (r.status_code, r.reason) == (400, "Parameter verification failed.")
+    assert r.json()["errors"] == {"onboot": "type check ('boolean') failed - got 'true'",
+                                  "cores": "type check ('integer') failed - got ARRAY"}
