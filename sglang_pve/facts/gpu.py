@@ -113,9 +113,11 @@ class DeviceHolders(FactBase[list]):
 
 
 class UserSpaceDriver(FactBase[str]):
-    """The NVIDIA user-space driver's version as nvidia-smi reports it in this host (a container:
-    its own libraries, which must match the node's kernel module); its error line when it fails
-    (e.g. "Failed to initialize NVML: Driver/library version mismatch"); None without nvidia-smi.
+    """The NVIDIA user-space driver's version in this host (a container: its own libraries, which
+    must match the node's kernel module), as nvidia-smi reports it; on a mismatch nvidia-smi fails
+    ("Failed to initialize NVML: Driver/library version mismatch") and names its library version
+    ("NVML library version: 570.00.01"), which is the answer then; any other failure: its first
+    line; None without nvidia-smi.
 
     host.get_fact(UserSpaceDriver)  # "580.95.05"
     """
@@ -124,7 +126,8 @@ class UserSpaceDriver(FactBase[str]):
         return "nvidia-smi"
 
     def command(self):
-        return "nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>&1 | head -n 1"
+        return "nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>&1 | head -n 3"
 
     def process(self, output):
-        return output[0].strip() if output else None
+        library = next((line.split(":", 1)[1].strip() for line in output if line.startswith("NVML library version:")), None)
+        return library or (output[0].strip() if output else None)

@@ -162,6 +162,19 @@ def test_a_slow_or_unreachable_node_names_the_call(from_nothing, tmp_path):
     assert code != 0 and f"POST /access/ticket: node unreachable at {layout.NODE_ADDRESS}:8007" in output, output
 
 
+def test_preflight_refuses_a_user_space_driver_other_than_the_nodes(from_nothing):
+    library = "/etc/sglang-sim/driver-version"
+    installed = sh(f"cat {library}")
+    try:
+        sh(f"echo 570.00.01 > {library}")
+        code, output = pyinfra(deploy="tasks/preflight.py", check=False)
+    finally:
+        sh(f"printf %s '{installed}' > {library}")
+    assert code != 0 and "the container's user-space NVIDIA driver is 570.00.01 but node pve1 runs " \
+        f"{layout.DRIVER_VERSION}" in output, output
+    assert "Fix: install exactly" in output
+
+
 def test_every_request_the_toolkit_made_passed_the_schema(from_nothing):
     start = from_nothing[0]
     entries = log_entries()[start:]

@@ -58,3 +58,4 @@ def test_the_digest_is_checked_before_the_file_is_replaced(tmp_path, capsys):
     assert capsys.readouterr().out.strip() == hashlib.sha1(path.read_bytes()).hexdigest()
     assert "lxc.mount.entry: /x x none bind,create=dir 0 0\n\n[pve:pending]" in path.read_text()
     assert [p.name for p in tmp_path.iterdir()] == ["129.conf"]  # no temp file left
+
