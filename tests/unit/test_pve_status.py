@@ -25,7 +25,11 @@ def test_power_state_rules(tmp_path):
             ct.delete()
         assert pve.wait(ct.status.shutdown.post(timeout=5))["exitstatus"] == "OK"
         assert ct.status.current.get()["status"] == "stopped"
-        assert pve.wait(ct.delete())["exitstatus"] == "OK"
+        assert pve.wait(ct.status.start.post())["exitstatus"] == "OK"
+        upid = ct.delete(force=1)  # PVE warns "forced to stop CT ... before destroying!"
+        assert pve.wait(upid)["exitstatus"] == "WARNINGS: 1"
+        log = [entry["t"] for entry in px.nodes("pve1").tasks(upid).log.get()]
+        assert log == ["WARN: forced to stop CT 210 before destroying!", "TASK WARNINGS: 1"]
         assert not pve.node.exists(210)
         with pytest.raises(ResourceException, match="Configuration file 'nodes/pve1/lxc/210.conf' "
                                                     "does not exist"):
