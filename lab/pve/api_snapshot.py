@@ -129,7 +129,7 @@ def snapshot_rollback(node: Node, req: Request):
         if snap is None:
             raise ApiError(f"snapshot '{snapname}' does not exist")
         for key, value in sorted(snap.items()):
-            if key == "rootfs" or key.startswith("mp"):
+            if is_mountpoint(key):
                 storage = node.storages.volume_storage(rules.mp_volume(value))
                 if storage and storage["type"] == "zfspool" and most_recent(config) != snapname:
                     raise ApiError(f"can't rollback, '{snapname}' is not most recent snapshot")

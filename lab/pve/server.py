@@ -126,12 +126,8 @@ class Emulator:
 
     # -- HTTPS --------------------------------------------------------------------------------
     def make_server(self, host: str, port: int, certfile, keyfile) -> ThreadingHTTPServer:
-        emulator = self
-
-        class Handler(_Handler):
-            pass
-        Handler.emulator = emulator
-        server = ThreadingHTTPServer((host, port), Handler)
+        handler = type("Handler", (_Handler,), {"emulator": self})
+        server = ThreadingHTTPServer((host, port), handler)
         server.daemon_threads = True
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(certfile, keyfile)
