@@ -32,10 +32,7 @@ if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and
     results_dir = Path(options.bench_results_dir)
     if not results_dir.is_absolute():
         results_dir = Path(state.cwd or ".") / results_dir
-    endpoints = {}
-    for name in config.servers:
-        spec = lifecycle_spec(config.servers[name])
-        endpoints[name] = (spec["host"], spec["port"])
+    specs = {name: lifecycle_spec(server) for name, server in config.servers.items()}
 
     python.call(
         name=f"Benchmark {', '.join(names)} (a fresh start each; the running configuration again at the end)",
@@ -43,7 +40,7 @@ if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and
         job=runner.Job(
             run_id=f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{host.name}",
             configs=names,
-            endpoints=endpoints,
+            endpoints={name: (spec.host, spec.port) for name, spec in specs.items()},
             all_servers=list(config.servers),
             plan={"prompts": prompts.build(options.num_prompts, options.input_words, options.seed),
                   "output_len": options.output_len, "warmup": options.warmup, "num_prompts": options.num_prompts,

@@ -95,7 +95,7 @@ def _measure(host, job: Job, name: str, position: str) -> dict:
         "configuration": name, "status": "failed", "diagnosis": None, "sglang_version": job.sglang_version,
         "nccl_profile": job.nccl_profile, "release": job.release, "plan": {k: v for k, v in job.plan.items() if k != "prompts"},
         "startup": {"phases": started.record.get("startup_phases") or {}, "total_s": started.record.get("startup_s"),
-                    "switch_s": round(started.seconds, 3)},
+                    "switch_s": round(started.seconds, 3), "stop_previous_s": round(started.stop_seconds, 3)},
         "single_stream": None, "sweep": [], **job.extra,
     }
     if not started.ok:
@@ -119,7 +119,7 @@ def _measure(host, job: Job, name: str, position: str) -> dict:
         record["diagnosis"] = "; ".join(record["single_stream"]["errors"]) if record["single_stream"] else "no run"
     measured = sum(run["duration_s"] for run in runs) + sum(r["latency"] for r in raw.get("warmup", []))
     startup = record["startup"]["total_s"] or started.seconds
-    record["overhead_s"] = round(time.monotonic() - tic - startup - measured, 3)
+    record["overhead_s"] = round(time.monotonic() - tic - started.stop_seconds - startup - measured, 3)
     single = record["single_stream"] or {}
     accept = single.get("accept_length")
     _say(host, f"{name}: {single.get('output_throughput', 0):.1f} output tok/s, TPOT {single.get('mean_tpot_ms', 0):.2f} ms"

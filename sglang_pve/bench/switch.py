@@ -23,7 +23,8 @@ from .. import paths
 class Start:
     server: str
     ok: bool
-    seconds: float  # wall time of the start as the controller saw it
+    seconds: float  # wall time of the start as the controller saw it (after the stop)
+    stop_seconds: float  # stopping the configuration that ran (SGLang drains, GPUs verified free)
     record: dict  # the agent's status record of this start (phases, verdict, diagnosis)
 
     @property
@@ -49,8 +50,9 @@ def start(host, server: str, others: list[str]) -> Start:
     """Stop `others`, then start `server` fresh and wait for its gate."""
     tic = time.monotonic()
     stop(host, [name for name in others if name != server])
+    stopped = time.monotonic()
     ok, _ = host.run_shell_command(StringCommand("systemctl", "restart", paths.unit_name(server)), print_output=False)
-    return Start(server, ok, time.monotonic() - tic, status_record(host, server))
+    return Start(server, ok, time.monotonic() - stopped, stopped - tic, status_record(host, server))
 
 
 def stop(host, servers: list[str]) -> None:
