@@ -57,23 +57,38 @@ def run(job: Job) -> None:
     previous = switch.active_server(host, job.all_servers)
     _say(host, f"run {job.run_id}: {len(job.configs)} configuration(s): {', '.join(job.configs)}; "
                f"running now: {previous or 'none'} (started again at the end)")
-    records, worker = [], gevent.getcurrent()
-    handlers = [gevent.signal_handler(sig, worker.kill, BenchInterrupted, block=False)
-                for sig in (signal.SIGINT, signal.SIGTERM)]
+    records = []
+    previous_handlers = _on_interrupt(gevent.getcurrent(), host)
     try:
         host.run_shell_command(StringCommand("mkdir", "-p", "-m", "700", REMOTE_DIR), print_output=False)
         host.put_file(BytesIO(Path(client.__file__).read_bytes()), CLIENT, print_output=False)
         for index, name in enumerate(job.configs, 1):
             records.append(_measure(host, job, name, f"{index}/{len(job.configs)}"))
-    except BenchInterrupted:
-        _say(host, "interrupted")
+    except BenchInterrupted as interrupt:
+        _say(host, f"interrupted by {interrupt}")
         raise
     finally:
         _restore(host, job, previous)
-        for handler in handlers:
-            handler.cancel()
+        for sig, handler in previous_handlers.items():
+            signal.signal(sig, handler)
         if records:
             _report(host, job, records)
+
+
+def _on_interrupt(worker, host) -> dict:
+    """SIGINT/SIGTERM -> BenchInterrupted in `worker` where it waits (once: a second signal must not
+    cut the restore short). A Python-level handler, since pyinfra's CLI replaces gevent's own for
+    SIGINT with one that only exits; returns the handlers to put back."""
+    fired = []
+
+    def handler(signum, frame):
+        if fired:
+            logger.warning(f"{host.print_prefix}bench: still putting the previous configuration back, please wait")
+            return
+        fired.append(signum)
+        worker.kill(BenchInterrupted(signal.Signals(signum).name), block=False)
+
+    return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
 
 
 def _restore(host, job: Job, previous: str | None) -> None:

@@ -72,3 +72,27 @@ def test_bench_options_are_refused_before_anything_runs(deployed):
                            check=False)
     assert code != 0 and "configs = 'eagle9': no such server configuration" in output and "sweep" in output
     assert not (PROJECT / "bench-results" / "nothing").exists()
+
+
+def test_an_interrupted_run_puts_the_previous_configuration_back(deployed):
+    import os
+    import signal
+    import subprocess
+
+    from tests.integration.conftest import PYINFRA
+
+    command = [PYINFRA, "-y", "inventory/lab.py", "tasks/bench.py", *SHORT, "--data", "configs=eagle3-2step,eagle3-5step",
+               "--data", f"bench_results_dir={deployed}"]
+    proc = subprocess.Popen(command, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if "single-stream decode 1/3" in line:
+            proc.send_signal(signal.SIGINT)  # our own child, by PID
+            break
+    output = "".join(seen) + proc.stdout.read()
+    assert proc.wait(timeout=120) != 0, output
+    assert "interrupted" in output and "restoring baseline" in output and "baseline is running again" in output
+    assert unit_state("sglang-baseline.service")["ActiveState"] == "active"
+    assert unit_state("sglang-eagle3-2step.service")["ActiveState"] != "active"
