@@ -13,6 +13,7 @@ ran before runs again at the end, also after a failure or Ctrl-C. Results: the h
 `--dry` changes nothing (the benchmark runs at execution time only).
 """
 
+import re
 import time
 from pathlib import Path
 
@@ -38,7 +39,7 @@ if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and
         name=f"Benchmark {', '.join(names)} (a fresh start each; the running configuration again at the end)",
         function=runner.run,
         job=runner.Job(
-            run_id=f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{host.name}",
+            run_id=f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{re.sub(r'[^A-Za-z0-9._-]', '-', host.name)}",
             configs=names,
             endpoints={name: (spec.host, spec.port) for name, spec in specs.items()},
             all_servers=list(config.servers),

@@ -78,6 +78,7 @@ def test_the_measured_profile_becomes_host_data_below_the_command_line(tmp_path)
     (tmp_path / "group_data").mkdir()
     measured.write(tmp_path, "gpu1", "pcie-tuned-ll-simple", "2026-11-30T12:00:00Z", "overall ll-simple")
     measured.write(tmp_path, "gpu2", "nccl-defaults", "2026-11-30T12:00:00Z", "overall")
-    hosts = measured.with_measured([("gpu1", {"ssh_user": "root"}), ("gpu3", {})], tmp_path)
-    assert hosts == [("gpu1", {"ssh_user": "root", "nccl_profile": "pcie-tuned-ll-simple"}), ("gpu3", {})]
+    hosts = measured.with_measured([("gpu1", {"ssh_user": "root"}), ("gpu3", {}), ("@pveguest/gpu2", {})], tmp_path)
+    assert hosts == [("gpu1", {"ssh_user": "root", "nccl_profile": "pcie-tuned-ll-simple"}), ("gpu3", {}),
+                     ("@pveguest/gpu2", {"nccl_profile": "nccl-defaults"})]
     assert set(measured.load(tmp_path)) == {"gpu1", "gpu2"}
