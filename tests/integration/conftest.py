@@ -1,4 +1,5 @@
-"""The real lab: an LXC container with systemd and sshd, deployed into over real SSH."""
+"""The real lab: the node pve1 and sglang1, LXC system containers with systemd and sshd, deployed
+into over real SSH."""
 
 import os
 import re
@@ -20,6 +21,11 @@ def lab_missing() -> str | None:
         return "the lab needs root"
     if not shutil.which("lxc-start"):
         return "lxc is not installed (make test installs it)"
+    from lab import layout, node
+
+    if node.schema_dir() is None and not layout.LAB_CREATES_SGLANG1:
+        return ("REFERENCE SCHEMAS MISSING: sglang1 is provisioned through pve1's API emulator, which needs "
+                "../shared/reference (or SGLANG_PVE_PVE_SCHEMA_DIR)")
     return None
 
 
