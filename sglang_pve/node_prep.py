@@ -19,7 +19,7 @@ def node_prep_files(gpus: GpuDeviceInfo) -> list[ManagedFile]:
     """modules-load.d (nvidia, nvidia_uvm) and the oneshot unit that makes every node exist at boot:
     nvidia-smi creates /dev/nvidiaN and nvidiactl, nvidia-modprobe -u the nvidia-uvm pair (created
     lazily otherwise, and nothing inside a container may create it)."""
-    minors = sorted(int(n.path.removeprefix("/dev/nvidia")) for n in gpus.nodes if n.path.removeprefix("/dev/nvidia").isdigit())
+    minors = gpus.gpu_indices
     unit = "\n".join([
         MARK, "[Unit]", "Description=Create every NVIDIA device node before guests start (sglang-pve)",
         "After=systemd-modules-load.service", "Before=pve-guests.service", "",

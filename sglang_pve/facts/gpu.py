@@ -31,8 +31,13 @@ class GpuDeviceInfo:
     driver: str | None  # from /proc/driver/nvidia/version
 
     @property
+    def gpu_indices(self) -> list[int]:
+        """N of every /dev/nvidiaN, sorted."""
+        return sorted(int(n.path.removeprefix("/dev/nvidia")) for n in self.nodes if n.path.removeprefix("/dev/nvidia").isdigit())
+
+    @property
     def gpu_count(self) -> int:
-        return sum(1 for node in self.nodes if node.path.removeprefix("/dev/nvidia").isdigit())
+        return len(self.gpu_indices)
 
 
 class GpuDevices(FactBase[GpuDeviceInfo]):

@@ -60,8 +60,7 @@ class Plan:
 def plan(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest) -> Plan:
     """Read the node (cached for the run) and decide; raises ConfigError for anything refused."""
     listed = node.containers().get(spec.vmid)
-    node_gpus = [int(n.path.removeprefix("/dev/nvidia")) for n in gpus.nodes if n.path.removeprefix("/dev/nvidia").isdigit()]
-    dev_options, raw_devices, problems = passthrough(spec, node_gpus, gpus.majors)
+    dev_options, raw_devices, problems = passthrough(spec, gpus.gpu_indices, gpus.majors)
     wanted, raw_wanted = wanted_config(spec, dev_options), wanted_raw_lines(spec, raw_devices)
     if listed:
         current = node.config(spec.vmid)
