@@ -106,6 +106,8 @@ class Api:
         exitstatus = status.get("exitstatus")
         if not task_succeeded(exitstatus):
             raise ProxmoxError(call, f"task failed: {exitstatus}{self._log_tail(node, upid)}")
+        if exitstatus != "OK":  # "WARNINGS: n": done, but say what Proxmox warned about
+            logging.getLogger("pyinfra").warning(f"{call}: task ended with {exitstatus}{self._log_tail(node, upid)}")
         return exitstatus
 
     def _log_tail(self, node: str, upid: str) -> str:

@@ -142,6 +142,17 @@ def test_a_failed_task_reports_its_exit_status_and_log(server):
                                  "(task log: starting | no such bridge vmbr9)")
 
 
+def test_a_task_with_warnings_succeeds_and_says_so(server, caplog, monkeypatch):
+    api = login(server, fingerprint=server["fingerprint"])
+    statuses = iter([{"status": "running"}, {"status": "stopped", "exitstatus": "WARNINGS: 1"}])
+    real_get = api.get
+    monkeypatch.setattr(api, "get", lambda path, **kw: next(statuses) if path.endswith("/status") else real_get(path, **kw))
+    monkeypatch.setattr("sglang_pve.proxmox.client.POLL_INTERVAL_S", 0)
+    with caplog.at_level("WARNING", logger="pyinfra"):
+        assert api.wait("UPID:pve1:0001:0002:0003:vzstart:129:root@pam:", "POST /x") == "WARNINGS: 1"
+    assert "POST /x: task ended with WARNINGS: 1 (task log: starting | no such bridge vmbr9)" in caplog.text
+
+
 def test_an_unreachable_node_names_the_call():
     closed = {"port": 1, "fingerprint": "00:" * 31 + "00"}
     with pytest.raises(ProxmoxError) as caught:
