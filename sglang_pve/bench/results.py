@@ -83,11 +83,23 @@ def ratios(records: list[dict]) -> dict:
     return {r["configuration"]: _tok_s(r) / base for r in records if base and _tok_s(r)}
 
 
+def _sweep_rows(records: list[dict]) -> list[tuple]:
+    return [(r["configuration"], s["concurrency"], f"{s['output_throughput']:.1f}", f"{s['mean_tpot_ms']:.2f}",
+             f"{s['mean_ttft_ms']:.1f}") for r in records for s in r.get("sweep") or []]
+
+
+SWEEP_COLUMNS = ("configuration", "concurrency", "output tok/s", "TPOT ms", "TTFT ms")
+
+
 def render_text(records: list[dict]) -> str:
     rows = [COLUMNS, *table_rows(records)]
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(COLUMNS) - 1)]
     lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + str(row[-1])
              for row in rows]
+    sweep = _sweep_rows(records)
+    if sweep:
+        lines += ["", "  ".join(SWEEP_COLUMNS)] + ["  ".join(str(c).ljust(len(h)) for c, h in zip(row, SWEEP_COLUMNS, strict=True))
+                                                  for row in sweep]
     return "\n".join(line.rstrip() for line in lines)
 
 
@@ -103,11 +115,10 @@ def render_markdown(records: list[dict], title: str) -> str:
               f"release {first.get('release') or '-'}; {plan.get('num_prompts')} prompts of {plan.get('input_words')} "
               f"words, {plan.get('output_len')} output tokens, concurrency 1, seed {plan.get('seed')}. "
               "Metrics as SGLang's bench_serving defines them (README: Benchmark)."]
-    sweeps = [(r["configuration"], s) for r in records for s in r.get("sweep") or []]
-    if sweeps:
-        lines += ["", "| configuration | concurrency | output tok/s | TPOT ms | TTFT ms |", "|---|---|---|---|---|"]
-        lines += [f"| {name} | {s['concurrency']} | {s['output_throughput']:.1f} | {s['mean_tpot_ms']:.2f} | "
-                  f"{s['mean_ttft_ms']:.1f} |" for name, s in sweeps]
+    sweep = _sweep_rows(records)
+    if sweep:
+        lines += ["", "| " + " | ".join(SWEEP_COLUMNS) + " |", "|" + "---|" * len(SWEEP_COLUMNS)]
+        lines += ["| " + " | ".join(map(str, row)) + " |" for row in sweep]
     return "\n".join(lines) + "\n"
 
 

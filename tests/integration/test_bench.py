@@ -53,8 +53,8 @@ def test_all_four_configurations_measured_at_the_simulators_rates(deployed):
 def test_a_startup_hang_is_a_failed_row_with_its_diagnosis_and_the_others_are_measured(deployed):
     set_faults({"eagle3-3step": {"hang": "cuda_graph"}})
     try:
-        pyinfra(*SHORT, "--data", "configs=eagle3-3step,baseline", "--data", f"bench_results_dir={deployed}",
-                "--data", "compare=previous", deploy="tasks/bench.py")
+        _, output = pyinfra(*SHORT, "--data", "configs=eagle3-3step,baseline", "--data", f"bench_results_dir={deployed}",
+                            "--data", "compare=previous", "--data", "sweep=2", deploy="tasks/bench.py")
     finally:
         set_faults({})
     history = _history(deployed)
@@ -63,6 +63,8 @@ def test_a_startup_hang_is_a_failed_row_with_its_diagnosis_and_the_others_are_me
     assert hung["status"] == "failed" and "stalled in cuda_graph" in hung["diagnosis"] and hung["diagnosis_file"]
     assert baseline["status"] == "ok" and baseline["single_stream"]["output_throughput"] > 0
     assert unit_state("sglang-baseline.service")["ActiveState"] == "active"
+    assert [s["concurrency"] for s in baseline["sweep"]] == [2] and baseline["sweep"][0]["completed"] == 4  # max(num_prompts, 2 x concurrency)
+    assert f"change against {history[0]['run_id']}" in output  # the first test's run
     markdown = (deployed / f"{hung['run_id']}.md").read_text()
     assert "| eagle3-3step | failed |" in markdown and "stalled in cuda_graph" in markdown
 
