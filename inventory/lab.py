@@ -22,7 +22,7 @@ GUEST, GUEST_ADDRESS = next(iter(layout.SGLANG_HOSTS.items()))
 env = InventoryEnv("inventory/lab.py")
 for path, what in ((layout.PVE_CREDENTIALS, "the node's API credentials"), (layout.PVE_FINGERPRINT, "the node's certificate pin"),
                    (layout.SSH_KEY, "the lab's client key")):
-    env.file(f"{path.name} in the lab state dir", str(path), f"{what}: run `python -m lab up` first")
+    env.exists(path, what, "run `python -m lab up` first (with the same SGLANG_PVE_LAB_SLOT)")
 env.check()
 os.environ.setdefault(PASSWORD_ENV, json.loads(layout.PVE_CREDENTIALS.read_text())["users"]["root@pam"]["password"])
 

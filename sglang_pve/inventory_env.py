@@ -26,6 +26,11 @@ class InventoryEnv:
             self.problems.append(f"{variable} = {path!r}: no such file ({what}). Fix: create it, or export {variable}=/path/to/it")
         return path
 
+    def exists(self, path, what: str, fix: str) -> None:
+        """A file the inventory reads itself (not named by a variable)."""
+        if not os.path.isfile(path):
+            self.problems.append(f"{path}: no such file ({what}). Fix: {fix}")
+
     def value(self, variable: str, what: str, default: str | None = None) -> str | None:
         value = os.environ.get(variable) or default
         if not value:

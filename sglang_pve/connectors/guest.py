@@ -9,12 +9,15 @@ is left *pending* (connected as far as pyinfra is concerned) and deploy.py gives
 ``guest.deploy_when_provisioned``, that connects and runs the deploy after its node created it.
 """
 
+import os
 import time
+from pathlib import Path
 
 from pyinfra.api.exceptions import ConnectError
 from pyinfra.connectors.ssh import SSHConnector
 from pyinfra.connectors.sshuserclient.client import get_host_keys
 
+from ..config import load_deployment
 from ..config.errors import ConfigError, Problem
 from ..config.proxmox import load_container
 from ..proxmox import hostkeys
@@ -43,9 +46,26 @@ def known_hosts_file(host) -> str:
     return path
 
 
+def validated_spec(host):
+    """The host's container spec, with its deploy data validated too: every problem of the host in
+    one report, before the first call to its node."""
+    data, problems = host.data.dict(), []
+    try:
+        spec = load_container(host.name, data)
+    except ConfigError as error:
+        spec, problems = None, error.problems
+    try:
+        load_deployment(host.name, data, Path(host.state.cwd or os.getcwd()))
+    except ConfigError as error:
+        problems += error.problems
+    if problems:
+        raise ConfigError(host.name, problems)
+    return spec
+
+
 def why_pending(host) -> str | None:
     """Why the container cannot be reached over SSH now, or None when it can."""
-    spec = load_container(host.name, host.data.dict())
+    spec = validated_spec(host)
     if spec is None:
         return None
     node = node_for(spec.node, node_host(host, spec).data.dict())
