@@ -5,7 +5,7 @@ import importlib
 import json
 import sys
 
-from .auth import load_credentials, is_private
+from .auth import is_private, load_credentials
 from .backend import DirBackend
 from .node import VERSIONS, Node
 from .schema import Schema, default_schema_dir

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import conf as ctconf
-from .errors import ApiError, perm_error, param_error
+from .errors import ApiError, param_error, perm_error
 from .storage import Storages
 from .tasks import Tasks
 

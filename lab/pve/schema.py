@@ -36,7 +36,7 @@ class Route:
         if len(parts) != len(self.segments):
             return None
         params = {}
-        for seg, part in zip(self.segments, parts):
+        for seg, part in zip(self.segments, parts, strict=True):
             if seg.startswith("{"):
                 params[seg[1:-1]] = part
             elif seg != part:

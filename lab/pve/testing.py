@@ -50,11 +50,12 @@ def require_schema(version: int, schema_dir=None) -> Path:
 
 def self_signed_cert(directory: Path) -> tuple[Path, Path]:
     """A throwaway certificate for 127.0.0.1 (cryptography, as pve-cluster's pve-ssl.pem)."""
+    import ipaddress
+
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
-    import ipaddress
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "pve1")])

@@ -10,8 +10,12 @@ come from pve-container (dev/mp/unused 0-255, net 0-31).
 ...     "dev[n]": {"type": "string", "optional": 1, "format": {"path": {"type": "string",
 ...     "default_key": 1, "format": "pve-lxc-dev-string"}, "mode": {"type": "string",
 ...     "pattern": "0[0-7]{3}", "optional": 1}}}}}
->>> verify(schema, {"onboot": "True", "dev0": "/dev/nvidia0,foo=1", "lxc.idmap": "u 0 1 1"})
-{'onboot': "type check ('boolean') failed - got 'True'", 'dev0': 'invalid format - invalid key in comma-separated list property: foo\\n', 'lxc.idmap': 'property is not defined in schema and the schema does not allow additional properties'}
+>>> errors = verify(schema, {"onboot": "True", "dev0": "/dev/nvidia0,foo=1", "lxc.idmap": "u 0 1 1"})
+>>> for key, message in errors.items():
+...     print(f"{key}: {message!r}")
+onboot: "type check ('boolean') failed - got 'True'"
+dev0: 'invalid format - invalid key in comma-separated list property: foo\\n'
+lxc.idmap: 'property is not defined in schema and the schema does not allow additional properties'
 """
 
 import re
