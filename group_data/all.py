@@ -31,11 +31,22 @@ nccl_workload_mix = {"decode": 0.8, "prefill": 0.2}
 servers_file = "group_data/servers.yml"
 active_server = "baseline"
 
-# The pinned SGLang build: one virtualenv per version under sglang_venvs_dir, earlier ones kept.
+# The SGLang build: an exact version, or "nightly" / "nightly-YYYYMMDD", resolved once per run on
+# the controller against the indexes below to the exact nightly (its version names the commit).
+# One virtualenv per version under sglang_venvs_dir, built beside its final path and moved into
+# place only after the install from a hash-locked resolution and the import check passed.
 sglang_version = "0.5.16.dev20260720+g8905cbd42"
 sglang_index_url = "https://pypi.org/simple"
 sglang_extra_index_urls = ["https://docs.sglang.ai/whl/cu130/"]
 sglang_venvs_dir = "/opt/sglang/venvs"
+# Installs from the lock: "uv" (installed on the host from sglang_index_url, at uv_version) or "pip".
+sglang_installer = "uv"
+uv_version = "0.13.9"
+# Imported by the new venv's python before it is moved into place: SGLang, torch, the kernel.
+sglang_import_check = ["sglang", "torch", "sgl_kernel"]
+
+# Releases (/var/lib/sglang-pve/releases): how many are kept, with their venvs, for rollback.
+releases_kept = 5
 
 # Resource limits of every server unit (SGLang raises NOFILE itself, but only up to the hard limit).
 unit_limits = {"nofile": 1048576, "memlock": "infinity"}

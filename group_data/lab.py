@@ -7,6 +7,9 @@ from sglang_pve.agent.spec import STALL_PHASES
 # distribution name and pinned version; nothing else is reachable from the containers.
 sglang_index_url = INDEX_URL
 sglang_extra_index_urls = []
+# The simulator's wheel needs no torch and no kernel, and the lab ships neither (a stand-in named
+# like them would only prove that an import of an empty package works): it checks what it ships.
+sglang_import_check = ["sglang", "yaml"]
 
 # Root in the lab host lacks CAP_SYS_RESOURCE, so systemd inside the container cannot raise hard
 # limits above the host's (nofile 20000, memlock 8 MiB here); production uses the defaults.

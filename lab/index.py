@@ -1,17 +1,27 @@
 """The lab's package index: a PEP 503 simple index served over HTTP on the bridge.
 
-It holds the SGLang simulator as a wheel named ``sglang`` (built from lab/sglang_sim,
-rebuilt when the tree changes) and the simulator's dependencies, downloaded once from PyPI
-as binary wheels for the container's Python (asked from the rootfs, never assumed).
-Containers install from it exactly as production installs from PyPI:
+It holds the SGLang simulator as wheels named ``sglang`` (built from lab/sglang_sim, rebuilt
+when the tree changes), the simulator's dependencies and the deploy's installer (uv, at the
+version group_data/all.py pins), downloaded once from PyPI as binary wheels for the container's
+Python (asked from the rootfs, never assumed). Containers install from it exactly as production
+installs from PyPI and SGLang's nightly index:
+
+The simulator is served under four nightly-style versions, all from the same tree
+(lab/layout.py names them): the pinned one (pyproject.toml), a good newer nightly, one whose
+wheel is truncated after its metadata was published apart (PEP 658, as PyPI serves it), so
+resolution succeeds and the install fails half-way, and one with a regression built in
+(``sglang/sim/regression.json``: every configuration hangs loading weights, so it never gets
+ready).
 
     pip install --index-url http://10.200.0.1:8100/simple/ sglang==<version>
 """
 
 import hashlib
 import html
+import json
 import os
 import re
+import runpy
 import shutil
 import socket
 import sys
@@ -21,6 +31,7 @@ import tomllib
 from collections.abc import Callable
 from fnmatch import fnmatch
 from pathlib import Path
+from zipfile import ZipFile
 
 from lab import layout, procs
 from lab.shell import LabError, run
@@ -87,20 +98,53 @@ def _cached(key: str, fill: Callable[[Path], None]) -> list[Path]:
     return sorted(final.glob("*.whl"))
 
 
+_REGRESSION = {"hang": "weights"}  # the never-ready nightly's built-in fault (sglang/sim/faults.py)
+
+
+def _set_version(source: Path, version: str) -> None:
+    pyproject = source / "pyproject.toml"
+    text, count = re.subn(r'(?m)^version = ".*"$', f'version = "{version}"', pyproject.read_text(), count=1)
+    if count != 1:
+        raise LabError(f"{pyproject}: no `version = \"...\"` line to set")
+    pyproject.write_text(text)
+
+
+def _break_wheel(wheel: Path) -> None:
+    """Publish the wheel's METADATA beside it (PEP 658), then cut the wheel in half: resolvers
+    read the metadata and succeed, the install downloads the wheel and fails on it."""
+    with ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        wheel.with_name(wheel.name + ".metadata").write_bytes(archive.read(name))
+    data = wheel.read_bytes()
+    wheel.write_bytes(data[: len(data) // 2])
+
+
 def sim_wheel(sim_dir: Path) -> list[Path]:
-    """The ``sglang`` wheel built from a copy of the simulator tree (the build must not
-    leave build/ or egg-info in the tracked source tree)."""
+    """The ``sglang`` wheels built from copies of the simulator tree (the build must not leave
+    build/ or egg-info in the tracked source tree): the pinned version and the lab's nightlies."""
+    pinned, _ = sim_metadata(sim_dir)
+    versions = [pinned, layout.BROKEN_NIGHTLY, layout.NEVER_READY_NIGHTLY, layout.GOOD_NIGHTLY]
 
     def build(out: Path) -> None:
-        with tempfile.TemporaryDirectory() as tmp:
-            source = Path(tmp) / "src"
-            shutil.copytree(sim_dir, source, ignore=shutil.ignore_patterns(*_BUILD_LEFTOVERS))
-            pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet"]
-            run([*pip_wheel, "--wheel-dir", str(out), str(source)])
+        for version in versions:
+            with tempfile.TemporaryDirectory() as tmp:
+                source = Path(tmp) / "src"
+                shutil.copytree(sim_dir, source, ignore=shutil.ignore_patterns(*_BUILD_LEFTOVERS))
+                _set_version(source, version)
+                if version == layout.NEVER_READY_NIGHTLY:
+                    (source / "sglang/sim/regression.json").write_text(json.dumps(_REGRESSION) + "\n")
+                pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet"]
+                run([*pip_wheel, "--wheel-dir", str(out), str(source)])
+        _break_wheel(next(out.glob(f"sglang-{layout.BROKEN_NIGHTLY}-*.whl")))
 
-    key = f"sglang-{tree_digest(sim_dir)}"
+    key = f"sglang-{tree_digest(sim_dir)}-{hashlib.sha256(' '.join(versions).encode()).hexdigest()[:8]}"
     # builds of other trees stay: other slots (worktrees) may serve them right now
     return _cached(key, build)
+
+
+def installer_requirements() -> list[str]:
+    """uv at the version the deploy pins (group_data/all.py: uv_version)."""
+    return [f"uv=={runpy.run_path(str(layout.SOURCE_DIR.parent / 'group_data' / 'all.py'))['uv_version']}"]
 
 
 def dependency_wheels(requirements: list[str], python: str) -> list[Path]:
@@ -133,7 +177,13 @@ def write_index(wheels: list[Path]) -> None:
             shutil.copy2(wheel, project_dir / wheel.name)
             sha256 = hashlib.sha256(wheel.read_bytes()).hexdigest()
             name = html.escape(wheel.name)
-            links.append(f'<a href="{name}#sha256={sha256}">{name}</a><br>')
+            metadata = wheel.with_name(wheel.name + ".metadata")
+            attributes = ""
+            if metadata.is_file():  # PEP 658 (data-dist-info-metadata) / PEP 714 (data-core-metadata)
+                shutil.copy2(metadata, project_dir / metadata.name)
+                digest = hashlib.sha256(metadata.read_bytes()).hexdigest()
+                attributes = f' data-dist-info-metadata="sha256={digest}" data-core-metadata="sha256={digest}"'
+            links.append(f'<a href="{name}#sha256={sha256}"{attributes}>{name}</a><br>')
         (project_dir / "index.html").write_text(_page(f"Links for {project}", links))
     (staging / "simple").mkdir(parents=True, exist_ok=True)
     (staging / "simple/index.html").write_text(
@@ -158,7 +208,8 @@ def _page(title: str, body: list[str]) -> str:
 def publish(sim_dir: Path, rootfs: Path) -> str:
     """Build or reuse the wheels and write the index; returns the sglang version published."""
     version, requirements = sim_metadata(sim_dir)
-    write_index(sim_wheel(sim_dir) + dependency_wheels(requirements, container_python(rootfs)))
+    python = container_python(rootfs)
+    write_index(sim_wheel(sim_dir) + dependency_wheels(requirements, python) + dependency_wheels(installer_requirements(), python))
     return version
 
 

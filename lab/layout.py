@@ -78,6 +78,12 @@ HOSTS = {NODE: NODE_ADDRESS, **(SGLANG_HOSTS if LAB_CREATES_SGLANG1 else {})}
 INDEX_PORT = 8100
 INDEX_URL = f"http://{BRIDGE_ADDRESS}:{INDEX_PORT}/simple/"
 
+# Nightlies the index serves besides the pinned one (lab/sglang_sim's pyproject version), all built
+# from the same simulator tree: only the version differs, plus what each name says (lab/index.py).
+BROKEN_NIGHTLY = "0.5.16.dev20260721+g3f2a9c1d7"  # truncated wheel, metadata served apart: pip fails half-way
+NEVER_READY_NIGHTLY = "0.5.16.dev20260722+g71be0d4a2"  # a regression: every configuration hangs loading weights
+GOOD_NIGHTLY = "0.5.16.dev20260723+gc0ffee123"  # the newest: what `sglang_version: nightly` resolves to
+
 # Fake GPUs: 8 like the production hosts (nvidia-uvm's major is dynamic: lab.gpus.uvm_major()).
 GPU_COUNT = 8
 # The NVIDIA driver of the node (kernel module and nvidia-smi) and the user-space driver installed

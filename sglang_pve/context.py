@@ -3,11 +3,12 @@
 import os
 from pathlib import Path
 
-from pyinfra import host, state
+from pyinfra import host, logger, state
 from pyinfra.api.exceptions import PyinfraError
 
-from . import paths
-from .config import ConfigError, Deployment, load_deployment
+from . import index, paths
+from .config import ConfigError, Deployment, Problem, load_deployment
+from .config.deployment import NIGHTLY, HostData
 
 _deployments: dict[str, Deployment] = {}
 
@@ -17,7 +18,7 @@ def deployment() -> Deployment:
     if host.name not in _deployments:
         project = Path(state.cwd or os.getcwd())
         try:
-            _deployments[host.name] = load_deployment(host.name, host.data.dict(), project)
+            _deployments[host.name] = load_deployment(host.name, host.data.dict(), project, _resolve)
         except ConfigError as error:
             raise PyinfraError(str(error)) from None  # pyinfra prints it plainly, no traceback
     return _deployments[host.name]
@@ -33,6 +34,23 @@ def task_options(loader):
         raise PyinfraError(str(error)) from None
 
 
+def _resolve(data: HostData) -> str:
+    """An exact version as is; a nightly spec resolved on the controller, printed once per run."""
+    spec = data.sglang_version
+    if not NIGHTLY.fullmatch(spec):
+        return spec
+    urls = (data.sglang_index_url, *data.sglang_extra_index_urls)
+    cached = index.resolve_nightly.cache_info().currsize
+    try:
+        version = index.resolve_nightly(spec, urls)
+    except index.IndexLookupError as error:
+        raise ConfigError(host.name, [Problem("sglang_version", spec, str(error),
+                                              "pin an exact version, or check the index URLs")]) from None
+    if index.resolve_nightly.cache_info().currsize > cached:
+        logger.info(f"sglang_version {spec} resolved to {version} ({', '.join(map(index.masked, urls))})")
+    return version
+
+
 def venv() -> str:
-    data = deployment().data
-    return paths.venv_path(data.sglang_venvs_dir, data.sglang_version)
+    config = deployment()
+    return paths.venv_path(config.data.sglang_venvs_dir, config.sglang_version)

@@ -21,9 +21,22 @@ from .agent.contract import (  # noqa: F401 - re-exported for the deploy side
 NCCL_ENV = f"{ETC_DIR}/nccl.env"  # EnvironmentFile= of every server unit
 NCCL_CONF = "/etc/nccl.conf"  # read by NCCL itself in every process
 NCCL_PROFILE_MODULE = "sglang_pve_nccl"  # in the venv's site-packages, imported by a .pth of the same name
+UV_VENV = "/opt/sglang-pve/uv"  # the installer, in its own venv (sglang_installer: uv)
+RELEASES_DIR = f"{STATE_DIR}/releases"  # <id>.json records, blobs/ of the files they restore
 SGLANG_DEFAULT_PORT = 30000  # SGLang's own, when a configuration sets no port
 
 
 def venv_path(venvs_dir: str, version: str) -> str:
     """One virtualenv per pinned SGLang version; the local version label (+g<sha>) is kept."""
     return f"{venvs_dir}/sglang-{version}"
+
+
+def lock_path(venv: str) -> str:
+    """The venv's lock, beside it: every distribution with its sha256 (root-only)."""
+    return f"{venv}.lock"
+
+
+def partial_venv_path(venv: str) -> str:
+    """Where a venv is built before it is moved into place (a unit never points here)."""
+    head, _, name = venv.rpartition("/")
+    return f"{head}/.{name}.partial"

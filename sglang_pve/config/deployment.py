@@ -1,5 +1,6 @@
 """The whole deployment of one host, built from pyinfra host data and validated once."""
 
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -15,6 +16,8 @@ from .servers import ServerConfig, build_servers, read_servers_file
 _LIMIT = r"^(infinity|[0-9]+[KMGT]?)$"
 _VERSION = r"^[A-Za-z0-9.+!_-]{1,128}$"  # PEP 440's alphabet: a version is part of the venv path
 _URL = r"^https?://[A-Za-z0-9._~:/?#@!$&()*+,;=%-]{1,2048}$"  # RFC 3986 characters, ASCII only
+NIGHTLY = re.compile(r"nightly(-[0-9]{8})?")  # sglang_version: the newest nightly, or that day's
+_MODULE = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 
 
 class UnitLimits(BaseModel):
@@ -35,6 +38,10 @@ class HostData(BaseModel):
     sglang_index_url: str = Field(pattern=_URL)
     sglang_extra_index_urls: list[Annotated[str, Field(pattern=_URL)]] = []
     sglang_venvs_dir: HostPath
+    sglang_installer: Literal["uv", "pip"] = "uv"
+    uv_version: str = Field("0.13.9", pattern=_VERSION)
+    sglang_import_check: list[Annotated[str, Field(pattern=_MODULE)]] = Field(["sglang", "torch", "sgl_kernel"], min_length=1)
+    releases_kept: int = Field(5, ge=2, le=100)
     unit_limits: UnitLimits = UnitLimits()
     shell_user: str = Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
     shell_rc: HostPath
@@ -43,16 +50,19 @@ class HostData(BaseModel):
     @field_validator("sglang_version")
     @classmethod
     def _pep440(cls, value: str) -> str:
+        if NIGHTLY.fullmatch(value):
+            return value
         try:
             Version(value)
         except InvalidVersion:
-            raise ValueError("not a PEP 440 version") from None
+            raise ValueError("not a PEP 440 version, nor nightly or nightly-YYYYMMDD") from None
         return value
 
 
 class Deployment(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
     data: HostData
+    sglang_version: str  # exact: data.sglang_version, or the nightly it resolved to (sglang_pve.index)
     nccl_env: dict[str, str]  # the active profile, values as strings
     servers: dict[str, ServerConfig]
 
@@ -60,9 +70,10 @@ class Deployment(BaseModel):
 _VERSION_HINT = "quote it so it stays a string, e.g. --data 'sglang_version=\"0.5.10\"'"
 
 
-def load_deployment(host_name: str, data: dict, project_dir: Path) -> Deployment:
+def load_deployment(host_name: str, data: dict, project_dir: Path, resolve=lambda d: d.sglang_version) -> Deployment:
     """Validate everything the deploy needs from `data` (host.data as a dict); raise ConfigError
-    listing every problem, before any remote command runs."""
+    listing every problem, before any remote command runs. `resolve(host_data)` gives the exact
+    SGLang version (context._resolve: sglang_pve.index for nightly specs; it may raise ConfigError)."""
     try:
         host_data = HostData.model_validate(data)
     except ValidationError as exc:
@@ -90,4 +101,5 @@ def load_deployment(host_name: str, data: dict, project_dir: Path) -> Deployment
         raise ConfigError(host_name, problems)
 
     profile = host_data.nccl_profiles[host_data.nccl_profile]
-    return Deployment(data=host_data, nccl_env={k: str(v) for k, v in profile.items()}, servers=servers)
+    return Deployment(data=host_data, sglang_version=resolve(host_data),
+                      nccl_env={k: str(v) for k, v in profile.items()}, servers=servers)

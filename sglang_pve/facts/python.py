@@ -30,26 +30,3 @@ class VenvSitePackages(FactBase[str | None]):
 
     def process(self, output):
         return output[-1].strip() if output else None
-
-
-class InstalledDistribution(FactBase[str | None]):
-    """Version of a distribution installed in a virtualenv: None if the venv is missing,
-    "" if the venv exists without it.
-
-    host.get_fact(InstalledDistribution, venv="/opt/sglang/venvs/x", distribution="sglang")  # "0.5.16.dev..."
-    """
-
-    def command(self, venv, distribution):
-        python = shlex.quote(f"{venv}/bin/python")
-        probe = shlex.quote(
-            "import importlib.metadata as m, sys\n"
-            "try: print('version', m.version(sys.argv[1]))\n"
-            "except m.PackageNotFoundError: print('version')"
-        )
-        return f"if [ -x {python} ]; then {python} -c {probe} {shlex.quote(distribution)}; fi"
-
-    def process(self, output):
-        for line in output:
-            if line.startswith("version"):
-                return line.removeprefix("version").strip()
-        return None

@@ -73,7 +73,7 @@ def probe_spec(deployment: Deployment, venv: str, judge_all: bool) -> ProbeSpec:
     servers = deployment.servers.values()
     models = dict.fromkeys(p for s in servers for p in (s.args.model_path, s.args.speculative_draft_model_path) if p)
     return ProbeSpec(tuple(models), configs, tuple(sorted({port(s) for s in servers})), venv,
-                     deployment.data.sglang_version, judge_all)
+                     deployment.sglang_version, judge_all)
 
 
 def server_problems(server: ServerConfig, spec: ProbeSpec, snapshot: HostSnapshot, pinned: str) -> tuple[list[Problem], list[Problem]]:
@@ -106,7 +106,7 @@ def check(deployment: Deployment, spec: ProbeSpec, snapshot: HostSnapshot) -> Re
                                        "fix what the traceback shows (the host needs python3 and /proc)"))
         return report
     report.problems += python_problems(snapshot.python)
-    servers, pinned = deployment.servers, deployment.data.sglang_version
+    servers, pinned = deployment.servers, deployment.sglang_version
     for server in servers.values():
         report.add(server_problems(server, spec, snapshot, pinned))
     report.problems += gpu_problems(servers, snapshot.gpus)

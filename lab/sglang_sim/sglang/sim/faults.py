@@ -8,6 +8,10 @@ The file maps a server configuration name (the stem of the --config file) to its
 Keys: hang (a phase name), crash (context_length), wedge_after_ready, leak_child, phase_seconds,
 and the configuration's speed: decode_tok_s, accept_length (default: perf.SEED_RATES by name).
 A missing file means no faults; a malformed one stops the start with a message naming it.
+
+A build of the simulator may carry a regression: a module `sglang.sim.regression` whose `FAULTS`
+(same keys) apply to every configuration the fault file does not name. The lab builds one
+nightly that way (lab/index.py), standing in for a nightly whose change breaks every start.
 """
 
 from dataclasses import dataclass, field
@@ -19,6 +23,11 @@ import yaml
 from sglang.sim import env
 from sglang.sim.perf import SEED_RATES, DecodeRate
 from sglang.sim.phases import PHASES, validate_phase_seconds
+
+try:
+    from sglang.sim.regression import FAULTS as REGRESSION
+except ImportError:
+    REGRESSION = None
 
 CRASH_KINDS = ("context_length",)
 
@@ -43,7 +52,7 @@ class Faults:
 
 
 def load_faults(config_name: Optional[str]) -> Faults:
-    """Faults for `config_name` from the fault file, or none."""
+    """Faults for `config_name` from the fault file, else this build's regression, else none."""
     path = Path(env.FAULTS_FILE.get())
     if config_name is None:
         return Faults()
@@ -53,6 +62,8 @@ def load_faults(config_name: Optional[str]) -> Faults:
             data = yaml.safe_load(f) or {}
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping of configuration name -> faults")
+    if data.get(config_name) is None and REGRESSION is not None:
+        return _parse_entry(REGRESSION, "sglang.sim.regression", SEED_RATES.get(config_name))
     return _parse_entry(data.get(config_name) or {}, f"{path}: {config_name}", SEED_RATES.get(config_name))
 
 
