@@ -10,7 +10,7 @@ The simulator is served under four nightly-style versions, all from the same tre
 (lab/layout.py names them): the pinned one (pyproject.toml), a good newer nightly, one whose
 wheel is truncated after its metadata was published apart (PEP 658, as PyPI serves it), so
 resolution succeeds and the install fails half-way, and one with a regression built in
-(``sglang/sim/regression.json``: every configuration hangs loading weights, so it never gets
+(``sglang/sim/regression.py``: every configuration hangs loading weights, so it never gets
 ready).
 
     pip install --index-url http://10.200.0.1:8100/simple/ sglang==<version>
@@ -18,7 +18,6 @@ ready).
 
 import hashlib
 import html
-import json
 import os
 import re
 import runpy
@@ -98,7 +97,9 @@ def _cached(key: str, fill: Callable[[Path], None]) -> list[Path]:
     return sorted(final.glob("*.whl"))
 
 
-_REGRESSION = {"hang": "weights"}  # the never-ready nightly's built-in fault (sglang/sim/faults.py)
+# The never-ready nightly's built-in fault (sglang/sim/faults.py reads sglang.sim.regression).
+_REGRESSION = 'FAULTS = {"hang": "weights"}\n'
+
 
 
 def _set_version(source: Path, version: str) -> None:
@@ -132,12 +133,13 @@ def sim_wheel(sim_dir: Path) -> list[Path]:
                 shutil.copytree(sim_dir, source, ignore=shutil.ignore_patterns(*_BUILD_LEFTOVERS))
                 _set_version(source, version)
                 if version == layout.NEVER_READY_NIGHTLY:
-                    (source / "sglang/sim/regression.json").write_text(json.dumps(_REGRESSION) + "\n")
+                    (source / "sglang/sim/regression.py").write_text(_REGRESSION)
                 pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet"]
                 run([*pip_wheel, "--wheel-dir", str(out), str(source)])
         _break_wheel(next(out.glob(f"sglang-{layout.BROKEN_NIGHTLY}-*.whl")))
 
-    key = f"sglang-{tree_digest(sim_dir)}-{hashlib.sha256(' '.join(versions).encode()).hexdigest()[:8]}"
+    recipe = hashlib.sha256(" ".join([*versions, _REGRESSION]).encode()).hexdigest()[:8]
+    key = f"sglang-{tree_digest(sim_dir)}-{recipe}"
     # builds of other trees stay: other slots (worktrees) may serve them right now
     return _cached(key, build)
 

@@ -9,6 +9,7 @@ from pyinfra.api.exceptions import PyinfraError
 from . import index, paths
 from .config import ConfigError, Deployment, Problem, load_deployment
 from .config.deployment import NIGHTLY, HostData
+from .operations import venvs
 
 _deployments: dict[str, Deployment] = {}
 
@@ -49,6 +50,14 @@ def _resolve(data: HostData) -> str:
     if index.resolve_nightly.cache_info().currsize > cached:
         logger.info(f"sglang_version {spec} resolved to {version} ({', '.join(map(index.masked, urls))})")
     return version
+
+
+def package_source(hooks: tuple = ()) -> venvs.Source:
+    """Indexes, installer and import check of this host's SGLang venvs (hooks: files each gets)."""
+    data = deployment().data
+    return venvs.Source(index_url=data.sglang_index_url, extra_index_urls=tuple(data.sglang_extra_index_urls),
+                        installer=data.sglang_installer, uv_version=data.uv_version,
+                        import_check=tuple(data.sglang_import_check), hooks=tuple(hooks))
 
 
 def venv() -> str:

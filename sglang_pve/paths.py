@@ -21,6 +21,7 @@ from .agent.contract import (  # noqa: F401 - re-exported for the deploy side
 NCCL_ENV = f"{ETC_DIR}/nccl.env"  # EnvironmentFile= of every server unit
 NCCL_CONF = "/etc/nccl.conf"  # read by NCCL itself in every process
 NCCL_PROFILE_MODULE = "sglang_pve_nccl"  # in the venv's site-packages, imported by a .pth of the same name
+NCCL_BLOCK_MARKER = "nccl-profile"  # names the managed block in the user's shell rc
 UV_VENV = "/opt/sglang-pve/uv"  # the installer, in its own venv (sglang_installer: uv)
 RELEASES_DIR = f"{STATE_DIR}/releases"  # <id>.json records, blobs/ of the files they restore
 SGLANG_DEFAULT_PORT = 30000  # SGLang's own, when a configuration sets no port

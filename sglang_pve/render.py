@@ -16,6 +16,7 @@ from . import escape, paths
 from .agent import contract, spec
 from .config import Deployment, ServerConfig
 from .operations.files import ManagedFile
+from .operations.releases import Release
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 _jinja = Environment(
@@ -97,6 +98,22 @@ def _unit(deployment: Deployment, server: ServerConfig, venv: str) -> str:
         # TimeoutStopSec also bounds ExecStopPost, which waits up to gpu_free_timeout_s.
         timeout_stop_s=math.ceil(life.stop_timeout_s + life.gpu_free_timeout_s + 40),
         limits=deployment.data.unit_limits,
+    )
+
+
+def release(deployment: Deployment, venv: str, purelib: str, user: str | None = None,
+            commit: str | None = None) -> Release:
+    """The release this deployment runs: every rendered file the toolkit overwrites (the NCCL
+    files, the venv's startup hook, every configuration's unit, YAML and lifecycle spec) by
+    digest, and the shell rc's managed block. The agent is the toolkit's own, not part of it."""
+    files = nccl_files(deployment, purelib) + [f for s in deployment.servers.values() for f in server_files(deployment, s, venv)]
+    data = deployment.data
+    return Release(
+        sglang_version=deployment.sglang_version, venv=venv, active_server=data.active_server,
+        units=tuple(paths.unit_name(name) for name in deployment.servers), nccl_profile=data.nccl_profile,
+        files={f.path: f.sha256 for f in files},
+        blocks={data.shell_rc: {"marker": paths.NCCL_BLOCK_MARKER, "body": nccl_block(deployment)}},
+        user=user, commit=commit,
     )
 
 

@@ -55,3 +55,52 @@ def render(host: str, report: dict | None) -> str:
     for holder in foreign:
         lines.append(f"  foreign holder of {', '.join(holder['devices'])}: PID {holder['pid']} {holder['cmdline'][:120]}")
     return "\n".join(lines)
+
+
+def _changed_files(record: dict, before: dict) -> list[str]:
+    files, old = record["files"], before["files"]
+    return sorted(p for p in files.keys() | old.keys() if files.get(p, {}).get("sha256") != old.get(p, {}).get("sha256"))
+
+
+def release_change(record: dict, before: dict | None) -> str:
+    """How a release differs from the one before it, in a few words."""
+    if before is None:
+        return "first release"
+    parts = []
+    for key, label in (("sglang_version", "SGLang"), ("active_server", "server"), ("nccl_profile", "NCCL profile")):
+        if record.get(key) != before.get(key):
+            parts.append(f"{label} {before.get(key)} -> {record.get(key)}")
+    if record["lock"]["sha256"] != before["lock"]["sha256"] and record["sglang_version"] == before["sglang_version"]:
+        parts.append("lock changed")
+    changed = _changed_files(record, before)
+    if changed:
+        parts.append(f"{len(changed)} file(s): " + ", ".join(p.rsplit("/", 1)[-1] for p in changed[:4])
+                     + (", ..." if len(changed) > 4 else ""))
+    return "; ".join(parts) or "same contents"
+
+
+def render_release(host: str, report) -> str:
+    """One line for tasks/status.py: the current release, its SGLang and what changed since the
+    ready release before it."""
+    current = report.current_record
+    if current is None:
+        return f"{host}: no release recorded yet"
+    ready = [r for r in report.releases if r.get("status") == "ready" and r["id"] < current["id"]]
+    before = ready[-1] if ready else None
+    return (f"{host}: release {current['id']} (SGLang {current['sglang_version']}, {current['active_server'] or 'no server'}, "
+            f"NCCL {current['nccl_profile']}); vs {before['id'] if before else 'none'}: {release_change(current, before)}")
+
+
+def releases_table(host: str, report) -> str:
+    """`tasks/rollback.py --data list=1`: every release, oldest first; * marks the one that runs."""
+    header = ("", "RELEASE", "SGLANG", "SERVER", "NCCL", "STATUS", "BY", "COMMIT")
+    rows = [header] + [(
+        "*" if r["id"] == report.current else ("<" if r["id"] == report.previous else ""),
+        r["id"], r["sglang_version"], r["active_server"] or "-", r["nccl_profile"], r.get("status", "?"),
+        r.get("user") or "?", r.get("commit") or "-",
+    ) for r in report.releases]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = [f"{host}: {len(report.releases)} release(s); * runs, < is where a rollback goes by default"]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    lines += [f"  {r['id']} failed: {r['failure']}" for r in report.releases if r.get("failure")]
+    return "\n".join(lines)

@@ -4,6 +4,7 @@ Debian/Ubuntu's own sitecustomize.py shadows a venv's), and a managed block in t
 
 from pyinfra import host
 
+from sglang_pve import paths
 from sglang_pve.context import deployment, venv
 from sglang_pve.facts.python import VenvSitePackages
 from sglang_pve.operations import files
@@ -18,4 +19,4 @@ if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and
     files.file_set(name=f"NCCL profile {profile}: nccl.env, nccl.conf, venv startup hook",
                   files=nccl_files(config, site_packages))
     files.block(name=f"NCCL profile {profile}: {config.data.shell_rc}", path=config.data.shell_rc,
-                 marker="nccl-profile", body=nccl_block(config), user=config.data.shell_user)
+                 marker=paths.NCCL_BLOCK_MARKER, body=nccl_block(config), user=config.data.shell_user)

@@ -1,14 +1,33 @@
-"""One systemd unit per server configuration; exactly the active one runs."""
+"""One systemd unit per server configuration; exactly the active one runs, switched atomically.
 
+The files go in place first (the running server is untouched); then, when what runs changed (the
+active configuration, its files, the NCCL profile, the SGLang version), a release is recorded on
+the host and switched to: stop -> GPUs verified free -> start -> readiness gate, reverted to the
+previous release when the gate fails (the run then fails naming the diagnosis).
+"""
+
+import os
+from pathlib import Path
+
+from pyinfra import host, state
+
+from sglang_pve import provenance
 from sglang_pve.context import deployment, venv
-from sglang_pve.operations import systemd
+from sglang_pve.facts.python import VenvSitePackages
+from sglang_pve.operations import releases, systemd
 from sglang_pve.provision import is_node
-from sglang_pve.render import server_files
+from sglang_pve.render import release, server_files
 
 if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and tasks/containers.py
     config = deployment()
     systemd.server_units(
-        name=f"Server units ({len(config.servers)}), active: {config.data.active_server or 'none'}",
+        name=f"Server units ({len(config.servers)})",
         files={name: server_files(config, server, venv()) for name, server in config.servers.items()},
-        active=config.data.active_server,
+    )
+    site_packages = host.get_fact(VenvSitePackages, path=venv())
+    releases.release(
+        name=f"Release: {config.data.active_server or 'no server'} on SGLang {config.sglang_version}",
+        release=release(config, venv(), site_packages, provenance.who(), provenance.commit(Path(state.cwd or os.getcwd()))),
+        keep=config.data.releases_kept,
+        venvs_dir=config.data.sglang_venvs_dir,
     )

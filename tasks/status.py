@@ -1,16 +1,18 @@
 """What runs where:  pyinfra inventory/prod.py tasks/status.py
 
-Per host and server configuration: unit state, startup phase and time in it, health, restarts,
-verdict (ready / starting / stalled / zombie since T / failed: why / stopped), last log line,
-latest diagnosis, per-GPU memory and utilization, and any foreign process holding the GPUs.
-One remote command per host; changes nothing.
+Per host: the current release (id, SGLang version, how it differs from the release before it),
+and per server configuration: unit state, startup phase and time in it, health, restarts, verdict
+(ready / starting / stalled / zombie since T / failed: why / stopped), last log line, latest
+diagnosis, per-GPU memory and utilization, and any foreign process holding the GPUs. Two remote
+commands per host; changes nothing.
 """
 
 from pyinfra import host, logger
 
+from sglang_pve.facts.releases import Releases
 from sglang_pve.facts.status import ServerStatus
 from sglang_pve.provision import is_node
-from sglang_pve.status_report import render
+from sglang_pve.status_report import render, render_release
 
 if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and tasks/containers.py
-    logger.info(render(host.name, host.get_fact(ServerStatus)))
+    logger.info(render_release(host.name, host.get_fact(Releases)) + "\n" + render(host.name, host.get_fact(ServerStatus)))

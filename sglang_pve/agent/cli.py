@@ -6,17 +6,22 @@
     poststop --spec FILE                   ExecStopPost: GPUs released, verified (reaper.py)
     status [--json] [--spec-dir DIR]       every server configuration of this host (status.py)
     holders [--spec FILE | --unit-prefix P]  processes holding /dev/nvidia*, as a JSON list
+    apply --dir DIR --spec BASE64          record a release from the files on disk, switch to it (switch.py)
+    switch --dir DIR --to ID               switch to a recorded release, reverting on failure (switch.py)
+    releases --dir DIR [--files-of ID]     the release records as JSON (releases.py)
 
 Exit codes are listed in exitcodes.py, environment overrides (tests only) in overrides.py;
 `--help` prints both.
 """
 
 import argparse
+import base64
 import json
 import sys
 import traceback
 
-from sglang_pve.agent import contract, exitcodes, gate, holders, overrides, reaper, status, watchdog
+from sglang_pve.agent import contract, exitcodes, gate, holders, overrides, reaper, status, switch, watchdog
+from sglang_pve.agent.releases import ReleaseError, Store
 from sglang_pve.agent.output import Reporter
 from sglang_pve.agent.spec import SpecError, load
 
@@ -27,7 +32,7 @@ def main(argv: list | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return args.handler(args)
-    except SpecError as error:
+    except (SpecError, ReleaseError) as error:
         print(f"sglang-pve-agent {args.command}: {error}", file=sys.stderr)
         return exitcodes.USAGE
     except Exception:  # noqa: BLE001 - the unit's log must show what went wrong
@@ -64,6 +69,27 @@ def _status(args) -> int:
 def _holders(args) -> int:
     prefix = load(args.spec).unit_prefix if args.spec else args.unit_prefix
     print(json.dumps([h.to_json() for h in holders.scan(prefix)], indent=2))
+    return exitcodes.OK
+
+
+def _apply(args) -> int:
+    store = Store(args.dir)
+    release = store.record(json.loads(base64.b64decode(args.spec)))
+    print(f"recorded release {release['id']}", flush=True)
+    if args.record_only:  # what runs did not change: it becomes current without a restart
+        return switch.adopt(store, release["id"], Reporter("switch", sys.stdout), args.keep, args.venvs_dir)
+    return switch.switch(store, release["id"], Reporter("switch", sys.stdout), args.keep, args.venvs_dir)
+
+
+def _switch(args) -> int:
+    return switch.switch(Store(args.dir), args.to, Reporter("switch", sys.stdout), args.keep, args.venvs_dir)
+
+
+def _releases(args) -> int:
+    report = Store(args.dir).summary(args.files_of)
+    current = next((r for r in report["releases"] if r["id"] == report["current"]), None)
+    report["running"] = switch.running(current["units"]) if current else []
+    print(json.dumps(report, sort_keys=True))
     return exitcodes.OK
 
 
@@ -104,4 +130,21 @@ def _parser() -> argparse.ArgumentParser:
     sub = command("holders", _holders, "processes holding /dev/nvidia* open, as JSON", spec="optional")
     sub.add_argument("--unit-prefix", default=contract.UNIT_PREFIX,
                      help=f"marks ours without --spec (default {contract.UNIT_PREFIX})")
+    for name, handler, help_text in (
+        ("apply", _apply, "record a release from the files on disk and switch to it"),
+        ("switch", _switch, "switch to a recorded release: stop, GPUs free, start, gate; revert on failure"),
+        ("releases", _releases, "the release records (and one release's file contents) as JSON"),
+    ):
+        sub = command(name, handler, help_text, spec=None)
+        sub.add_argument("--dir", required=True, metavar="DIR", help="the releases directory")
+        if name == "releases":
+            sub.add_argument("--files-of", metavar="ID", help="include this release's file contents (base64) and lock")
+            continue
+        sub.add_argument("--keep", type=int, default=5, help="releases kept (default 5)")
+        sub.add_argument("--venvs-dir", metavar="DIR", help="only venvs under DIR are removed with old releases")
+        if name == "apply":
+            sub.add_argument("--spec", required=True, metavar="BASE64", help="the release (releases.Store.record), JSON, base64")
+            sub.add_argument("--record-only", action="store_true", help="what runs is unchanged: no stop, no start")
+        else:
+            sub.add_argument("--to", required=True, metavar="ID", help="the release to run")
     return parser

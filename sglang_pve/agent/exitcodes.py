@@ -10,6 +10,8 @@
 | 6    | gate: startup deadline (startup_timeout_s) exceeded                              |
 | 7    | gate: the server crashed during startup (fatal log line or main PID gone)        |
 | 8    | watchdog: restart cap reached, the unit was failed                               |
+| 9    | switch: the new release did not become ready; the previous one runs again        |
+| 10   | switch: failed and could not revert (or there was nothing to revert to)          |
 | 70   | internal error of the agent (traceback on stderr)                                |
 | 143  | gate: terminated by SIGTERM (the unit is being stopped)                          |
 """
@@ -22,5 +24,7 @@ STALL = 5
 DEADLINE = 6
 CRASH = 7
 RESTART_CAP = 8
+SWITCH_REVERTED = 9
+SWITCH_FAILED = 10
 INTERNAL = 70
 TERMINATED = 143

@@ -31,6 +31,10 @@ class ManagedFile:
     def sha1(self) -> str:
         return hashlib.sha1(self.data).hexdigest()
 
+    @property
+    def sha256(self) -> str:  # what release records use
+        return hashlib.sha256(self.data).hexdigest()
+
     def differs(self, current: FileState | None) -> bool:
         return current is None or current.sha1 != self.sha1
 

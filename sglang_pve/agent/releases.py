@@ -1,0 +1,255 @@
+"""Releases on the host: what ran, recorded so that it can run again byte for byte.
+
+The deploy records a release whenever what runs changes (the SGLang version, the active
+configuration, any rendered file, the NCCL profile). Everything lives in one root-only directory
+(the deploy passes paths.RELEASES_DIR):
+
+    <id>.json        one record per release, 0600
+    blobs/<sha256>   the content of every recorded file and lock, 0600, shared between releases
+    current          the id of the release that runs (written once its readiness gate passed)
+
+A record (ids sort by time; the suffix is the release's fingerprint):
+
+    {"id": "20261130T114354Z-3f2a9c1d", "time": "2026-11-30T11:43:54Z", "user": "alice@laptop",
+     "commit": "ba504ac", "sglang_version": "0.5.16.dev20260720+g8905cbd42",
+     "venv": "/opt/sglang/venvs/sglang-0.5.16.dev20260720+g8905cbd42",
+     "lock": {"path": ".../sglang-0.5.16.dev20260720+g8905cbd42.lock", "sha256": "9f2c..."},
+     "active_server": "baseline", "lifecycle": "/etc/sglang/servers/baseline.lifecycle.json",
+     "units": ["sglang-baseline.service", ...], "nccl_profile": "pcie-tuned",
+     "files": {"/etc/nccl.conf": {"sha256": "...", "mode": "644", "user": "root", "group": "root"}, ...},
+     "blocks": {"/root/.zshrc": {"marker": "nccl-profile", "body": "export NCCL_PROTO=LL\\n..."}},
+     "fingerprint": "3f2a9c1d...", "status": "recorded" | "ready" | "failed", "failure": null}
+
+`status`: ready once its server passed the readiness gate; failed (with `failure`, the reason and
+the diagnosis) when the switch to it was reverted. The release a rollback goes to by default,
+`previous`, is the last ready release before the newest ready one: rolling back twice stays there.
+"""
+
+import base64
+import grp
+import hashlib
+import json
+import os
+import pwd
+import shutil
+import time
+
+from sglang_pve.agent import state
+
+
+class ReleaseError(RuntimeError):
+    """A release cannot be recorded, found or restored; the message says which and why."""
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def fingerprint(spec: dict, files: dict) -> str:
+    """What makes two releases the same: version, configuration, profile and file contents."""
+    keys = {k: spec.get(k) for k in ("sglang_version", "active_server", "nccl_profile", "blocks")}
+    keys["files"] = {path: entry["sha256"] for path, entry in sorted(files.items())}
+    return _sha256(json.dumps(keys, sort_keys=True).encode())
+
+
+class Store:
+    def __init__(self, directory: str):
+        self.dir = directory
+
+    def _path(self, *parts: str) -> str:
+        return os.path.join(self.dir, *parts)
+
+    def ids(self) -> list:
+        try:
+            names = os.listdir(self.dir)
+        except OSError:
+            return []
+        return sorted(n[: -len(".json")] for n in names if n.endswith(".json") and not n.startswith("."))
+
+    def get(self, release_id: str) -> dict:
+        record = state.read_json(self._path(f"{os.path.basename(release_id)}.json"))
+        if record is None:
+            known = ", ".join(self.ids()[-5:]) or "none"
+            raise ReleaseError(f"no release {release_id!r} in {self.dir} (latest: {known})")
+        return record
+
+    def records(self) -> list:
+        return [r for r in (state.read_json(self._path(f"{i}.json")) for i in self.ids()) if r]
+
+    def current_id(self) -> str | None:
+        try:
+            with open(self._path("current"), encoding="utf-8") as handle:
+                return handle.read().strip() or None
+        except OSError:
+            return None
+
+    def current(self) -> dict | None:
+        current = self.current_id()
+        return self.get(current) if current else None
+
+    def save(self, record: dict) -> None:
+        state.write_json(self._path(f"{record['id']}.json"), record, mode=0o600)
+
+    def set_current(self, release_id: str) -> None:
+        state.write_atomic(self._path("current"), release_id + "\n", mode=0o600)
+
+    def blob(self, sha256: str) -> bytes:
+        with open(self._path("blobs", sha256), "rb") as handle:
+            return handle.read()
+
+    def _keep_blob(self, data: bytes) -> str:
+        digest = _sha256(data)
+        path = self._path("blobs", digest)
+        if not os.path.exists(path):
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            _write_bytes(path, data, 0o600)
+        return digest
+
+    def record(self, spec: dict) -> dict:
+        """Record the release `spec` describes from the files as they are on disk now.
+
+        spec: {"sglang_version", "venv", "lock", "active_server", "lifecycle" (its spec file),
+               "units", "nccl_profile", "files": [paths], "blocks", "user", "commit"}
+        """
+        os.makedirs(self.dir, mode=0o700, exist_ok=True)
+        os.chmod(self.dir, 0o700)
+        files = {}
+        for path in spec["files"]:
+            try:
+                with open(path, "rb") as handle:
+                    data = handle.read()
+                info = os.stat(path)
+            except OSError as error:
+                raise ReleaseError(f"cannot record {path}: {error.strerror}") from None
+            files[path] = {"sha256": self._keep_blob(data), "mode": f"{info.st_mode & 0o7777:o}",
+                           "user": _user(info.st_uid), "group": _group(info.st_gid)}
+        try:
+            with open(spec["lock"], "rb") as handle:
+                lock = {"path": spec["lock"], "sha256": self._keep_blob(handle.read())}
+        except OSError as error:
+            raise ReleaseError(f"cannot record the lock {spec['lock']}: {error.strerror}") from None
+        digest = fingerprint(spec, files)
+        now = time.time()
+        record = {
+            "id": time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now)) + "-" + digest[:8],
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+            "user": spec.get("user"), "commit": spec.get("commit"),
+            "sglang_version": spec["sglang_version"], "venv": spec["venv"], "lock": lock,
+            "active_server": spec["active_server"], "lifecycle": spec.get("lifecycle"), "units": sorted(spec["units"]),
+            "nccl_profile": spec["nccl_profile"], "files": files, "blocks": spec.get("blocks") or {},
+            "fingerprint": digest, "status": "recorded", "failure": None,
+        }
+        self.save(record)
+        return record
+
+    def restore(self, record: dict) -> list:
+        """Put every recorded file back byte for byte (temp file + rename, recorded owner and
+        mode); returns the paths that changed. Never follows a link at a recorded path."""
+        changed = []
+        for path, entry in sorted(record["files"].items()):
+            if os.path.islink(path):
+                raise ReleaseError(f"{path} is a symbolic link now; not restoring through it")
+            try:
+                with open(path, "rb") as handle:
+                    same = _sha256(handle.read()) == entry["sha256"]
+            except OSError:
+                same = False
+            info = os.stat(path) if same else None
+            if same and f"{info.st_mode & 0o7777:o}" == entry["mode"]:
+                continue
+            data = self.blob(entry["sha256"])
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            _write_bytes(path, data, int(entry["mode"], 8), _uid(entry["user"]), _gid(entry["group"]))
+            changed.append(path)
+        return changed
+
+    def prune(self, keep: int, venvs_dir: str | None = None) -> list:
+        """Keep the newest `keep` releases (and the current one); remove older records, the
+        blobs no kept record uses, and the venvs (with their locks) only removed releases used."""
+        ids, current = self.ids(), self.current_id()
+        kept = set(ids[-keep:]) | ({current} if current else set())
+        removed = [i for i in ids if i not in kept]
+        if not removed:
+            return []
+        kept_records = [self.get(i) for i in sorted(kept) if i in ids]
+        old_records = [self.get(i) for i in removed]
+        used_venvs = {r["venv"] for r in kept_records}
+        used_blobs = {e["sha256"] for r in kept_records for e in r["files"].values()} | {r["lock"]["sha256"] for r in kept_records}
+        for record in old_records:
+            venv = record["venv"]
+            if venv not in used_venvs and (venvs_dir is None or os.path.dirname(venv) == venvs_dir):
+                shutil.rmtree(venv, ignore_errors=True)
+                _remove(record["lock"]["path"])
+            _remove(self._path(f"{record['id']}.json"))
+        for name in os.listdir(self._path("blobs")) if os.path.isdir(self._path("blobs")) else []:
+            if name not in used_blobs:
+                _remove(self._path("blobs", name))
+        return removed
+
+    def previous_id(self) -> str | None:
+        ready = [r["id"] for r in self.records() if r.get("status") == "ready"]
+        return ready[-2] if len(ready) >= 2 else None
+
+    def summary(self, with_files_of: str | None = None) -> dict:
+        """Everything the controller's Releases fact needs, in one document. `with_files_of`
+        (an id, or "previous") adds that release's file contents (base64) and lock."""
+        report = {"current": self.current_id(), "releases": self.records(), "previous": self.previous_id()}
+        if not with_files_of:
+            return report
+        try:
+            if with_files_of == "previous" and report["previous"] is None:
+                raise ReleaseError(f"no ready release before the newest ready one in {self.dir}")
+            record = self.get(report["previous"] if with_files_of == "previous" else with_files_of)
+        except ReleaseError as error:
+            report.update(target=None, error=str(error))
+        else:
+            report["target"] = record["id"]
+            report["contents"] = {path: base64.b64encode(self.blob(e["sha256"])).decode()
+                                  for path, e in record["files"].items()}
+            report["lock"] = self.blob(record["lock"]["sha256"]).decode()
+        return report
+
+
+def _write_bytes(path: str, data: bytes, mode: int, uid: int = -1, gid: int = -1) -> None:
+    temp = f"{path}.sglang-pve-new"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chown(temp, uid, gid)
+        os.chmod(temp, mode)
+        os.replace(temp, path)
+    except BaseException:
+        _remove(temp)
+        raise
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _user(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _group(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
+def _uid(name: str) -> int:
+    return int(name) if name.isdigit() else pwd.getpwnam(name).pw_uid
+
+
+def _gid(name: str) -> int:
+    return int(name) if name.isdigit() else grp.getgrnam(name).gr_gid
