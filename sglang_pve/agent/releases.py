@@ -26,6 +26,7 @@ the diagnosis) when the switch to it was reverted. The release a rollback goes t
 """
 
 import base64
+import calendar
 import grp
 import hashlib
 import json
@@ -35,6 +36,9 @@ import shutil
 import time
 
 from sglang_pve.agent import state
+
+
+_STAMP = "%Y%m%dT%H%M%SZ"
 
 
 class ReleaseError(RuntimeError):
@@ -105,6 +109,15 @@ class Store:
             _write_bytes(path, data, 0o600)
         return digest
 
+    def _new_stamp(self, now: float) -> str:
+        """UTC time of the id, later than every existing id's (ids sort in recording order even
+        when two come within a second or the clock stepped back)."""
+        ids = self.ids()
+        stamp = int(now)
+        if ids:
+            stamp = max(stamp, calendar.timegm(time.strptime(ids[-1][:16], _STAMP)) + 1)
+        return time.strftime(_STAMP, time.gmtime(stamp))
+
     def record(self, spec: dict) -> dict:
         """Record the release `spec` describes from the files as they are on disk now.
 
@@ -131,7 +144,7 @@ class Store:
         digest = fingerprint(spec, files)
         now = time.time()
         record = {
-            "id": time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now)) + "-" + digest[:8],
+            "id": self._new_stamp(now) + "-" + digest[:8],
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
             "user": spec.get("user"), "commit": spec.get("commit"),
             "sglang_version": spec["sglang_version"], "venv": spec["venv"], "lock": lock,

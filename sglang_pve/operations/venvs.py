@@ -133,7 +133,7 @@ def venv(path: str, version: str, source: Source, lock: str | None = None):
     steps = [["rm", "-rf", QuoteString(build)], ["python3", "-m", "venv", QuoteString(build)]]
     if lock is None:
         steps.append(_resolve(source, version, build))
-    yield StringCommand(*_and(*steps))
+    yield _cleaned_on_failure(build, _and(*steps))
     if lock is not None:
         yield FileUploadCommand(BytesIO(lock.encode()), f"{build}/{LOCK_IN_BUILD}")
 

@@ -55,32 +55,25 @@ IN_SYNC = {UNIT: "unit-a", YAML: "yaml-a", "/etc/systemd/system/sglang-b.service
 RUNNING = {"sglang-a.service": ("active", "enabled"), "sglang-b.service": ("inactive", "disabled")}
 
 
-def servers_run(on_host, units, active="a", installed=None):
-    return run(systemd.server_units, {"--- units": fact_output(on_host, units, installed)}, files=files(), active=active)
+def servers_run(on_host, units, installed=None):
+    return run(systemd.server_units, {"--- units": fact_output(on_host, units, installed)}, files=files())
 
 
-def test_nothing_to_do_when_files_match_and_active_runs():
+def test_nothing_to_do_when_files_match():
     assert servers_run(IN_SYNC, RUNNING) == []
 
 
-def test_active_restarts_only_when_its_own_files_changed():
-    commands = servers_run(IN_SYNC | {YAML: "old"}, RUNNING)
-    assert any("systemctl restart sglang-a.service" in c for c in commands)
+def test_changed_files_are_written_but_nothing_is_stopped_or_started():
+    commands = servers_run(IN_SYNC | {YAML: "old"}, RUNNING)  # the switch (releases.py) restarts later
+    assert any(YAML in c for c in commands)
+    assert not any(re.search(r"systemctl (start|stop|restart|enable|disable) ", c) for c in commands)
     assert not any("daemon-reload" in c for c in commands)  # no unit file changed
 
 
-def test_other_server_file_change_reloads_but_does_not_restart_active():
+def test_unit_file_change_reloads_systemd():
     commands = servers_run(IN_SYNC | {"/etc/systemd/system/sglang-b.service": "old"}, RUNNING)
     assert any("systemctl daemon-reload" in c for c in commands)
     assert not any("restart" in c for c in commands)
-
-
-def test_switching_active_stops_the_other_and_starts_the_new_one():
-    commands = servers_run(IN_SYNC, {"sglang-a.service": ("inactive", "disabled"), "sglang-b.service": ("active", "enabled")})
-    joined = "\n".join(commands)
-    assert "systemctl stop sglang-b.service" in joined and "systemctl disable sglang-b.service" in joined
-    assert joined.index("stop sglang-b") < joined.index("start sglang-a")
-    assert "systemctl enable sglang-a.service" in joined
 
 
 def test_undeclared_unit_is_removed():
@@ -90,11 +83,11 @@ def test_undeclared_unit_is_removed():
     assert "/etc/sglang/servers/old.yaml" in joined and "daemon-reload" in joined
 
 
-def test_first_install_uploads_atomically_then_reloads_and_starts():
+def test_first_install_uploads_atomically_then_reloads():
     commands = servers_run({}, {})
     joined = "\n".join(commands)
     assert "t=/etc/systemd/system/sglang-a.service;" in joined and 'mv -f -T -- "$tmp" "$t"' in joined
-    assert joined.index("daemon-reload") < joined.index("systemctl start sglang-a.service")
+    assert "daemon-reload" in joined and "systemctl start" not in joined  # the switch (releases.py) starts it
 
 
 def test_writes_use_no_predictable_name_and_never_follow_links():
@@ -108,8 +101,8 @@ def test_writes_use_no_predictable_name_and_never_follow_links():
 def test_a_link_at_a_managed_path_is_replaced_not_followed():
     lines = fact_output(IN_SYNC, RUNNING)
     lines[0] = f"{UNIT}\t!"  # the fact saw a link (or a directory) where the unit should be
-    commands = "\n".join(run(systemd.server_units, {"--- units": lines}, files=files(), active="a"))
-    assert f"t={UNIT};" in commands and "systemctl restart sglang-a.service" in commands
+    commands = "\n".join(run(systemd.server_units, {"--- units": lines}, files=files()))
+    assert f"t={UNIT};" in commands
 
 
 def test_parse_show_skips_units_that_are_not_loaded():

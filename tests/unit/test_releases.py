@@ -1,0 +1,245 @@
+"""Releases without a lab: nightly resolution against a real HTTP index, the host's release store
+on real files, and the decisions of the venv and release operations against canned facts."""
+
+import base64
+import functools
+import http.server
+import json
+import os
+import threading
+
+import pytest
+from packaging.version import Version
+from pyinfra.api import Config, Inventory, State
+from pyinfra.api.connect import connect_all
+from pyinfra.api.operation import add_op
+from pyinfra.api.operations import run_ops
+
+from sglang_pve import index
+from sglang_pve.agent.releases import ReleaseError, Store
+from sglang_pve.config import ConfigError, load_deployment
+from sglang_pve.operations import releases, venvs
+from sglang_pve.status_report import release_change, releases_table
+from tests.conftest import PROJECT, group_data
+
+NIGHTLIES = ["0.5.16.dev20260720+g8905cbd42", "0.5.16.dev20260721+g3f2a9c1d7", "0.5.16.dev20260723+gc0ffee123"]
+PAGE = "\n".join(f'<a href="sglang-{v}-py3-none-any.whl#sha256=00">x</a>' for v in NIGHTLIES + ["0.5.15"])
+
+
+# --- nightly resolution ------------------------------------------------------------------------
+
+def test_wheel_versions_and_pick():
+    versions = index.wheel_versions(PAGE + '<a href="../torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl">t</a>')
+    assert Version("0.5.15") in versions and len(versions) == 4  # torch is another project
+    assert str(index.pick("nightly", versions)) == "0.5.16.dev20260723+gc0ffee123"
+    assert str(index.pick("nightly-20260721", versions)) == "0.5.16.dev20260721+g3f2a9c1d7"
+    assert index.pick("nightly-20260722", versions) is None
+    assert not index.is_nightly(Version("0.5.15")) and not index.is_nightly(Version("0.5.16.dev0"))
+
+
+def test_masked_hides_credentials_only():
+    assert index.masked("https://user:tok@idx.example/simple/") == "https://***@idx.example/simple/"
+    assert index.masked("https://pypi.org/simple") == "https://pypi.org/simple"
+
+
+@pytest.fixture
+def served_index(tmp_path):
+    """A real PEP 503 index over HTTP on localhost, checking Basic credentials when given."""
+    (tmp_path / "sglang").mkdir()
+    (tmp_path / "sglang" / "index.html").write_text(PAGE)
+    seen = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.headers.get("Authorization"))
+            super().do_GET()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(tmp_path)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"127.0.0.1:{server.server_address[1]}", seen
+    server.shutdown()
+
+
+def test_resolve_nightly_over_http_with_credentials_kept_out_of_errors(served_index):
+    address, seen = served_index
+    index.resolve_nightly.cache_clear()
+    assert index.resolve_nightly("nightly", (f"http://u:secret@{address}/",)) == "0.5.16.dev20260723+gc0ffee123"
+    assert seen == ["Basic " + base64.b64encode(b"u:secret").decode()]
+    with pytest.raises(index.IndexLookupError) as error:
+        index.resolve_nightly("nightly-20260722", (f"http://u:secret@{address}/",))
+    assert "secret" not in str(error.value) and "0.5.16.dev20260723+gc0ffee123" in str(error.value)
+
+
+def test_config_accepts_nightly_specs_and_resolves_through_the_given_function():
+    data = group_data("all") | {"sglang_version": "nightly-20260721"}
+    deployment = load_deployment("sglang1", data, PROJECT, resolve=lambda d: "0.5.16.dev20260721+g3f2a9c1d7")
+    assert deployment.data.sglang_version == "nightly-20260721"
+    assert deployment.sglang_version == "0.5.16.dev20260721+g3f2a9c1d7"
+    for bad in ("nightly-2026", "latest", "nightly;rm"):
+        with pytest.raises(ConfigError, match="sglang_version"):
+            load_deployment("sglang1", group_data("all") | {"sglang_version": bad}, PROJECT)
+    with pytest.raises(ConfigError, match="sglang_import_check"):
+        load_deployment("sglang1", group_data("all") | {"sglang_import_check": ["sglang; import os"]}, PROJECT)
+
+
+# --- the host's release store ------------------------------------------------------------------
+
+def _spec(root, version="1.0", active="a", **files):
+    paths = {}
+    for name, content in files.items():
+        path = root / "etc" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+        paths[name] = str(path)
+    venv = root / "venvs" / f"sglang-{version}"
+    venv.mkdir(parents=True, exist_ok=True)
+    lock = root / "venvs" / f"sglang-{version}.lock"
+    lock.write_text(f"sglang=={version} --hash=sha256:00\n")
+    return {"sglang_version": version, "venv": str(venv), "lock": str(lock), "active_server": active,
+            "lifecycle": None, "units": ["sglang-a.service"], "nccl_profile": "p", "files": sorted(paths.values()),
+            "blocks": {}, "user": "me@here", "commit": "abc"}
+
+
+def test_store_records_restores_byte_for_byte_and_prunes(tmp_path):
+    store = Store(str(tmp_path / "releases"))
+    first = store.record(_spec(tmp_path, "1.0", unit="A\n", conf="x\n"))
+    os.chmod(tmp_path / "etc" / "conf", 0o600)
+    second = store.record(_spec(tmp_path, "2.0", unit="B\n", conf="x\n"))
+    assert first["fingerprint"] != second["fingerprint"]
+    assert oct(os.stat(store.dir).st_mode & 0o777) == "0o700"
+    assert oct(os.stat(os.path.join(store.dir, f"{first['id']}.json")).st_mode & 0o777) == "0o600"
+    assert second["files"][str(tmp_path / "etc" / "conf")]["mode"] == "600"
+
+    changed = store.restore(first)
+    assert sorted(changed) == [str(tmp_path / "etc" / "conf"), str(tmp_path / "etc" / "unit")]
+    assert (tmp_path / "etc" / "unit").read_text() == "A\n"
+    assert oct(os.stat(tmp_path / "etc" / "conf").st_mode & 0o777) == "0o644"  # the recorded mode
+    assert store.restore(first) == []
+
+    os.symlink("/etc/passwd", tmp_path / "etc" / "link")
+    with pytest.raises(ReleaseError, match="symbolic link"):
+        store.restore({"files": {str(tmp_path / "etc" / "link"): first["files"][str(tmp_path / "etc" / "unit")]}})
+
+    for record in (first, second):
+        record["status"] = "ready"
+        store.save(record)
+    store.set_current(second["id"])
+    assert store.previous_id() == first["id"]
+    summary = store.summary("previous")
+    assert summary["target"] == first["id"] and base64.b64decode(summary["contents"][str(tmp_path / "etc" / "unit")]) == b"A\n"
+    assert "sglang==1.0" in summary["lock"]
+    assert store.summary("20990101T000000Z-00000000")["error"].startswith("no release")
+
+    # keep 1 (the current one): the first release, its venv and lock and its blobs go
+    assert store.prune(1, str(tmp_path / "venvs")) == [first["id"]]
+    assert not os.path.exists(first["venv"]) and not os.path.exists(first["lock"]["path"])
+    assert os.path.exists(second["venv"]) and store.ids() == [second["id"]]
+    assert sorted(os.listdir(os.path.join(store.dir, "blobs"))) == sorted(
+        {e["sha256"] for e in second["files"].values()} | {second["lock"]["sha256"]})
+
+
+def test_release_change_and_table_name_what_differs(tmp_path):
+    store = Store(str(tmp_path / "releases"))
+    first = store.record(_spec(tmp_path, "1.0", unit="A\n"))
+    second = store.record(_spec(tmp_path, "2.0", unit="B\n"))
+    assert release_change(second, first) == "SGLang 1.0 -> 2.0; 1 file(s): unit"
+    report = type("R", (), {"releases": [first, second], "current": second["id"], "previous": first["id"]})
+    table = releases_table("h", report)
+    assert f"*  {second['id']}" in table and f"<  {first['id']}" in table
+
+
+# --- operation decisions -----------------------------------------------------------------------
+
+def run(operation, responses: dict, fact_markers: tuple, **kwargs) -> list[str]:
+    inventory = Inventory((["@fake/t"], {"fake_delay": 0, "fake_delay_jitter": 0, "fake_responses": responses}))
+    state = State(inventory=inventory, config=Config())
+    state.cwd = str(PROJECT)
+    connect_all(state)
+    add_op(state, operation, **kwargs)
+    run_ops(state)
+    executed = inventory.get_host("@fake/t").connector.executed_commands
+    return [c for c in executed if not any(marker in c for marker in fact_markers)]
+
+
+SOURCE = venvs.Source(index_url="https://u:tok@idx.example/simple", installer="uv", uv_version="0.13.9",
+                      import_check=("sglang", "yaml"))
+
+
+def venv_run(fact_lines, **kwargs):
+    return run(venvs.venv, {"import importlib.metadata": fact_lines}, ("import importlib.metadata",),
+               path="/opt/v/sglang-1.0", version="1.0", **kwargs)
+
+
+def test_venv_is_a_noop_when_installed_and_locked():
+    assert venv_run(["version 1.0", "lock ab12", "uv 0.13.9"], source=SOURCE) == []
+
+
+def test_venv_is_built_beside_its_path_from_a_hash_lock_and_moved_into_place():
+    joined = "\n".join(venv_run(["uv 0.13.9"], source=SOURCE))
+    build = "/opt/v/.sglang-1.0.partial"
+    assert f"python3 -m venv {build}" in joined
+    assert "pip compile - --quiet --generate-hashes" in joined and "--index-url '*MASKED*'" in joined  # credentials masked
+    assert "pip install --quiet --require-hashes --no-deps" in joined and "-c 'import sglang, yaml'" in joined
+    assert f"|| {{ rm -rf {build} ; exit 1 ; }}" in joined  # a failed step leaves nothing half-built
+    assert joined.index("--require-hashes") < joined.index(f"mv -T {build} /opt/v/sglang-1.0")
+    assert "chmod 600" in joined and "/opt/v/sglang-1.0.lock" in joined
+    assert "# index-url https://***@idx.example/simple" in joined and "tok" not in joined
+
+
+def test_venv_installs_uv_first_and_pip_resolves_through_its_report():
+    joined = "\n".join(venv_run([], source=SOURCE))
+    assert "pip install --quiet --disable-pip-version-check --no-input --index-url '*MASKED*' uv==0.13.9" in joined
+    pip = venvs.Source(index_url="https://pypi.org/simple", installer="pip")
+    joined = "\n".join(venv_run([], source=pip))
+    assert "uv" not in joined.replace("--no-input", "")
+    assert "--dry-run --report" in joined and "--require-hashes --no-deps" in joined
+
+
+def test_venv_from_a_recorded_lock_does_not_resolve():
+    commands = venv_run(["uv 0.13.9"], source=SOURCE, lock="sglang==1.0 --hash=sha256:00\n")
+    joined = "\n".join(commands)
+    assert "compile" not in joined and "--require-hashes" in joined
+    assert any(c.startswith("upload") or "sglang-pve.lock" in c for c in commands)
+
+
+RECORD = {"id": "20261130T000000Z-aaaaaaaa", "sglang_version": "1.0", "active_server": "a", "nccl_profile": "p",
+          "units": ["sglang-a.service", "sglang-b.service"], "blocks": {}, "venv": "/v", "commit": "c",
+          "lock": {"path": "/v.lock", "sha256": "00"}, "status": "ready",
+          "files": {"/etc/systemd/system/sglang-a.service": {"sha256": "1"},
+                    "/etc/systemd/system/sglang-b.service": {"sha256": "2"}}}
+WANTED = releases.Release(sglang_version="1.0", venv="/v", active_server="a", units=("sglang-a.service", "sglang-b.service"),
+                          nccl_profile="p", files={"/etc/systemd/system/sglang-a.service": "1",
+                                                   "/etc/systemd/system/sglang-b.service": "2"})
+
+
+def release_run(release, running=("sglang-a.service",)):
+    report = {"current": RECORD["id"], "releases": [RECORD], "previous": None, "running": list(running)}
+    return run(releases.release, {"releases --dir": json.dumps(report)}, ("releases --dir",),
+               release=release, keep=5, venvs_dir="/opt/v")
+
+
+def test_release_is_a_noop_when_current_and_running():
+    assert release_run(WANTED) == []
+
+
+def test_release_switches_when_the_version_changes_or_the_server_is_down():
+    from dataclasses import replace
+
+    for commands in (release_run(replace(WANTED, sglang_version="2.0")), release_run(WANTED, running=())):
+        assert len(commands) == 1 and " apply --spec " in commands[0] and "--record-only" not in commands[0]
+        spec = json.loads(base64.b64decode(commands[0].split("--spec ")[1].split()[0]))
+        assert spec["lifecycle"] == "/etc/sglang/servers/a.lifecycle.json" and spec["lock"] == "/v.lock"
+
+
+def test_release_records_without_restart_when_only_an_idle_configuration_changed():
+    from dataclasses import replace
+
+    changed = replace(WANTED, files=WANTED.files | {"/etc/systemd/system/sglang-b.service": "3"})
+    [command] = release_run(changed)
+    assert "--record-only" in command
+    changed = replace(WANTED, files=WANTED.files | {"/etc/systemd/system/sglang-a.service": "3"})
+    [command] = release_run(changed)
+    assert "--record-only" not in command
