@@ -101,6 +101,6 @@ def releases_table(host: str, report) -> str:
     ) for r in report.releases]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = [f"{host}: {len(report.releases)} release(s); * runs, < is where a rollback goes by default"]
-    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines += [f"  {r['id']} failed: {r['failure']}" for r in report.releases if r.get("failure")]
     return "\n".join(lines)

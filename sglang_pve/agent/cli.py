@@ -21,8 +21,8 @@ import sys
 import traceback
 
 from sglang_pve.agent import contract, exitcodes, gate, holders, overrides, reaper, status, switch, watchdog
-from sglang_pve.agent.releases import ReleaseError, Store
 from sglang_pve.agent.output import Reporter
+from sglang_pve.agent.releases import ReleaseError, Store
 from sglang_pve.agent.spec import SpecError, load
 
 DEFAULT_SPEC_DIR = contract.SERVERS_DIR

@@ -37,7 +37,6 @@ import time
 
 from sglang_pve.agent import state
 
-
 _STAMP = "%Y%m%dT%H%M%SZ"
 
 

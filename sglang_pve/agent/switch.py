@@ -22,7 +22,8 @@ import os
 import subprocess
 import time
 
-from sglang_pve.agent import diagnosis, exitcodes, gpus, holders, overrides, spec as spec_module
+from sglang_pve.agent import diagnosis, exitcodes, gpus, holders, overrides
+from sglang_pve.agent import spec as spec_module
 from sglang_pve.agent.releases import ReleaseError, Store
 
 POLL_S = 0.2
