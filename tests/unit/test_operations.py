@@ -39,7 +39,9 @@ def fact_output(on_host: dict[str, str], units: dict[str, tuple[str, str]], inst
     return lines
 
 
-def run(operation, responses: dict, **kwargs) -> list[str]:
+def run(operation, responses: dict, fact_markers: tuple = ("--- units", "base64"), **kwargs) -> list[str]:
+    """The commands `operation` yields on a fake host answering facts from `responses` (fact
+    commands, recognised by `fact_markers`, left out)."""
     inventory = Inventory((["@fake/t"], {"fake_delay": 0, "fake_delay_jitter": 0, "fake_responses": responses}))
     state = State(inventory=inventory, config=Config())
     state.cwd = str(PROJECT)
@@ -47,8 +49,7 @@ def run(operation, responses: dict, **kwargs) -> list[str]:
     add_op(state, operation, **kwargs)
     run_ops(state)
     host = inventory.get_host("@fake/t")
-    fact_commands = [c for c in host.connector.executed_commands if "--- units" in c or "base64" in c]
-    return [c for c in host.connector.executed_commands if c not in fact_commands]
+    return [c for c in host.connector.executed_commands if not any(marker in c for marker in fact_markers)]
 
 
 IN_SYNC = {UNIT: "unit-a", YAML: "yaml-a", "/etc/systemd/system/sglang-b.service": "unit-b"}

@@ -10,10 +10,6 @@ import threading
 
 import pytest
 from packaging.version import Version
-from pyinfra.api import Config, Inventory, State
-from pyinfra.api.connect import connect_all
-from pyinfra.api.operation import add_op
-from pyinfra.api.operations import run_ops
 
 from sglang_pve import index
 from sglang_pve.agent.releases import ReleaseError, Store
@@ -21,6 +17,7 @@ from sglang_pve.config import ConfigError, load_deployment
 from sglang_pve.operations import releases, venvs
 from sglang_pve.status_report import release_change, releases_table
 from tests.conftest import PROJECT, group_data
+from tests.unit.test_operations import run
 
 NIGHTLIES = ["0.5.16.dev20260720+g8905cbd42", "0.5.16.dev20260721+g3f2a9c1d7", "0.5.16.dev20260723+gc0ffee123"]
 PAGE = "\n".join(f'<a href="sglang-{v}-py3-none-any.whl#sha256=00">x</a>' for v in NIGHTLIES + ["0.5.15"])
@@ -152,17 +149,6 @@ def test_release_change_and_table_name_what_differs(tmp_path):
 
 
 # --- operation decisions -----------------------------------------------------------------------
-
-def run(operation, responses: dict, fact_markers: tuple, **kwargs) -> list[str]:
-    inventory = Inventory((["@fake/t"], {"fake_delay": 0, "fake_delay_jitter": 0, "fake_responses": responses}))
-    state = State(inventory=inventory, config=Config())
-    state.cwd = str(PROJECT)
-    connect_all(state)
-    add_op(state, operation, **kwargs)
-    run_ops(state)
-    executed = inventory.get_host("@fake/t").connector.executed_commands
-    return [c for c in executed if not any(marker in c for marker in fact_markers)]
-
 
 SOURCE = venvs.Source(index_url="https://u:tok@idx.example/simple", installer="uv", uv_version="0.13.9",
                       import_check=("sglang", "yaml"))
