@@ -16,18 +16,14 @@ GPUs free -> start -> readiness gate; the release before stays when the gate fai
 from pyinfra import host, logger
 from pyinfra.api.exceptions import PyinfraError
 
-from sglang_pve.config import ConfigError
-from sglang_pve.config.tasks import RollbackData, task_data
-from sglang_pve.context import deployment, package_source
+from sglang_pve.config.tasks import rollback_options
+from sglang_pve.context import deployment, package_source, task_options
 from sglang_pve.facts.releases import Releases
 from sglang_pve.operations import files, releases, venvs
 from sglang_pve.status_report import releases_table
 
 config = deployment()
-try:
-    wanted = task_data(RollbackData, host.name, host.data.dict())
-except ConfigError as error:
-    raise PyinfraError(str(error)) from None
+wanted = task_options(rollback_options)
 if wanted.list:
     logger.info(releases_table(host.name, host.get_fact(Releases)))
 else:

@@ -1,31 +1,45 @@
-"""The --data keys of the release tasks (tasks/switch.py, tasks/rollback.py), validated like
-host data: every problem at once, naming host, key, value and the fix."""
+"""The --data keys of the release tasks (tasks/switch.py, tasks/rollback_release.py), validated
+like host data (loaded with context.task_options): every problem at once, naming host, key,
+value and the fix."""
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import ConfigError
+from .deployment import Deployment
+from .errors import ConfigError, Problem
 from .problems import problems_from
 
-RELEASE_ID = r"^\d{8}T\d{6}Z-[0-9a-f]{8}$"  # agent/releases.py: <UTC time>-<fingerprint>
+RELEASE_ID = r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}$"  # agent/releases.py: <UTC time>-<fingerprint>
 
 
-class SwitchData(BaseModel):
+class SwitchOptions(BaseModel):
     """tasks/switch.py --data server=NAME"""
 
     model_config = ConfigDict(extra="ignore")
-    server: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    server: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,47}$")
 
 
-class RollbackData(BaseModel):
-    """tasks/rollback.py [--data to=ID] [--data list=1] (the release mode)"""
+class RollbackOptions(BaseModel):
+    """tasks/rollback.py [--data to=ID] [--data list=1]"""
 
     model_config = ConfigDict(extra="ignore")
     to: str | None = Field(None, pattern=RELEASE_ID)
     list: bool = False
 
 
-def task_data(model: type[BaseModel], host_name: str, data: dict):
+def _validate(model: type[BaseModel], host_name: str, data: dict):
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(host_name, problems_from(exc, model)) from None
+
+
+def switch_options(host_name: str, data: dict, deployment: Deployment) -> SwitchOptions:
+    options = _validate(SwitchOptions, host_name, data)
+    if options.server not in deployment.servers:
+        raise ConfigError(host_name, [Problem("server", options.server, "no such server configuration",
+                                              f"use one of {', '.join(deployment.servers)}")])
+    return options
+
+
+def rollback_options(host_name: str, data: dict, deployment: Deployment) -> RollbackOptions:
+    return _validate(RollbackOptions, host_name, data)
