@@ -9,6 +9,7 @@ from pyinfra.api.exceptions import PyinfraError
 from . import index, paths
 from .config import ConfigError, Deployment, Problem, load_deployment
 from .config.deployment import NIGHTLY, HostData
+from .facts.python import VenvSitePackages
 from .operations import venvs
 
 _deployments: dict[str, Deployment] = {}
@@ -63,3 +64,15 @@ def package_source(hooks: tuple = ()) -> venvs.Source:
 def venv() -> str:
     config = deployment()
     return paths.venv_path(config.data.sglang_venvs_dir, config.sglang_version)
+
+
+_site_packages: dict[tuple[str, str], str | None] = {}
+
+
+def site_packages() -> str | None:
+    """site-packages of this host's venv, asked once per run (three tasks need it; pyinfra 3
+    keeps no fact cache)."""
+    key = (host.name, venv())
+    if key not in _site_packages:
+        _site_packages[key] = host.get_fact(VenvSitePackages, path=venv())
+    return _site_packages[key]

@@ -2,11 +2,9 @@
 /etc/nccl.conf, a startup hook in the venv's site-packages (a .pth importing the profile module:
 Debian/Ubuntu's own sitecustomize.py shadows a venv's), and a managed block in the user's shell rc."""
 
-from pyinfra import host
 
 from sglang_pve import paths
-from sglang_pve.context import deployment, venv
-from sglang_pve.facts.python import VenvSitePackages
+from sglang_pve.context import deployment, site_packages
 from sglang_pve.operations import files
 from sglang_pve.provision import is_node
 from sglang_pve.render import nccl_block, nccl_files
@@ -14,9 +12,9 @@ from sglang_pve.render import nccl_block, nccl_files
 if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and tasks/containers.py
     config = deployment()
     profile = config.data.nccl_profile
-    site_packages = host.get_fact(VenvSitePackages, path=venv())
+    purelib = site_packages()
 
     files.file_set(name=f"NCCL profile {profile}: nccl.env, nccl.conf, venv startup hook",
-                  files=nccl_files(config, site_packages))
+                  files=nccl_files(config, purelib))
     files.block(name=f"NCCL profile {profile}: {config.data.shell_rc}", path=config.data.shell_rc,
                  marker=paths.NCCL_BLOCK_MARKER, body=nccl_block(config), user=config.data.shell_user)

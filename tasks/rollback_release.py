@@ -20,30 +20,32 @@ from sglang_pve.config.tasks import rollback_options
 from sglang_pve.context import deployment, package_source, task_options
 from sglang_pve.facts.releases import Releases
 from sglang_pve.operations import files, releases, venvs
+from sglang_pve.provision import is_node
 from sglang_pve.status_report import releases_table
 
-config = deployment()
-wanted = task_options(rollback_options)
-if wanted.list:
-    logger.info(releases_table(host.name, host.get_fact(Releases)))
-else:
-    report = host.get_fact(Releases, files_of=wanted.to or "previous")
-    if report.target is None:
-        raise PyinfraError(f"{host.name}: cannot roll back: {report.error}")
-    target = report.get(report.target)
-    venvs.venv(
-        name=f"SGLang {target['sglang_version']} of release {target['id']} (from its lock)",
-        path=target["venv"],
-        version=target["sglang_version"],
-        source=package_source(),  # the switch restores the release's own startup hook into it
-        lock=report.lock,
-    )
-    for path, block in target["blocks"].items():
-        files.block(name=f"{block['marker']} block in {path} of release {target['id']}", path=path,
-                    marker=block["marker"], body=block["body"], user=config.data.shell_user)
-    releases.rolled_back(
-        name=f"Roll back to release {target['id']}",
-        to=target["id"],
-        keep=config.data.releases_kept,
-        venvs_dir=config.data.sglang_venvs_dir,
-    )
+if not is_node():  # a container's task; a node's rollback is the snapshot mode
+    config = deployment()
+    wanted = task_options(rollback_options)
+    if wanted.list:
+        logger.info(releases_table(host.name, host.get_fact(Releases)))
+    else:
+        report = host.get_fact(Releases, files_of=wanted.to or "previous")
+        if report.target is None:
+            raise PyinfraError(f"{host.name}: cannot roll back: {report.error}")
+        target = report.get(report.target)
+        venvs.venv(
+            name=f"SGLang {target['sglang_version']} of release {target['id']} (from its lock)",
+            path=target["venv"],
+            version=target["sglang_version"],
+            source=package_source(),  # the switch restores the release's own startup hook into it
+            lock=report.lock,
+        )
+        for path, block in target["blocks"].items():
+            files.block(name=f"{block['marker']} block in {path} of release {target['id']}", path=path,
+                        marker=block["marker"], body=block["body"], user=config.data.shell_user)
+        releases.rolled_back(
+            name=f"Roll back to release {target['id']}",
+            to=target["id"],
+            keep=config.data.releases_kept,
+            venvs_dir=config.data.sglang_venvs_dir,
+        )

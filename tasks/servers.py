@@ -9,11 +9,10 @@ previous release when the gate fails (the run then fails naming the diagnosis).
 import os
 from pathlib import Path
 
-from pyinfra import host, state
+from pyinfra import state
 
 from sglang_pve import provenance
-from sglang_pve.context import deployment, venv
-from sglang_pve.facts.python import VenvSitePackages
+from sglang_pve.context import deployment, site_packages, venv
 from sglang_pve.operations import releases, systemd
 from sglang_pve.provision import is_node
 from sglang_pve.render import release, server_files
@@ -24,10 +23,10 @@ if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and
         name=f"Server units ({len(config.servers)})",
         files={name: server_files(config, server, venv()) for name, server in config.servers.items()},
     )
-    site_packages = host.get_fact(VenvSitePackages, path=venv())
+    purelib = site_packages()
     releases.release(
         name=f"Release: {config.data.active_server or 'no server'} on SGLang {config.sglang_version}",
-        release=release(config, venv(), site_packages, provenance.who(), provenance.commit(Path(state.cwd or os.getcwd()))),
+        release=release(config, venv(), purelib, provenance.who(), provenance.commit(Path(state.cwd or os.getcwd()))),
         keep=config.data.releases_kept,
         venvs_dir=config.data.sglang_venvs_dir,
     )

@@ -8,12 +8,14 @@ the diagnosis. The next deploy.py switches back to the inventory's active_server
 from sglang_pve.config.tasks import switch_options
 from sglang_pve.context import deployment, task_options
 from sglang_pve.operations import releases
+from sglang_pve.provision import is_node
 
-config = deployment()
-wanted = task_options(switch_options)
-releases.switched(
-    name=f"Switch to {wanted.server}",
-    server=wanted.server,
-    keep=config.data.releases_kept,
-    venvs_dir=config.data.sglang_venvs_dir,
-)
+if not is_node():  # a container's task
+    config = deployment()
+    wanted = task_options(switch_options)
+    releases.switched(
+        name=f"Switch to {wanted.server}",
+        server=wanted.server,
+        keep=config.data.releases_kept,
+        venvs_dir=config.data.sglang_venvs_dir,
+    )
