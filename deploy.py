@@ -10,7 +10,7 @@ from pyinfra import local
 
 from sglang_pve.context import deployment
 from sglang_pve.operations.guest import deploy_when_provisioned, nodes_done
-from sglang_pve.provision import is_node, pending
+from sglang_pve.provision import is_node, own_spec, pending
 
 GUEST_TASKS = [
     "tasks/preflight.py",  # reads the host; refuses before any change
@@ -25,6 +25,7 @@ if is_node():
     local.include("tasks/containers.py")
 nodes_done(name="Nodes prepared and containers provisioned")  # every host: the containers' deploy waits for it
 if not is_node():
+    own_spec()  # its container spec and deploy data: every problem at once, before any operation
     deployment()
     if pending():
         deploy_when_provisioned(name="Deploy into the container once its node provisioned it",

@@ -7,8 +7,8 @@ from pyinfra import host
 from pyinfra.api.exceptions import PyinfraError
 
 from .config.errors import ConfigError
-from .config.proxmox import ContainerSpec, load_container
-from .connectors.guest import NODE_GROUP, GuestConnector, known_hosts_file, node_host
+from .config.proxmox import ContainerSpec
+from .connectors.guest import NODE_GROUP, GuestConnector, known_hosts_file, node_host, validated_spec
 from .facts.gpu import GpuDeviceInfo, GpuDevices
 from .operations.container import Guest
 from .proxmox.nodes import Node, node_for
@@ -35,8 +35,9 @@ def this_node() -> Node:
 
 
 def own_spec() -> ContainerSpec | None:
-    """The current host's container spec (None: not a provisioned container)."""
-    return _checked(load_container, host.name, host.data.dict())
+    """The current host's container spec (None: not a provisioned container), validated with its
+    deploy data: every problem of the host in one report."""
+    return _checked(validated_spec, host)
 
 
 def container_node(spec: ContainerSpec) -> Node:
@@ -72,7 +73,7 @@ def containers() -> list[tuple[str, ContainerSpec, Guest]]:
     """(host name, spec, guest access) of every inventory host whose container lives on this node."""
     found = []
     for other in host.inventory:
-        spec = _checked(load_container, other.name, other.data.dict())
+        spec = _checked(validated_spec, other)
         if spec is None or spec.node != host.name:
             continue
         key = other.data.get("ssh_key")

@@ -91,7 +91,12 @@ class GuestConnector(SSHConnector):
     def connect(self) -> None:
         try:
             self.pending = why_pending(self.host)
-        except (ConfigError, ProxmoxError) as error:
+        except ConfigError:
+            # not connected; deploy.py reports every problem when it loads, which stops the whole
+            # run before any operation (a failed connect would only drop this host)
+            self.pending = "its host data is invalid"
+            return
+        except ProxmoxError as error:
             raise ConnectError(str(error)) from None
         if self.pending is None:
             super().connect()
