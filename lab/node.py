@@ -113,7 +113,7 @@ def prepare_etc_pve() -> str:
         relative = relative.replace("local/", f"nodes/{layout.NODE}/")
         write_file(ETC_PVE / relative, content, mode)
     secrets = credentials.ensure_credentials()
-    write_file(ETC_PVE / "priv/lab-credentials.json", json.dumps(secrets).encode(), 0o600)
+    write_file(ETC_PVE / Path(NODE_CREDENTIALS).relative_to("/etc/pve"), json.dumps(secrets).encode(), 0o600)
     return fingerprint
 
 
