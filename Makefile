@@ -4,7 +4,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYINFRA := $(VENV)/bin/pyinfra
-SYSTEM_PACKAGES := lxc lxcfs debootstrap openssh-client iproute2 make python3-venv
+SYSTEM_PACKAGES := lxc lxcfs debootstrap debian-archive-keyring gpgv nftables openssh-client iproute2 make python3-venv
 
 .PHONY: demo test lint venv system-packages lab-up lab-down deploy preflight status clean
 

@@ -54,3 +54,20 @@ unit_limits = {"nofile": 1048576, "memlock": "infinity"}
 # The interactive user whose shell gets the managed NCCL block.
 shell_user = "root"
 shell_rc = "/root/.zshrc"
+
+# Secrets, named by where the controller reads them, never by value: {"env": "VARIABLE"} or
+# {"file": "/path/to/0600-file"}. Written on the host only into root-only files (SGLang's config
+# copy it loads with LoadCredential=, an EnvironmentFile), never into units, diffs or command lines.
+#   sglang_secrets = {"api-key": {"file": "~/.config/sglang-pve/api-key"},
+#                     "admin-api-key": {"env": "SGLANG_ADMIN_API_KEY"},
+#                     "env": {"HF_TOKEN": {"env": "HF_TOKEN"}}}
+sglang_secrets = {}
+# A server bound beyond the loopback (servers.yml binds 0.0.0.0) without an api-key is refused by
+# preflight; true accepts that, with a warning.
+allow_unauthenticated = False
+
+# The servers run as this dedicated user (systemd DynamicUser unless a static user of that name
+# exists), sandboxed; "root" runs them unsandboxed, with a warning. server_groups: supplementary
+# groups, e.g. ["video"] where /dev/nvidia* are not world-accessible (NVreg_DeviceFileMode).
+server_user = "sglang"
+server_groups = []

@@ -24,3 +24,9 @@ lifecycle = {
                  "backoff_s": 1, "backoff_max_s": 4},
     "gpu_free_timeout_s": 15,
 }
+
+# The lab's servers bind 0.0.0.0 on a host-only bridge: no key by default (tests/integration/
+# test_security.py deploys with one). The simulator publishes its fake GPU use in /run/sglang-sim,
+# which the sandboxed server may write only as its own runtime directory.
+allow_unauthenticated = True
+server_runtime_dirs = ["sglang-sim"]

@@ -78,6 +78,7 @@ def _up() -> None:
     lower, rootfs_changed = rootfs.ensure_rootfs(sshkeys.ensure_client_key())
     sshkeys.write_known_hosts(lower)
     network.bridge_up()
+    network.firewall_up()
     uvm = gpus.uvm_major()
     devices = gpus.lab_devices()
     gpus.create_device_nodes(devices)
@@ -145,6 +146,7 @@ def _down() -> None:
         container.destroy(name)
     index.stop()
     lxcfs.stop()
+    network.firewall_down()
     network.bridge_down()
     for directory in RUNTIME_DIRS:
         unmount_under(directory)

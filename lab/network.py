@@ -1,5 +1,6 @@
 """The host-only bridge: containers reach the host at 10.200.0.1 and nothing else (no NAT,
-no default route in the containers)."""
+no default route in the containers). A firewall on the bridge (nftables) lets them reach only the
+package index port on the host; connections the host opens (SSH, the Proxmox API) still work."""
 
 from pathlib import Path
 
@@ -27,3 +28,36 @@ def delete_link(name: str) -> None:
 
 def bridge_down() -> None:
     delete_link(layout.BRIDGE)
+
+
+FIREWALL_TABLE = f"sgpve_lab{layout.SLOT}"  # one table per lab slot, removed by `lab down`
+
+
+def firewall_rules() -> str:
+    """nft script: from the bridge, only replies and the package index reach the host; nothing is
+    routed off the bridge (container to container on the bridge stays open)."""
+    bridge = layout.BRIDGE
+    return f"""table inet {FIREWALL_TABLE} {{
+    chain input {{
+        type filter hook input priority 0; policy accept;
+        iifname "{bridge}" ct state established,related accept
+        iifname "{bridge}" ip daddr {layout.BRIDGE_ADDRESS} tcp dport {layout.INDEX_PORT} accept
+        iifname "{bridge}" counter drop
+    }}
+    chain forward {{
+        type filter hook forward priority 0; policy accept;
+        iifname "{bridge}" oifname != "{bridge}" counter drop
+    }}
+}}
+"""
+
+
+def firewall_down() -> None:
+    if run(["nft", "list", "table", "inet", FIREWALL_TABLE], check=False).returncode == 0:
+        run(["nft", "delete", "table", "inet", FIREWALL_TABLE])
+
+
+def firewall_up() -> None:
+    """(Re)load this slot's table atomically."""
+    firewall_down()
+    run(["nft", "-f", "-"], input=firewall_rules())

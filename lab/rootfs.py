@@ -15,13 +15,16 @@ from pathlib import Path
 
 from lab import layout, procs
 from lab.mounts import unmount_under
-from lab.shell import run
+from lab.shell import LabError, run
 
 SUITE = "bookworm"
 VARIANT = "minbase"
 PACKAGES = ("systemd-sysv", "dbus", "openssh-server", "iproute2", "sudo", "procps", "less")
 PACKAGES += ("zsh", "python3", "python3-venv", "psmisc")
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
+# debootstrap checks the Release file's signature against this (the Makefile installs the package):
+# without --keyring it may fall back to unverified downloads where no default keyring is found.
+KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 BUILD_DIR = layout.CACHE_DIR / "rootfs.tmp"
 
 SSHD_DROP_IN = """\
@@ -113,7 +116,9 @@ def debootstrap_finished(root: Path) -> bool:
 def debootstrap(target: Path) -> None:
     mirror = host_mirror()
     print(f"lab: debootstrap {SUITE} from {mirror} (about a minute, once)", flush=True)
-    options = [f"--variant={VARIANT}", f"--include={','.join(PACKAGES)}"]
+    if not KEYRING.is_file():
+        raise LabError(f"{KEYRING} is missing: install debian-archive-keyring (make system-packages does)")
+    options = [f"--variant={VARIANT}", f"--include={','.join(PACKAGES)}", f"--keyring={KEYRING}"]
     run(["debootstrap", *options, SUITE, str(target), mirror])
 
 

@@ -25,6 +25,8 @@ NCCL_BLOCK_MARKER = "nccl-profile"  # names the managed block in the user's shel
 UV_VENV = "/opt/sglang-pve/uv"  # the installer, in its own venv (sglang_installer: uv)
 RELEASES_DIR = f"{STATE_DIR}/releases"  # <id>.json records, blobs/ of the files they restore
 SGLANG_DEFAULT_PORT = 30000  # SGLang's own, when a configuration sets no port
+SECRETS_DIR = f"{ETC_DIR}/secrets"  # root-only (0600) files: SGLang's config with its keys, secret environment
+SERVER_HOME = "sglang"  # StateDirectory=/CacheDirectory= name: /var/lib/sglang, /var/cache/sglang
 
 
 def venv_path(venvs_dir: str, version: str) -> str:
@@ -41,3 +43,21 @@ def partial_venv_path(venv: str) -> str:
     """Where a venv is built before it is moved into place (a unit never points here)."""
     head, _, name = venv.rpartition("/")
     return f"{head}/.{name}.partial"
+
+
+def secret_config_path(server: str) -> str:
+    """SGLang's config of `server` plus its API keys, handed to the server by LoadCredential=."""
+    return f"{SECRETS_DIR}/{server}.yaml"
+
+
+def secret_env_path(server: str) -> str:
+    return f"{SECRETS_DIR}/{server}.env"
+
+
+def server_home_env(state: str = f"/var/lib/{SERVER_HOME}", cache: str = f"/var/cache/{SERVER_HOME}") -> dict[str, str]:
+    """Where the sandboxed server's home and JIT/model caches live (it may write nowhere else):
+    the unit's Environment=, and tests/gpu's least-privilege run on a real GPU."""
+    return {
+        "HOME": state, "XDG_CACHE_HOME": cache, "HF_HOME": f"{cache}/huggingface", "TRITON_CACHE_DIR": f"{cache}/triton",
+        "FLASHINFER_WORKSPACE_BASE": cache, "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor",
+    }

@@ -52,9 +52,17 @@ def nccl_files(deployment: Deployment, purelib: str) -> list[ManagedFile]:
     ]
 
 
-def server_yaml(server: ServerConfig) -> str:
-    flags = yaml.safe_dump(server.args.as_flags(), sort_keys=False, default_flow_style=False).rstrip("\n")
-    return render("server.yaml.j2", server=server.name, flags_yaml=flags)
+def server_yaml(server: ServerConfig, secrets: dict | None = None) -> str:
+    """SGLang's --config YAML; with `secrets` ({"api-key": Secret}) the root-only copy the unit loads."""
+    flags = server.args.as_flags() | {flag: secret.value for flag, secret in (secrets or {}).items()}
+    flags_yaml = yaml.safe_dump(flags, sort_keys=False, default_flow_style=False).rstrip("\n")
+    return render("server.yaml.j2", server=server.name, flags_yaml=flags_yaml)
+
+
+def secret_env_text(secrets: dict) -> str:
+    """An EnvironmentFile; values are single-quoted (the secret alphabet has no quote, $ or blank)."""
+    lines = [f"{name}='{secret.value}'\n" for name, secret in secrets.items()]
+    return "# Managed by sglang-pve: secret environment of the server units (root-only).\n" + "".join(lines)
 
 
 def lifecycle_spec(server: ServerConfig) -> spec.Spec:
@@ -98,6 +106,13 @@ def _unit(deployment: Deployment, server: ServerConfig, venv: str) -> str:
         # TimeoutStopSec also bounds ExecStopPost, which waits up to gpu_free_timeout_s.
         timeout_stop_s=math.ceil(life.stop_timeout_s + life.gpu_free_timeout_s + 40),
         limits=deployment.data.unit_limits,
+        user=deployment.data.server_user,
+        groups=deployment.data.server_groups,
+        runtime_dirs=deployment.data.server_runtime_dirs,
+        home_name=paths.SERVER_HOME,
+        home_env=paths.server_home_env(),
+        secret_config_path=paths.secret_config_path(server.name) if deployment.secrets.flags else None,
+        secret_env_path=paths.secret_env_path(server.name) if deployment.secrets.env else None,
     )
 
 
@@ -118,9 +133,13 @@ def release(deployment: Deployment, venv: str, purelib: str, user: str | None = 
 
 
 def server_files(deployment: Deployment, server: ServerConfig, venv: str) -> list[ManagedFile]:
-    """Unit, SGLang config and lifecycle spec of one server configuration."""
+    """Unit, SGLang config and lifecycle spec of one server configuration, and its secret files."""
+    secrets = deployment.secrets
     return [
         ManagedFile(paths.unit_path(server.name), _unit(deployment, server, venv)),
         ManagedFile(paths.server_config_path(server.name), server_yaml(server)),
         ManagedFile(paths.lifecycle_path(server.name), spec.to_json(lifecycle_spec(server))),
-    ]
+    ] + ([ManagedFile(paths.secret_config_path(server.name), server_yaml(server, secrets.flags), mode="600", secret=True)]
+         if secrets.flags else []) + (
+        [ManagedFile(paths.secret_env_path(server.name), secret_env_text(secrets.env), mode="600", secret=True)]
+        if secrets.env else [])

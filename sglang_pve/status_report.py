@@ -2,6 +2,8 @@
 
 from itertools import groupby
 
+from .escape import printable
+
 
 def _seconds(value: float | None) -> str:
     if value is None:
@@ -54,7 +56,7 @@ def render(host: str, report: dict | None) -> str:
     foreign = [h for h in report.get("holders", []) if not h.get("ours")]
     for holder in foreign:
         lines.append(f"  foreign holder of {', '.join(holder['devices'])}: PID {holder['pid']} {holder['cmdline'][:120]}")
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)  # log and command lines come from the host
 
 
 def _changed_files(record: dict, before: dict) -> list[str]:

@@ -124,7 +124,7 @@ class _Gate:
                 # Probe/scrape access lines (our own /health probe after the ready line, `status`,
                 # Prometheus) are no progress: else polling a hung warm-up hides the stall forever.
                 progressed = True
-                self.last_line = line
+                self.last_line = logfollow.redact(line)
             old = self.tracker.phase
             new = self.tracker.feed(line)
             if new:

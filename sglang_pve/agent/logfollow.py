@@ -63,8 +63,24 @@ def size(path: str) -> int:
         return 0
 
 
+# SGLang logs its server_args at start, keys in clear (server_args=ServerArgs(..., api_key='...')):
+# whatever leaves the root-only log (status, diagnoses, the gate's summary) has them hidden.
+_SECRET_ARG = re.compile(r"\b((?:admin_)?api_key|hf_token|[a-z_]*(?:token|password|secret))=('[^']*'|\"[^\"]*\"|[^\s,)]+)", re.I)
+
+
+# ...and argparse echoes command-line words it refuses: "unrecognized arguments: --api-key KEY"
+_SECRET_FLAG = re.compile(r"(--(?:admin-)?api-key|--hf-token)([ =])(\S+)")
+
+
+def redact(line: str) -> str:
+    """`line` with the values of key=value secrets replaced: api_key='<hidden>', --api-key <hidden>."""
+    line = _SECRET_ARG.sub(lambda m: f"{m.group(1)}='<hidden>'" if m.group(2) != "None" else m.group(0), line)
+    return _SECRET_FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}<hidden>", line)
+
+
 def tail(path: str, count: int = 50, max_bytes: int = 256 << 10) -> list:
-    """The last `count` non-empty lines (split on \\n and \\r) of the last `max_bytes` bytes."""
+    """The last `count` non-empty lines (split on \\n and \\r) of the last `max_bytes` bytes,
+    secrets redacted."""
     try:
         with open(path, "rb") as handle:
             end = os.fstat(handle.fileno()).st_size
@@ -75,4 +91,4 @@ def tail(path: str, count: int = 50, max_bytes: int = 256 << 10) -> list:
     pieces = [piece for piece in _BREAK.split(data) if piece.strip()]
     if end > max_bytes and pieces:
         pieces = pieces[1:]  # the first piece is probably cut
-    return [piece.decode("utf-8", "replace") for piece in pieces[-count:]]
+    return [redact(piece.decode("utf-8", "replace")) for piece in pieces[-count:]]

@@ -11,10 +11,12 @@ from .errors import ConfigError, Problem
 from .nccl import check_profile
 from .problems import problems_from
 from .safe import HostPath, Name, Text
-from .servers import ServerConfig, build_servers, read_servers_file
+from .secrets import SecretsData, ServerSecrets, read_secrets
+from .servers import ServerConfig, build_servers, env_name_problem, read_servers_file
 
 _LIMIT = r"^(infinity|[0-9]+[KMGT]?)$"
 _VERSION = r"^[A-Za-z0-9.+!_-]{1,128}$"  # PEP 440's alphabet: a version is part of the venv path
+_USER = r"^[a-z_][a-z0-9_-]{0,31}$"
 _URL = r"^https?://[A-Za-z0-9._~:/?#@!$&()*+,;=%-]{1,2048}$"  # RFC 3986 characters, ASCII only
 NIGHTLY = re.compile(r"nightly(-[0-9]{8})?")  # sglang_version: the newest nightly, or that day's
 _MODULE = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
@@ -43,9 +45,15 @@ class HostData(BaseModel):
     sglang_import_check: list[Annotated[str, Field(pattern=_MODULE)]] = Field(["sglang", "torch", "sgl_kernel"], min_length=1)
     releases_kept: int = Field(5, ge=2, le=100)
     unit_limits: UnitLimits = UnitLimits()
-    shell_user: str = Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
+    shell_user: str = Field(pattern=_USER)
     shell_rc: HostPath
     lifecycle: dict = {}
+    # Secrets (named by source, never by value) and who the server runs as (group_data/all.py)
+    sglang_secrets: SecretsData = SecretsData()
+    allow_unauthenticated: bool = False
+    server_user: str = Field("sglang", pattern=_USER)
+    server_groups: list[Annotated[str, Field(pattern=_USER)]] = []
+    server_runtime_dirs: list[Name] = []
 
     @field_validator("sglang_version")
     @classmethod
@@ -65,9 +73,16 @@ class Deployment(BaseModel):
     sglang_version: str  # exact: data.sglang_version, or the nightly it resolved to (sglang_pve.index)
     nccl_env: dict[str, str]  # the active profile, values as strings
     servers: dict[str, ServerConfig]
+    secrets: ServerSecrets = ServerSecrets()
 
 
 _VERSION_HINT = "quote it so it stays a string, e.g. --data 'sglang_version=\"0.5.10\"'"
+
+
+def secret_env_problems(data: SecretsData) -> list[Problem]:
+    """Secret environment obeys the rules of env: (no loader, NCCL or toolkit variables)."""
+    found = [env_name_problem(f"sglang_secrets.env.{name}", name, []) for name in data.env]
+    return [problem for problem in found if problem]
 
 
 def load_deployment(host_name: str, data: dict, project_dir: Path, resolve=lambda d: d.sglang_version) -> Deployment:
@@ -97,9 +112,11 @@ def load_deployment(host_name: str, data: dict, project_dir: Path, resolve=lambd
     if document and host_data.active_server is not None and host_data.active_server not in document["servers"]:
         problems.append(Problem("active_server", host_data.active_server, "no such server configuration",
                                 f"use one of {', '.join(map(str, document['servers']))}, or null to run none"))
+    secrets, found = read_secrets(host_data.sglang_secrets)
+    problems += found + secret_env_problems(host_data.sglang_secrets)
     if problems:
         raise ConfigError(host_name, problems)
 
     profile = host_data.nccl_profiles[host_data.nccl_profile]
     return Deployment(data=host_data, sglang_version=resolve(host_data),
-                      nccl_env={k: str(v) for k, v in profile.items()}, servers=servers)
+                      nccl_env={k: str(v) for k, v in profile.items()}, servers=servers, secrets=secrets)

@@ -53,6 +53,19 @@ def read_servers_file(path: Path) -> tuple[dict, list[Problem]]:
     return document, []
 
 
+def env_name_problem(where: str, name: object, allowed: list, value: object = HIDDEN) -> Problem | None:
+    """Why `name` may not be set in a server's environment, or None."""
+    if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
+        return Problem(where, value, "not a valid environment variable name", "use UPPER_CASE letters, digits and _")
+    if name.startswith("NCCL_"):
+        return Problem(where, value, "NCCL variables come from the active NCCL profile only", "set it in nccl_profiles instead")
+    if OWN_ENV.fullmatch(name):
+        return Problem(where, value, "the toolkit's own variables are set by the toolkit only", "remove it")
+    if LOADER_ENV.fullmatch(name) and name not in allowed:
+        return Problem(where, value, "changes which code the server loads", f"remove it, or allow it by name: allow_env: [{name}]")
+    return None
+
+
 def _check_env(key: str, env: object, allowed: object) -> tuple[dict[str, str], list[Problem]]:
     if not isinstance(env, dict):
         return {}, [Problem(key, env, "expected a mapping of VARIABLE: value", "write env: {NAME: value}")]
@@ -62,17 +75,11 @@ def _check_env(key: str, env: object, allowed: object) -> tuple[dict[str, str], 
     problems = []
     for name, value in env.items():
         where = f"{key}.{name}"
-        if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
-            problems.append(Problem(where, value, "not a valid environment variable name", "use UPPER_CASE letters, digits and _"))
-        elif SECRET_ENV.fullmatch(name):
-            problems.append(Problem(where, HIDDEN, "looks like a secret, and env: lands in the unit file", "give it in secrets.env instead"))
-        elif name.startswith("NCCL_"):
-            problems.append(Problem(where, value, "NCCL variables come from the active NCCL profile only", "set it in nccl_profiles instead"))
-        elif OWN_ENV.fullmatch(name):
-            problems.append(Problem(where, value, "the toolkit's own variables are set by the toolkit only", "remove it"))
-        elif LOADER_ENV.fullmatch(name) and name not in allowed:
-            problems.append(Problem(where, value, "changes which code the server loads",
-                                    f"remove it, or allow it by name: allow_env: [{name}]"))
+        if SECRET_ENV.fullmatch(str(name)):
+            problems.append(Problem(where, HIDDEN, "looks like a secret, and env: lands in the unit file",
+                                    f"give it in sglang_secrets.env.{name} (a file or variable on the controller) instead"))
+        elif problem := env_name_problem(where, name, allowed, value):
+            problems.append(problem)
         elif isinstance(value, (dict, list)) or value is None:
             problems.append(Problem(where, value, "expected a scalar value", "write a string or a number"))
         elif control_characters(str(value)):

@@ -30,7 +30,7 @@ class ServersState:
     files: dict[str, FileState | None] = field(default_factory=dict)
     installed: list[str] = field(default_factory=list)  # unit names with a file in UNIT_DIR
     units: dict[str, UnitState] = field(default_factory=dict)
-    log_dir: bool = False  # whether LOG_DIR exists (StandardOutput=append: does not create it)
+    log_dir: bool = False  # whether LOG_DIR exists, root-only (SGLang logs its server_args, API key included)
 
 
 def parse_show(lines: list[str]) -> dict[str, UnitState]:
@@ -72,7 +72,7 @@ class ServerUnits(FactBase[ServersState]):
         return (
             f"{digest_script(list(paths))}; echo {shlex.quote(_UNITS)}; "
             f"installed=$(cd {UNIT_DIR} && ls {unit_glob} 2>/dev/null); echo \"$installed\"; "
-            f"[ -d {LOG_DIR} ] && echo {shlex.quote(_LOG_DIR)}; "
+            f"[ -d {LOG_DIR} ] && [ ! -L {LOG_DIR} ] && [ \"$(stat -c %a:%u {LOG_DIR})\" = 700:0 ] && echo {shlex.quote(_LOG_DIR)}; "
             f"echo {shlex.quote(_SHOW)}; systemctl show --property={_PROPERTIES} {declared} $installed"
         )
 

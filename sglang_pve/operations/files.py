@@ -22,6 +22,7 @@ class ManagedFile:
     mode: str = "644"
     user: str = "root"
     group: str = "root"
+    secret: bool = False  # never read back, never diffed: --diff says that it changed, not how
 
     @property
     def data(self) -> bytes:
@@ -45,6 +46,9 @@ class ManagedFile:
 
 def show_diff(file: ManagedFile, current: FileState | None, old_text: str | None = None) -> None:
     """Log a unified diff the way pyinfra's files.put does under --diff. Binary files get a note."""
+    if file.secret:
+        host.log(f"Will {'create' if current is None else 'replace'} {file.path} (holds secrets: content not shown)", logger.info)
+        return
     if current == NOT_A_FILE:
         host.log(f"Will replace {file.path}: a link or not a regular file (whatever it points to stays untouched)", logger.info)
         return

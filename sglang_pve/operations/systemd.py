@@ -10,7 +10,8 @@ from .files import ManagedFile, converge
 
 def _stale_files(unit: str) -> list[str]:
     server = unit.removeprefix(paths.UNIT_PREFIX).removesuffix(".service")
-    return [paths.unit_path(server), paths.server_config_path(server), paths.lifecycle_path(server)]
+    return [paths.unit_path(server), paths.server_config_path(server), paths.lifecycle_path(server),
+            paths.secret_config_path(server), paths.secret_env_path(server)]
 
 
 @operation()
@@ -38,8 +39,8 @@ def server_units(files: dict[str, list[ManagedFile]]):
 
     units_changed = any(f.path.endswith(".service") and f.differs(current.files.get(f.path)) for f in wanted)
     commands = list(converge(wanted, current.files))
-    if not current.log_dir:
-        commands.insert(0, StringCommand("mkdir", "-p", paths.LOG_DIR))
+    if not current.log_dir:  # root-only: SGLang logs its server_args, API key included
+        commands.insert(0, StringCommand("install", "-d", "-m", "700", "-o", "root", "-g", "root", paths.LOG_DIR))
 
     for unit in stale:
         commands.append(StringCommand("systemctl", "disable", "--now", unit))

@@ -19,6 +19,7 @@ from ..config import Deployment, Problem, ServerConfig
 from ..facts.preflight import HostSnapshot, ProbeSpec, RenderedConfig
 from ..operations.files import ManagedFile
 from ..render import server_yaml
+from .auth import auth_problems, user_warnings
 from .context import context_problems
 from .draft import eagle3_problems
 from .flags import rendered_problems, verdict_problems
@@ -112,6 +113,8 @@ def check(deployment: Deployment, spec: ProbeSpec, snapshot: HostSnapshot) -> Re
     report.problems += gpu_problems(servers, snapshot.gpus)
     report.problems += port_problems(servers, snapshot.listeners)
     report.problems += limit_problems(deployment.data.unit_limits, snapshot)
+    report.add(auth_problems(deployment))
+    report.warnings += user_warnings(deployment)
     report.checked = _checked(deployment, spec, snapshot)
     return report
 

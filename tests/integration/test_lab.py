@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -21,8 +22,9 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from lab import container, gpus, guestd, guests, index, layout, lifecycle, lxcfs, mounts, rootfs, shell
+from lab import container, gpus, guestd, guests, index, layout, lifecycle, lxcfs, mounts, network, rootfs, shell
 from lab.network import link_exists
+from lab.shell import run
 
 pytestmark = [
     pytest.mark.lab,
@@ -140,6 +142,17 @@ def test_container_reaches_only_the_bridge(lab):
         f"import urllib.request; print(urllib.request.urlopen('{layout.INDEX_URL}').status)",
     )
     assert fetch.stdout.strip() == "200", fetch.stderr
+
+
+def test_the_firewall_lets_containers_reach_only_the_index_port_on_the_host(lab):
+    # a listener on the bridge address, on another port: reachable from the host, not from a container
+    with socket.create_server((layout.BRIDGE_ADDRESS, 0)) as listener:
+        port = listener.getsockname()[1]
+        probe = ("import socket, sys\ntry:\n    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)\n"
+                 "    print('open')\nexcept OSError as e:\n    print(type(e).__name__)")
+        assert in_container("python3", "-c", probe, layout.BRIDGE_ADDRESS, str(port)).stdout.strip() == "TimeoutError"
+        assert in_container("python3", "-c", probe, layout.BRIDGE_ADDRESS, str(layout.INDEX_PORT)).stdout.strip() == "open"
+    assert run(["nft", "list", "table", "inet", network.FIREWALL_TABLE]).returncode == 0
 
 
 def test_pip_installs_sglang_from_the_lab_index(lab):
@@ -270,6 +283,7 @@ def test_down_leaves_no_process_mount_link_or_container(lab):
     ]
     assert mounts.mounts_under(layout.LAB_DIR) == []
     assert not link_exists(layout.BRIDGE)
+    assert run(["nft", "list", "table", "inet", network.FIREWALL_TABLE], check=False).returncode != 0  # firewall gone
     assert not [name for name in layout.HOSTS if link_exists(layout.veth_name(name))]
     assert [container.state(name) for name in layout.HOSTS] == ["ABSENT"] * len(layout.HOSTS)
     assert not list(Path("/sys/fs/cgroup").glob(f"*/sgpve{layout.SLOT}.*"))
@@ -295,6 +309,18 @@ def test_a_half_built_rootfs_is_not_adopted(tmp_path):
     assert rootfs.debootstrap_finished(tmp_path)
     (tmp_path / "debootstrap").mkdir()  # debootstrap removes it only when it succeeded
     assert not rootfs.debootstrap_finished(tmp_path)
+
+
+def test_debootstrap_checks_the_debian_archive_keyring(monkeypatch, tmp_path):
+    calls = []
+    monkeypatch.setattr(rootfs, "run", lambda argv, **kwargs: calls.append(argv))
+    monkeypatch.setattr(rootfs, "host_mirror", lambda: rootfs.DEFAULT_MIRROR)
+    if rootfs.KEYRING.is_file():
+        rootfs.debootstrap(tmp_path)
+        assert f"--keyring={rootfs.KEYRING}" in calls[0]
+    monkeypatch.setattr(rootfs, "KEYRING", tmp_path / "missing.gpg")
+    with pytest.raises(shell.LabError, match="debian-archive-keyring"):
+        rootfs.debootstrap(tmp_path)
 
 
 def test_mirror_is_read_from_the_host_apt_sources(tmp_path):

@@ -1,12 +1,20 @@
 """Security in the real lab: systemd's own reading of hostile values, planted links, the dotfiles rc."""
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
+from sglang_pve import paths
 from sglang_pve.config import ConfigError, load_deployment
 from sglang_pve.render import server_files
 from tests.conftest import PROJECT
 from tests.hostile import VALUES, data_for, systemd_words
-from tests.integration.conftest import grand_total, on_target, put_file, pyinfra, sh
+from tests.integration.conftest import (
+    grand_total, on_target, put_file, pyinfra, refresh_simulator, restore_servers, set_faults, sh,
+)
 
 pytestmark = pytest.mark.lab
 
@@ -32,7 +40,9 @@ def test_systemd_reads_every_accepted_hostile_value_back_exactly(lab, tmp_path):
         shown = sh(f"systemctl show -p Environment -p Description --value {PROBE_UNIT.rsplit('/', 1)[1]}").splitlines()
         environment = dict(word.split("=", 1) for word in systemd_words(shown[0]))
         assert {name: environment.get(name) for name in accepted} == accepted
-        assert len(environment) == 2 + len(accepted)  # nothing split, nothing added
+        plain = server_files(deployment, type(server)(server.name, server.args, {}, server.lifecycle), "/opt/sglang/venvs/x")[0].content
+        assert set(environment) - set(accepted) == {w.split("=", 1)[0] for line in plain.splitlines() if line.startswith("Environment=")
+                                                    for w in systemd_words(line.removeprefix("Environment="))}  # nothing split, nothing added
         assert shown[1] == f"SGLang server baseline ({server.args.served_model_name})"
     finally:
         sh(f"rm -f {PROBE_UNIT}; systemctl daemon-reload")
@@ -86,3 +96,151 @@ def test_links_at_managed_paths_and_old_temp_names_leave_their_targets_untouched
     assert not sh("ls -A /home/dev/dotfiles /etc | grep -c '^\\.sglang-pve' || true").strip().strip("0")  # no temp left
     _, again = pyinfra(*USER_DATA, deploy="tasks/nccl_env.py")
     assert grand_total(again)["changed"] == 0  # and the next deploy finds it up to date
+
+
+# --- Secrets: canaries through every channel, then 401 without the key and 200 with it ----------
+
+API_KEY, ADMIN_KEY, HF_TOKEN = "canary-api-0c9f3e71", "canary-admin-77ab1d42", "hf_canary5e2d9a08"
+CANARIES = (API_KEY, ADMIN_KEY, HF_TOKEN)
+SAMPLES = "/root/argv-samples"
+SAMPLER = (f"rm -f {SAMPLES}.stop; while [ ! -e {SAMPLES}.stop ]; do for f in /proc/[0-9]*/cmdline; do "
+           f"tr '\\0' ' ' < $f 2>/dev/null; echo; done; sleep 0.05; done > {SAMPLES}")
+# Everything a user other than root may read (the dynamic server user reads its own credential only)
+READABLE_ROOTS = "/etc /opt /var /tmp /run /home /srv /shared /data /usr/local"
+
+
+def http_status(path: str, key: str | None = None) -> int:
+    headers = f"{{'Authorization': 'Bearer {key}'}}" if key else "{}"
+    script = ("import urllib.request, urllib.error\n"
+              f"req = urllib.request.Request('http://127.0.0.1:8000{path}', headers={headers})\n"
+              "try:\n    print(urllib.request.urlopen(req, timeout=10).status)\n"
+              "except urllib.error.HTTPError as e:\n    print(e.code)\n")
+    return int(on_target("python3", "-c", script).stdout)
+
+
+@pytest.fixture(scope="module")
+def keyed(lab, tmp_path_factory):
+    """A deploy with every secret channel in use (file and environment on the controller); the
+    target's process argv sampled all the while; afterwards the lab's keyless deploy again."""
+    key_file = tmp_path_factory.mktemp("secrets") / "api-key"
+    key_file.write_text(API_KEY + "\n")
+    key_file.chmod(0o600)
+    secrets = {"api-key": {"file": str(key_file)}, "admin-api-key": {"env": "SGLANG_PVE_TEST_ADMIN_KEY"},
+               "env": {"HF_TOKEN": {"env": "SGLANG_PVE_TEST_HF_TOKEN"}}}
+    os.environ.update(SGLANG_PVE_TEST_ADMIN_KEY=ADMIN_KEY, SGLANG_PVE_TEST_HF_TOKEN=HF_TOKEN)
+    refresh_simulator()  # the venv's simulator must know --admin-api-key
+    sh(f"rm -rf {paths.SECRETS_DIR}")  # so that the dry run has secret files to announce
+    sampler = subprocess.Popen([sys.executable, "-m", "lab", "exec", "sglang1", "--", "sh", "-c", SAMPLER], cwd=PROJECT,
+                               stderr=subprocess.DEVNULL)
+    try:
+        data = ["--data", f"sglang_secrets={json.dumps(secrets)}"]
+        _, diff = pyinfra("--dry", "--diff", *data, yes=False)
+        _, verbose = pyinfra("-vv", "--diff", *data)
+        _, again = pyinfra(*data)
+    finally:
+        sh(f"touch {SAMPLES}.stop")
+        sampler.wait(timeout=30)
+    yield {"dry diff": diff, "-vv --diff": verbose, "second run": again, "data": data}
+    del os.environ["SGLANG_PVE_TEST_ADMIN_KEY"], os.environ["SGLANG_PVE_TEST_HF_TOKEN"]
+    sh(f"rm -rf {paths.SECRETS_DIR} {SAMPLES} {SAMPLES}.stop")
+    restore_servers()  # the lab's keyless deploy
+
+
+def test_the_server_answers_401_without_the_key_and_200_with_it(keyed):
+    assert sh(f"systemctl is-active {paths.unit_name('baseline')}").strip() == "active"  # the gate passed with a key
+    assert http_status("/v1/models") == 401 and http_status("/v1/models", "wrong") == 401
+    assert http_status("/v1/models", API_KEY) == 200
+    assert http_status("/flush_cache", API_KEY) == 401 and http_status("/flush_cache", ADMIN_KEY) == 200  # admin key
+    assert http_status("/health") == 200 and http_status("/health_generate") == 200  # probes need no key
+    status = json.loads(on_target("python3", "-I", paths.AGENT, "status", "--json").stdout)
+    assert next(s for s in status["servers"] if s["server"] == "baseline")["health"]["status"] == 200
+
+
+def test_the_server_gets_its_secrets(keyed):
+    pid = sh(f"systemctl show -p MainPID --value {paths.unit_name('baseline')}").strip()
+    environ = sh(f"tr '\\0' '\\n' < /proc/{pid}/environ")
+    assert f"HF_TOKEN={HF_TOKEN}" in environ.splitlines()
+    assert API_KEY not in sh(f"tr '\\0' ' ' < /proc/{pid}/cmdline")
+
+
+def test_no_canary_in_output_argv_journal_units_or_anything_a_user_can_read(keyed):
+    for name, output in keyed.items():
+        if name != "data":
+            assert not [c for c in CANARIES if c in output], f"a secret in the {name} output"
+    assert "holds secrets: content not shown" in keyed["dry diff"]  # --diff says it changes, not how
+    samples = sh(f"wc -l < {SAMPLES}; grep -c sglang {SAMPLES} || true").split()
+    assert int(samples[0]) > 1000 and int(samples[1]) > 0  # the sampler really watched the deploy
+    leaks = sh(f"grep -l -e {API_KEY} -e {ADMIN_KEY} -e {HF_TOKEN} {SAMPLES} /etc/systemd/system/* 2>/dev/null; "
+               f"journalctl --no-pager -o cat | grep -c -e {API_KEY} -e {ADMIN_KEY} -e {HF_TOKEN}; "
+               f"runuser -u nobody -- grep -rIl -e {API_KEY} -e {ADMIN_KEY} -e {HF_TOKEN} {READABLE_ROOTS} 2>/dev/null",
+               check=False)
+    assert leaks.split() == ["0"], leaks  # no argv sample, unit file, journal line or user-readable file
+    # where they are: root-only files, and SGLang's own log (its server_args), root-only too
+    assert sh(f"stat -c '%a %U' {paths.secret_config_path('baseline')} {paths.secret_env_path('baseline')} "
+              f"{paths.LOG_DIR}").split() == ["600", "root", "600", "root", "700", "root"]
+    assert API_KEY in sh(f"grep -h server_args {paths.log_path('baseline')} | tail -1")
+
+
+def test_status_and_diagnoses_hide_the_key_that_the_log_holds(keyed):
+    # a start that stalls: the gate's diagnosis carries the log's tail, SGLang's server_args line included
+    sh(f"rm -f {paths.DIAGNOSES_DIR}/baseline-*.json")
+    set_faults({"baseline": {"hang": "weights"}})
+    try:
+        sh(f"systemctl restart {paths.unit_name('baseline')}", check=False)  # fails: stalled in weights
+        diagnosis = sh(f"cat {paths.DIAGNOSES_DIR}/baseline-*.json")
+        status = sh(f"python3 -I {paths.AGENT} status --json")
+        _, table = pyinfra(deploy="tasks/status.py")
+    finally:
+        restore_servers()
+    assert "api_key='<hidden>'" in diagnosis and "admin_api_key='<hidden>'" in diagnosis  # the line was there...
+    assert not [c for c in CANARIES if c in diagnosis + status + table]  # ...its keys were not
+    from sglang_pve.agent import logfollow
+    assert logfollow.redact(f"server_args=ServerArgs(api_key='{API_KEY}', port=8000)") == \
+        "server_args=ServerArgs(api_key='<hidden>', port=8000)"
+    assert logfollow.redact(f"error: unrecognized arguments: --admin-api-key {ADMIN_KEY}") == \
+        "error: unrecognized arguments: --admin-api-key <hidden>"
+
+
+def test_a_bad_secret_is_refused_without_echoing_it(keyed, tmp_path):
+    bad = tmp_path / "bad-key"
+    bad.write_text("canary with spaces $(id)\n")
+    bad.chmod(0o600)
+    code, output = pyinfra("--data", f"sglang_secrets={json.dumps({'api-key': {'file': str(bad)}})}", check=False)
+    assert code != 0 and "sglang_secrets.api-key" in output and "canary with spaces" not in output
+
+
+# --- SSH: a changed host key on the jump host is refused -----------------------------------------
+
+def _through_jump(tmp_path, jump_known_hosts: str) -> tuple[int, str]:
+    """`pyinfra ... exec -- true` to sglang1 through a jump host (sglang1 itself, by its address),
+    whose key is checked against `jump_known_hosts` the way inventory/ssh_config.example does."""
+    from lab import layout
+
+    address = layout.HOSTS["sglang1"]
+    (tmp_path / "jump_known_hosts").write_text(jump_known_hosts)
+    (tmp_path / "ssh_config").write_text(
+        f"Host jump {address}\n    HostName {address}\n    User root\n    IdentityFile {layout.SSH_KEY}\n"
+        f"    UserKnownHostsFile {tmp_path / 'jump_known_hosts'}\n    StrictHostKeyChecking yes\n\n"
+        f"Host behind-jump\n    HostName {address}\n    ProxyJump jump\n    ConnectTimeout 10\n")
+    (tmp_path / "inventory.py").write_text(
+        f"hosts = [('behind-jump', {{'ssh_user': 'root', 'ssh_key': {str(layout.SSH_KEY)!r}, "
+        f"'ssh_config_file': {str(tmp_path / 'ssh_config')!r}, 'ssh_known_hosts_file': {str(layout.KNOWN_HOSTS)!r}, "
+        "'ssh_strict_host_key_checking': 'yes'})]\n")
+    result = subprocess.run([str(PROJECT / ".venv" / "bin" / "pyinfra"), "-y", str(tmp_path / "inventory.py"), "exec", "--", "true"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    return result.returncode, result.stdout + result.stderr
+
+
+def test_a_changed_host_key_on_the_jump_host_is_refused(lab, tmp_path):
+    from lab import layout
+
+    address = layout.HOSTS["sglang1"]
+    pinned = [line for line in layout.KNOWN_HOSTS.read_text().splitlines() if line.startswith(f"{address} ")]
+    code, output = _through_jump(tmp_path, "\n".join(pinned) + "\n")
+    assert code == 0, output  # the right key on both hops: connected
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "impostor")], check=True)
+    impostor = " ".join((tmp_path / "impostor.pub").read_text().split()[:2])
+    code, output = _through_jump(tmp_path, f"{address} {impostor}\n")  # the jump host's key "changed"
+    assert code != 0 and "[behind-jump] Connected" not in output, output
+    # paramiko refuses the jump hop (pyinfra 3.x then trips over its own error path, still exit 1)
+    assert f"Host key for server '{address}' does not match" in output, output

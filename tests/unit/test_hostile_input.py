@@ -29,6 +29,16 @@ def _directives(unit: str) -> list[str]:
     return found
 
 
+def unit_environment(unit: str) -> dict[str, str]:
+    environment = {}
+    for line in unit.splitlines():
+        if line.startswith("Environment="):
+            for word in systemd_words(line.removeprefix("Environment=").replace("%%", "%")):
+                name, _, value = word.partition("=")
+                environment[name] = value
+    return environment
+
+
 def _check_round_trip(deployment):
     baseline = _directives((PROJECT / "templates" / "sglang-server.service.j2").read_text().split("{% if")[0] + "[Service]")
     for server in deployment.servers.values():
@@ -36,13 +46,10 @@ def _check_round_trip(deployment):
         directives = _directives(unit)
         assert directives[: len(baseline) - 1] == baseline[:-1] or directives[0] == "[Unit]"
         assert directives.count("ExecStartPre") == 1 and directives.count("ExecStart") == 1
-        assert directives.count("Environment") == 2 + len(server.env)
-        environment = {}
-        for line in unit.splitlines():
-            if line.startswith("Environment="):
-                for word in systemd_words(line.removeprefix("Environment=").replace("%%", "%")):
-                    name, _, value = word.partition("=")
-                    environment[name] = value
+        plain = server_files(deployment, type(server)(server.name, server.args, {}, server.lifecycle), "/opt/sglang/venvs/x")[0]
+        assert directives.count("Environment") == _directives(plain.content).count("Environment") + len(server.env)
+        environment = unit_environment(unit)
+        assert len(environment) == len(unit_environment(plain.content)) + len(server.env)  # nothing split, nothing added
         assert {k: environment[k] for k in server.env} == server.env
         assert yaml.safe_load(config) == server.args.as_flags()
     env_file, conf, hook, pth = (f.content for f in nccl_files(deployment, "/site"))

@@ -90,8 +90,17 @@ def snapshot(target=TARGET, draft_config=DRAFT, models=None, **changes) -> HostS
     return HostSnapshot(**fields)
 
 
+def key_file(tmp_path: Path) -> dict:
+    """sglang_secrets naming a 0600 file that holds an API key."""
+    path = tmp_path / "api-key"
+    path.write_text("canary-key-4711\n")
+    path.chmod(0o600)
+    return {"api-key": {"file": str(path)}}
+
+
 def judge(tmp_path: Path, servers: dict | None = None, data: dict | None = None, groups=("all",), host=None, spec_changes=None):
     values = group_data(*groups)
+    values["sglang_secrets"] = key_file(tmp_path)  # the shipped servers bind 0.0.0.0: a key is required
     values.update(data or {})
     if servers is not None:
         (tmp_path / "servers.yml").write_text(yaml.safe_dump(servers))
@@ -115,6 +124,20 @@ def test_shipped_eagle3_configs_pass_on_kimi(tmp_path):
     assert report.problems == [] and report.warnings == []
     assert "4 server configs" in report.summary() and "drafts of 3 configs fit their targets" in report.summary()
     assert "8 GPUs >= 8 needed" in report.summary() and "port 8000 free" in report.summary()
+
+
+def test_an_open_bind_without_a_key_is_refused_unless_allowed(tmp_path):
+    assert_refused(judge(tmp_path, data={"sglang_secrets": {}}), "servers.{baseline,eagle3-2step,eagle3-3step,eagle3-5step}.host",
+                   "without an API key", "allow_unauthenticated")
+    allowed = judge(tmp_path, data={"sglang_secrets": {}, "allow_unauthenticated": True})
+    assert allowed.problems == [] and {w.key for w in allowed.warnings} == {f"servers.{n}.host" for n in SHIPPED["servers"]}
+    loopback = dict(SHIPPED, defaults=dict(SHIPPED["defaults"], host="127.0.0.1"))
+    assert judge(tmp_path, loopback, data={"sglang_secrets": {}}).problems == []
+
+
+def test_running_as_root_is_possible_with_a_warning(tmp_path):
+    report = judge(tmp_path, data={"server_user": "root"})
+    assert report.problems == [] and [w.key for w in report.warnings] == ["server_user"]
 
 
 def test_lab_data_passes_on_the_lab_host(tmp_path):

@@ -1,10 +1,13 @@
 """SGLang's HTTP endpoints on the stdlib's threaded HTTP server.
 
 Looks like SGLang's FastAPI/uvicorn app from the outside: uvicorn access-log lines, FastAPI's
-404/405 bodies, `Authorization: Bearer <api-key>` checked on everything but /health* and
-/metrics, Server-Sent Events with chunked transfer for streams.
+404/405 bodies, SGLang's API-key decision (srt/utils/auth.py decide_request_auth: `Authorization:
+Bearer <key>` or `x-api-key: <key>`; paths starting /health, /ready or /metrics are always open; an
+admin-optional endpoint wants admin-api-key when one is set), Server-Sent Events with chunked
+transfer for streams.
 """
 
+import hmac
 import json
 import logging
 import traceback
@@ -21,7 +24,9 @@ from sglang.sim.tokenizer_manager import TokenizerManager
 logger = logging.getLogger(__name__)
 access_logger = logging.getLogger(UVICORN_ACCESS)
 
-AUTH_EXEMPT = ("/health", "/health_generate", "/metrics")
+AUTH_EXEMPT_PREFIXES = ("/health", "/ready", "/metrics")  # k8s probes and Prometheus, never a key
+# Endpoints SGLang marks @auth_level(AuthLevel.ADMIN_OPTIONAL) (guess for /flush_cache: an admin action).
+ADMIN_OPTIONAL = ("/flush_cache",)
 FLUSH_CACHE_TEXT = (
     "Cache flushed.\nPlease check backend logs for more details. (When there are running or "
     "waiting requests, the operation will not be performed.)\n"
@@ -138,10 +143,17 @@ class RequestHandler(BaseHTTPRequestHandler):
         return self.rfile.read(length) if length else b""
 
     def _authorized(self, path: str) -> bool:
-        key = self.server.tm.args.api_key
-        if not key or path in AUTH_EXEMPT:
+        args = self.server.tm.args
+        if self.command == "OPTIONS" or path.startswith(AUTH_EXEMPT_PREFIXES):
             return True
-        return self.headers.get("Authorization", "") == f"Bearer {key}"
+        wanted = (args.admin_api_key or args.api_key) if path in ADMIN_OPTIONAL else args.api_key
+        return not wanted or self._presents(wanted)
+
+    def _presents(self, key: str) -> bool:
+        scheme, _, token = self.headers.get("Authorization", "").partition(" ")
+        offered = [token] if scheme.lower() == "bearer" else []
+        offered += [self.headers.get("x-api-key")] if self.headers.get("x-api-key") else []
+        return any(hmac.compare_digest(t.encode(), key.encode()) for t in offered)
 
     @staticmethod
     def _error_reply(path: str, error: api.ApiError) -> Reply:

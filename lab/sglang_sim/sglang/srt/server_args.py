@@ -101,6 +101,7 @@ class ServerArgs:
     port: int = 30000
     skip_server_warmup: bool = False
     api_key: Optional[str] = None
+    admin_api_key: Optional[str] = None
     # Memory and scheduling
     mem_fraction_static: Optional[float] = None
     max_running_requests: Optional[int] = None
@@ -177,6 +178,7 @@ class ServerArgs:
         a("--port", type=int, default=d.port)
         a("--skip-server-warmup", action="store_true")
         a("--api-key", type=str, default=d.api_key)
+        a("--admin-api-key", type=str, default=d.admin_api_key)
         # Memory and scheduling
         a("--mem-fraction-static", type=float, default=d.mem_fraction_static)
         a("--max-running-requests", type=int, default=d.max_running_requests)
