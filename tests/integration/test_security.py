@@ -13,7 +13,14 @@ from sglang_pve.render import server_files
 from tests.conftest import PROJECT
 from tests.hostile import VALUES, data_for, systemd_words
 from tests.integration.conftest import (
-    grand_total, on_target, put_file, pyinfra, refresh_simulator, restore_servers, set_faults, sh,
+    grand_total,
+    on_target,
+    put_file,
+    pyinfra,
+    refresh_simulator,
+    restore_servers,
+    set_faults,
+    sh,
 )
 
 pytestmark = pytest.mark.lab
