@@ -219,16 +219,15 @@ def test_a_bad_secret_is_refused_without_echoing_it(keyed, tmp_path):
 # --- SSH: a changed host key on the jump host is refused -----------------------------------------
 
 def _through_jump(tmp_path, jump_known_hosts: str) -> tuple[int, str]:
-    """`pyinfra ... exec -- true` to sglang1 through a jump host (sglang1 itself, by its address),
-    whose key is checked against `jump_known_hosts` the way inventory/ssh_config.example does."""
+    """`pyinfra ... exec -- true` to sglang1 through the node pve1 as jump host, whose key is checked
+    against `jump_known_hosts` the way inventory/ssh_config.example does (alias and address)."""
     from lab import layout
 
-    address = layout.HOSTS["sglang1"]
     (tmp_path / "jump_known_hosts").write_text(jump_known_hosts)
     (tmp_path / "ssh_config").write_text(
-        f"Host jump {address}\n    HostName {address}\n    User root\n    IdentityFile {layout.SSH_KEY}\n"
+        f"Host jump {layout.NODE_ADDRESS}\n    HostName {layout.NODE_ADDRESS}\n    User root\n    IdentityFile {layout.SSH_KEY}\n"
         f"    UserKnownHostsFile {tmp_path / 'jump_known_hosts'}\n    StrictHostKeyChecking yes\n\n"
-        f"Host behind-jump\n    HostName {address}\n    ProxyJump jump\n    ConnectTimeout 10\n")
+        f"Host behind-jump\n    HostName {layout.SGLANG_HOSTS['sglang1']}\n    ProxyJump jump\n    ConnectTimeout 10\n")
     (tmp_path / "inventory.py").write_text(
         f"hosts = [('behind-jump', {{'ssh_user': 'root', 'ssh_key': {str(layout.SSH_KEY)!r}, "
         f"'ssh_config_file': {str(tmp_path / 'ssh_config')!r}, 'ssh_known_hosts_file': {str(layout.KNOWN_HOSTS)!r}, "
@@ -241,9 +240,9 @@ def _through_jump(tmp_path, jump_known_hosts: str) -> tuple[int, str]:
 def test_a_changed_host_key_on_the_jump_host_is_refused(lab, tmp_path):
     from lab import layout
 
-    address = layout.HOSTS["sglang1"]
-    pinned = [line for line in layout.KNOWN_HOSTS.read_text().splitlines() if line.startswith(f"{address} ")]
-    code, output = _through_jump(tmp_path, "\n".join(pinned) + "\n")
+    address = layout.NODE_ADDRESS
+    pinned = [line for line in layout.KNOWN_HOSTS.read_text().splitlines() if line.split()[0] in (address, layout.NODE)]
+    code, output = _through_jump(tmp_path, "".join(f"{address} {line.split(' ', 1)[1]}\n" for line in pinned))
     assert code == 0, output  # the right key on both hops: connected
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "impostor")], check=True)
     impostor = " ".join((tmp_path / "impostor.pub").read_text().split()[:2])
