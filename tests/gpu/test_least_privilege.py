@@ -72,7 +72,10 @@ def test_a_cuda_process_of_an_unprivileged_user_under_the_unit_limits(tmp_path):
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(1048576, hard_nofile),) * 2)
         _drop_privileges()
 
-    done = subprocess.run([sys.executable, "-c", CHILD], env=env, cwd=str(state), capture_output=True, text=True,
+    script = tmp_path / "child.py"  # a file: Triton reads a @jit function's source
+    script.write_text(CHILD)
+    script.chmod(0o644)
+    done = subprocess.run([sys.executable, str(script)], env=env, cwd=str(state), capture_output=True, text=True,
                           timeout=420, preexec_fn=limits_then_drop)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-3000:]
