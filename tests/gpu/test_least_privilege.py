@@ -10,8 +10,11 @@ import ctypes
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 from sglang_pve import paths
 
@@ -53,7 +56,15 @@ def _drop_privileges():
     os.setuid(UID)
 
 
-def test_a_cuda_process_of_an_unprivileged_user_under_the_unit_limits(tmp_path):
+def test_a_cuda_process_of_an_unprivileged_user_under_the_unit_limits():
+    tmp_path = Path(tempfile.mkdtemp(prefix="sglang-pve-gpu-"))  # pytest's own tmp is root-only (0700)
+    try:
+        _run_unprivileged(tmp_path)
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def _run_unprivileged(tmp_path: Path):
     state, cache = tmp_path / "state", tmp_path / "cache"
     for directory in (state, cache):
         directory.mkdir(mode=0o700)
