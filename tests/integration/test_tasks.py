@@ -17,7 +17,7 @@ ALL_TASKS = sorted(path.name for path in (PROJECT / "tasks").glob("*.py"))
 MEASURING = {"bench.py", "nccl_probe.py"}
 # A snapshot rollback changes by design (and needs a snapshot): its runs are in test_provision.py.
 # A release rollback to the release that runs changes nothing (TASK_DATA); its real rollbacks are
-# in test_releases.py.
+# in test_releases_lab.py.
 ROLLING_BACK = {"rollback_snapshot.py"}
 
 
