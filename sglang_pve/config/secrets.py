@@ -57,8 +57,8 @@ class Secret:
 def from_env(key: str, name: str, environ=os.environ) -> tuple[str | None, Problem | None]:
     value = environ.get(name, "").strip()
     if not value:
-        return None, Problem(key, name, "the environment variable is not set (or empty) on the controller",
-                             f"export {name}=... before running pyinfra (or name a 0600 file instead)")
+        return None, Problem(key, name, "the environment variable is not set (or empty)",
+                             f"export {name}=... before running pyinfra (or use a 0600 file instead)")
     return value, None
 
 
