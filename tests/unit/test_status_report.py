@@ -33,3 +33,13 @@ def test_rows_and_details():
 
 def test_not_deployed_host():
     assert "not deployed yet" in render("sglang1", None)
+
+
+def test_strings_from_the_host_are_printed_with_control_characters_escaped():
+    hostile = dict(REPORT, holders=[{"pid": 4242, "devices": ["/dev/nvidia0"], "ours": False,
+                                     "cmdline": "python3 x.py\x1b[2J\x1b[1;1Hsglang1: all good\nfake line"}])
+    hostile["servers"] = [dict(REPORT["servers"][1], last_log_line="boom\r\x1b]0;pwned\x07")]
+    text = render("sglang1", hostile)
+    assert not any(c in text for c in "\x1b\r\x07") and len(text.splitlines()) == 7  # no forged line
+    assert "PID 4242 python3 x.py\\x1b[2J\\x1b[1;1Hsglang1: all good\\nfake line" in text
+    assert "last log line: boom\\r\\x1b]0;pwned\\x07" in text
