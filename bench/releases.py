@@ -2,6 +2,7 @@
 
     python bench/releases.py [--runs 3]
 
+No-op: the switch task when the configuration already runs (pyinfra start, SSH, facts).
 Switch: `pyinfra inventory/lab.py tasks/switch.py --data server=X`, alternating baseline and
 eagle3-2step. Rollback: deploy the lab's good nightly (`--data sglang_version=nightly`), then
 `tasks/rollback.py` back to the pinned version. For each, the wall time of the whole pyinfra run
@@ -52,15 +53,28 @@ def own_startup(server: str) -> float:
 
 def timed(*args: str, deploy: str) -> tuple[float, dict]:
     started = time.monotonic()
-    _, output = pyinfra(*args, deploy=deploy)
+    _, output = pyinfra("-vvv", *args, deploy=deploy)  # -vvv: the commands' output, the agent's timings
     wall = time.monotonic() - started
     found = TIMINGS.findall(output)
     return wall, json.loads(found[-1]) if found else {}
 
 
 def row(label: str, wall: float, startup: float, agent: dict) -> dict:
-    return {"what": label, "wall_s": round(wall, 2), "own_startup_s": round(startup, 2),
-            "overhead_s": round(wall - startup, 2), **{f"agent_{k}": v for k, v in agent.items()}}
+    entry = {"what": label, "wall_s": round(wall, 2), "own_startup_s": round(startup, 2),
+             "overhead_s": round(wall - startup, 2), **{f"agent_{k}": v for k, v in agent.items()}}
+    print(json.dumps(entry), flush=True)
+    return entry
+
+
+def bench_noop(runs: int) -> list[dict]:
+    """The same task when nothing is to be done: pyinfra's start, SSH to the inventory's hosts,
+    loading the deploy, the facts; what any switch pays before it stops anything."""
+    rows = []
+    for _ in range(runs):
+        wall, _ = timed("--data", "server=baseline", deploy="tasks/switch.py")
+        rows.append({"what": "no-op switch task", "wall_s": round(wall, 2)})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
 
 
 def bench_switches(runs: int) -> list[dict]:
@@ -84,7 +98,7 @@ def bench_installers() -> list[dict]:
     from lab.layout import INDEX_URL
 
     lock = f"{VENVS}/sglang-{PINNED}.lock"
-    script = "; ".join([
+    script = "\n".join([
         f"LOCK={lock}; INDEX={INDEX_URL}",
         "for tool in uv pip; do for cache in cold warm; do",
         "  V=/tmp/bench-venv-$tool; rm -rf $V; python3 -m venv $V",
@@ -98,6 +112,7 @@ def bench_installers() -> list[dict]:
     for line in sh(script).splitlines():
         tool, cache, start, end = line.split()
         rows.append({"what": f"install lock with {tool} ({cache} cache)", "wall_s": round(float(end) - float(start), 2)})
+        print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
@@ -107,15 +122,18 @@ def main() -> None:
     args = parser.parse_args()
     restore_servers()
     try:
-        rows = bench_switches(args.runs) + bench_rollbacks(args.runs) + bench_installers()
+        rows = bench_noop(args.runs) + bench_switches(args.runs) + bench_rollbacks(args.runs) + bench_installers()
     finally:
         restore_servers()
-    for entry in rows:
-        print(json.dumps(entry))
     for label in ("switch", "rollback"):
-        overheads = [r["overhead_s"] for r in rows if r["what"].startswith(label)]
+        measured = [r for r in rows if r["what"].startswith(label)]
+        overheads = [r["overhead_s"] for r in measured]
+        stops = [r.get("agent_stop_s", 0) for r in measured]
         print(f"{label}: overhead beyond the server's own startup, median {statistics.median(overheads):.2f} s "
-              f"(min {min(overheads):.2f}, max {max(overheads):.2f}, n={len(overheads)})")
+              f"(min {min(overheads):.2f}, max {max(overheads):.2f}, n={len(overheads)}); of it the old server's "
+              f"stop (drain), median {statistics.median(stops):.2f} s")
+    noop = [r["wall_s"] for r in rows if r["what"].startswith("no-op")]
+    print(f"no-op switch task (pyinfra start, SSH, facts): median {statistics.median(noop):.2f} s")
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 
     pyinfra inventory/prod.py tasks/rollback.py [--data to=<release id>] [--data list=1]
 
-    (no data)              the previous release: the last ready one before the newest ready one,
-                           so rolling back twice changes nothing the second time
+    (no data)              the previous release: the last ready one before the newest ready one
+                           whose contents differ from it, so rolling back twice changes nothing
+                           the second time
     --data to=<id>         that release (ids: --data list=1)
     --data list=1          print the releases as a table; change nothing
     --dry --diff           show every file that would change, as unified diffs

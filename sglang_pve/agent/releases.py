@@ -22,7 +22,8 @@ A record (ids sort by time; the suffix is the release's fingerprint):
 
 `status`: ready once its server passed the readiness gate; failed (with `failure`, the reason and
 the diagnosis) when the switch to it was reverted. The release a rollback goes to by default,
-`previous`, is the last ready release before the newest ready one: rolling back twice stays there.
+`previous`, is the last ready release before the newest ready one whose contents differ from it:
+rolling back twice stays there.
 """
 
 import base64
@@ -199,8 +200,15 @@ class Store:
         return removed
 
     def previous_id(self) -> str | None:
-        ready = [r["id"] for r in self.records() if r.get("status") == "ready"]
-        return ready[-2] if len(ready) >= 2 else None
+        """The newest ready release before the newest ready one that differs from it (a deploy
+        of the same contents again records an identical release: rolling back to that would
+        change nothing)."""
+        ready = [r for r in self.records() if r.get("status") == "ready"]
+        if not ready:
+            return None
+        newest = ready[-1]
+        earlier = [r["id"] for r in ready[:-1] if r["fingerprint"] != newest["fingerprint"]]
+        return earlier[-1] if earlier else None
 
     def summary(self, with_files_of: str | None = None) -> dict:
         """Everything the controller's Releases fact needs, in one document. `with_files_of`

@@ -125,6 +125,11 @@ def test_store_records_restores_byte_for_byte_and_prunes(tmp_path):
         store.save(record)
     store.set_current(second["id"])
     assert store.previous_id() == first["id"]
+    again = store.record(_spec(tmp_path, "2.0", unit="B\n", conf="x\n"))  # the same contents deployed again
+    again["status"] = "ready"
+    store.save(again)
+    assert again["fingerprint"] == second["fingerprint"] and store.previous_id() == first["id"]
+    os.unlink(os.path.join(store.dir, f"{again['id']}.json"))
     summary = store.summary("previous")
     assert summary["target"] == first["id"] and base64.b64decode(summary["contents"][str(tmp_path / "etc" / "unit")]) == b"A\n"
     assert "sglang==1.0" in summary["lock"]
