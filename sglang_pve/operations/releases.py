@@ -1,14 +1,19 @@
 """Releases: record what runs, switch to it atomically, roll back (the host side is
 sglang_pve/agent/releases.py and switch.py; each operation yields one agent command).
 
-For other tasks (the benchmark) the API is:
+For other tasks (the benchmark) the API is the operation
 
     releases.switched(server="eagle3-3step", keep=5, venvs_dir="/opt/sglang/venvs")
 
-It records a release of the files in place with that configuration active and switches to it:
-stop -> GPUs verified free -> start -> readiness gate. When the gate fails, the previous release
-runs again and the operation fails with the reason and the gate's diagnosis (exit code 9).
-Host output lines `switch-timings {...}` give stop, GPUs-free, start and total seconds.
+or, from code that runs at execution time (a python.call function),
+
+    ok, lines = releases.switch_now(host, "eagle3-3step", keep=5, venvs_dir="/opt/sglang/venvs")
+
+Both record a release of the files in place with that configuration active and switch to it:
+stop -> GPUs verified free -> start -> readiness gate (a fresh start, also when it already ran).
+When the gate fails, the previous release runs again and the switch fails (exit code 9) with the
+reason and the gate's diagnosis in its output; the line `switch-timings {...}` gives stop,
+GPUs-free, start and total seconds.
 """
 
 import base64
@@ -137,10 +142,26 @@ def switched(server: str, keep: int, venvs_dir: str):
     if current["active_server"] == server and _running(report, current):
         host.noop(f"{server} runs (release {current['id']})")
         return
+    yield _apply(_switch_spec(current, server), keep, venvs_dir)
+
+
+def _switch_spec(current: dict, server: str) -> dict:
+    """The current release with another configuration active (its files are all in place)."""
     spec = {key: current[key] for key in ("sglang_version", "venv", "nccl_profile", "blocks", "units")}
     spec.update(active_server=server, lifecycle=paths.lifecycle_path(server), files=sorted(current["files"]),
                 lock=current["lock"]["path"], user=who(), commit=current.get("commit"))
-    yield _apply(spec, keep, venvs_dir)
+    return spec
+
+
+def switch_now(host, server: str, keep: int, venvs_dir: str) -> tuple[bool, list[str]]:
+    """Switch to `server` now, freshly started, from code running at execution time; returns
+    whether its gate passed and the agent's output lines (the failure and diagnosis, or the
+    timings). A failed gate leaves the previous release running."""
+    current = host.get_fact(Releases).current_record
+    if current is None or paths.unit_name(server) not in current["units"]:
+        return False, [f"{host.name}: no release with configuration {server!r} yet; run deploy.py first"]
+    ok, output = host.run_shell_command(_apply(_switch_spec(current, server), keep, venvs_dir), print_output=False)
+    return ok, output.output_lines
 
 
 @operation()
