@@ -250,3 +250,10 @@ def test_a_changed_host_key_on_the_jump_host_is_refused(lab, tmp_path):
     assert code != 0 and "[behind-jump] Connected" not in output, output
     # paramiko refuses the jump hop (pyinfra 3.x then trips over its own error path, still exit 1)
     assert f"Host key for server '{address}' does not match" in output, output
+
+
+def test_preflight_refuses_an_open_bind_without_a_key_before_any_change(lab):
+    before = sh(f"stat -c '%Y' {paths.unit_path('baseline')}")
+    code, output = pyinfra("--data", "allow_unauthenticated=false", deploy="tasks/preflight.py", check=False)
+    assert code != 0 and "binds beyond the loopback without an API key" in output and "nothing was changed" in output, output
+    assert sh(f"stat -c '%Y' {paths.unit_path('baseline')}") == before
