@@ -3,7 +3,9 @@
     prestart --spec FILE                   ExecStartPre: GPUs free, backoff, log offset (reaper.py)
     gate --spec FILE --main-pid PID        ExecStartPost: readiness gate, starts the watchdog (gate.py)
     watchdog --spec FILE [--main-pid PID]  liveness after ready; started by the gate (watchdog.py)
-    poststop --spec FILE                   ExecStopPost: GPUs released, verified (reaper.py)
+    stop --spec FILE --main-pid PID        ExecStop: marks a requested stop (stopping.py)
+    poststop --spec FILE                   ExecStopPost: GPUs released, verified (reaper.py); a
+                                           stop nobody asked for fails the unit as a crash
     status [--json] [--spec-dir DIR]       every server configuration of this host (status.py)
     holders [--spec FILE | --unit-prefix P]  processes holding /dev/nvidia*, as a JSON list
     apply --dir DIR --spec BASE64          record a release from the files on disk, switch to it (switch.py)
@@ -17,10 +19,11 @@ Exit codes are listed in exitcodes.py, environment overrides (tests only) in ove
 import argparse
 import base64
 import json
+import os
 import sys
 import traceback
 
-from sglang_pve.agent import contract, exitcodes, gate, holders, overrides, reaper, status, switch, watchdog
+from sglang_pve.agent import contract, exitcodes, gate, holders, overrides, procs, reaper, state, status, stopping, switch, watchdog
 from sglang_pve.agent.output import Reporter
 from sglang_pve.agent.releases import ReleaseError, Store
 from sglang_pve.agent.spec import SpecError, load
@@ -55,9 +58,27 @@ def _watchdog(args) -> int:
     return watchdog.run(spec, args.main_pid, Reporter("watchdog", sys.stdout, log=spec.log))
 
 
+def _stop(args) -> int:
+    """ExecStop: runs for every stop of a started unit; the main PID still lives only when the
+    stop was requested (after a crash systemd runs it with $MAINPID empty)."""
+    spec = load(args.spec)
+    main = procs.identify(args.main_pid) if args.main_pid else None
+    if main is not None and procs.alive(main):
+        stopping.mark(spec)
+        Reporter("stop", sys.stdout, log=spec.log)(f"stop requested: SIGTERM to main PID {main.pid} follows (drain)")
+    return exitcodes.OK
+
+
 def _poststop(args) -> int:
     spec = load(args.spec)
-    return reaper.poststop(spec, Reporter("poststop", sys.stdout, log=spec.log))
+    say = Reporter("poststop", sys.stdout, log=spec.log)
+    crash = stopping.crashed(stopping.take(spec), os.environ)
+    code = reaper.poststop(spec, say)
+    if crash and code == exitcodes.OK:
+        say(f"{spec.unit} crashed: {crash}; the unit stays failed", error=True)
+        state.update_status(spec, verdict=f"failed: crashed: {crash}")
+        return exitcodes.CRASH
+    return code
 
 
 def _status(args) -> int:
@@ -123,7 +144,9 @@ def _parser() -> argparse.ArgumentParser:
         "--main-pid", type=_pid, required=True, metavar="PID", help="the server's main PID ($MAINPID)")
     command("watchdog", _watchdog, "probe /health_generate; restart a wedged server (started by gate)").add_argument(
         "--main-pid", type=_pid, metavar="PID", help="default: systemctl show -p MainPID")
-    command("poststop", _poststop, "ExecStopPost: verify the GPUs were released")
+    command("stop", _stop, "ExecStop: mark a requested stop (so it ends inactive, not failed)").add_argument(
+        "--main-pid", type=_pid, required=True, metavar="PID", help="the server's main PID ($MAINPID)")
+    command("poststop", _poststop, "ExecStopPost: verify the GPUs were released; fail a crash")
     sub = command("status", _status, "report every server configuration of this host", spec=None)
     sub.add_argument("--json", action="store_true", help="one JSON document (for the pyinfra fact)")
     sub.add_argument("--spec-dir", default=DEFAULT_SPEC_DIR, metavar="DIR", help=f"default {DEFAULT_SPEC_DIR}")

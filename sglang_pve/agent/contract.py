@@ -13,6 +13,7 @@ SERVERS_DIR = f"{ETC_DIR}/servers"  # NAME.yaml (SGLang --config) and NAME.lifec
 LOG_DIR = "/var/log/sglang"
 AGENT = "/opt/sglang-pve/sglang-pve-agent.pyz"
 STATE_DIR = "/var/lib/sglang-pve"
+RUN_DIR = "/run/sglang-pve"  # tmpfs: markers that must not depend on a writable state directory
 DIAGNOSES_DIR = f"{STATE_DIR}/diagnoses"
 # The first line of every file the toolkit writes whole carries this; a file or unit without it
 # (an operator's own sglang-router.service) is never changed or removed.

@@ -1,7 +1,7 @@
 """Failure diagnoses: one JSON file per event, `diagnoses_dir/NAME-<UTC time>-<kind>.json`.
 
-Written atomically with mode 0640 when the gate fails the start (stall, deadline, crash) and
-when the watchdog finds the server wedged (wedged, restart_cap):
+Collected (bounded) when the gate fails the start (stall, deadline, crash) or the watchdog finds
+the server wedged (wedged, restart_cap); written atomically with mode 0640 after the action:
 
     {"server": "baseline", "unit": "sglang-baseline.service", "kind": "stall",
      "time": "2026-07-20T10:45:00Z", "phase": "cuda_graph", "seconds_in_phase": 1260.4,
@@ -19,11 +19,11 @@ the `py-spy dump --pid P` output for the main PID and this unit's GPU holders.
 import os
 import re
 import shutil
-import subprocess
+import threading
 import time
 from dataclasses import asdict
 
-from sglang_pve.agent import gpus, holders, logfollow, state
+from sglang_pve.agent import bounded, gpus, holders, logfollow, state
 from sglang_pve.agent.spec import Spec
 
 KINDS = ("stall", "deadline", "crash", "wedged", "restart_cap")
@@ -31,22 +31,32 @@ PY_SPY_TIMEOUT_S = 30.0
 TAIL_LINES = 50
 
 
-def write(spec: Spec, kind: str, summary: str, *, phase: str, seconds_in_phase: float,
-          seconds_stalled: float, reason: str | None = None, main_pid: int | None = None) -> str:
-    """Collect the evidence and write it; returns the diagnosis path."""
+def collect(spec: Spec, kind: str, summary: str, *, phase: str, seconds_in_phase: float,
+            seconds_stalled: float, reason: str | None = None, main_pid: int | None = None) -> dict:
+    """The evidence, in memory, within a hard bound (nvidia-smi and py-spy are bounded.run):
+    callers collect it while the stuck processes still exist, act, and only then `save` it."""
     if kind not in KINDS:
         raise ValueError(f"diagnosis kind {kind!r} not in {KINDS}")
     now = time.time()
     record = {
         "server": spec.server, "unit": spec.unit, "kind": kind,
-        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), "epoch": now,
         "phase": phase, "seconds_in_phase": round(seconds_in_phase, 1),
         "seconds_stalled": round(seconds_stalled, 1), "summary": summary, "reason": reason,
         "main_pid": main_pid, "log": spec.log, "log_tail": logfollow.tail(spec.log, TAIL_LINES),
     }
     record.update(evidence(spec, main_pid))
-    path = _new_path(spec, kind, now)
-    state.write_json(path, record, mode=0o640)
+    return record
+
+
+def save(spec: Spec, record: dict) -> str | None:
+    """Write a collected diagnosis; best effort: None (not an exception) when the state
+    directory is read-only or full, because the action it documents has been taken already."""
+    path = _new_path(spec, record["kind"], record.pop("epoch", time.time()))
+    try:
+        state.write_json(path, record, mode=0o640)
+    except OSError:
+        return None
     return path
 
 
@@ -69,29 +79,25 @@ def evidence(spec: Spec, main_pid: int | None) -> dict:
 
 
 def dump_stacks(pids: list, timeout_s: float = PY_SPY_TIMEOUT_S) -> dict | None:
-    """`py-spy dump --pid P` for each PID, run in parallel, all within `timeout_s`."""
+    """`py-spy dump --pid P` for each PID, run in parallel, each bounded by `timeout_s`."""
     tool = shutil.which("py-spy")
     if tool is None:
         return None
-    running = {}
-    for pid in pids:
-        try:
-            running[pid] = subprocess.Popen([tool, "dump", "--pid", str(pid)], stdin=subprocess.DEVNULL,
-                                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        except OSError as error:
-            running[pid] = str(error)
-    deadline = time.monotonic() + timeout_s
     dumps = {}
-    for pid, child in running.items():
-        if isinstance(child, str):
-            dumps[str(pid)] = child
-            continue
+
+    def dump(pid: int) -> None:
         try:
-            out, _ = child.communicate(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            child.kill()
-            out = child.communicate()[0] + f"\n(py-spy did not finish within {timeout_s:g}s)"
-        dumps[str(pid)] = out[-65536:]
+            done = bounded.run([tool, "dump", "--pid", str(pid)], timeout_s)
+            dumps[str(pid)] = (done.stdout + done.stderr)[-65536:]
+        except (OSError, bounded.Timeout) as error:
+            dumps[str(pid)] = str(error)
+
+    threads = [threading.Thread(target=dump, args=(pid,), daemon=True) for pid in pids]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout_s + 1
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
     return dumps
 
 

@@ -8,12 +8,12 @@
 | 4    | GPUs not free in time: our processes survived SIGKILL or memory stayed in use    |
 | 5    | gate: startup stalled (no log progress for the phase's stall timeout)            |
 | 6    | gate: startup deadline (startup_timeout_s) exceeded                              |
-| 7    | gate: the server crashed during startup (fatal log line or main PID gone)        |
+| 7    | gate: the server crashed during startup (fatal log line or main PID gone);       |
+|      | poststop: the server ended by itself after ready (no stop was requested)         |
 | 8    | watchdog: restart cap reached, the unit was failed                               |
 | 9    | switch: the new release did not become ready; the previous one runs again        |
 | 10   | switch: failed and could not revert (or there was nothing to revert to)          |
 | 70   | internal error of the agent (traceback on stderr)                                |
-| 143  | gate: terminated by SIGTERM (the unit is being stopped)                          |
 """
 
 OK = 0
@@ -27,4 +27,3 @@ RESTART_CAP = 8
 SWITCH_REVERTED = 9
 SWITCH_FAILED = 10
 INTERNAL = 70
-TERMINATED = 143

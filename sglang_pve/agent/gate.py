@@ -24,7 +24,7 @@ import signal
 import threading
 import time
 
-from sglang_pve.agent import diagnosis, exitcodes, logfollow, output, phases, probe, procs, state, watchdog
+from sglang_pve.agent import diagnosis, exitcodes, logfollow, output, phases, probe, procs, state, stopping, watchdog
 from sglang_pve.agent.phases import PhaseTracker
 from sglang_pve.agent.spec import Spec
 
@@ -107,12 +107,12 @@ class _Gate:
             time.sleep(poll_s)
 
     def terminated(self) -> int:
-        if self.main is not None and not procs.alive(self.main):
-            self._read()
-            return self._fail("crash", False)
+        """SIGTERM reaches the gate only from systemd stopping the unit (it signals the whole
+        cgroup at once, so the main process may be gone already): a stop, never a crash."""
+        stopping.mark(self.spec)
         self.say(f"stopped by SIGTERM in phase {self.tracker.phase} after {time.monotonic() - self.start:.0f}s")
         state.update_status(self.spec, verdict="stopped during startup")
-        return exitcodes.TERMINATED
+        return exitcodes.OK  # a non-zero ExecStartPost would mark the requested stop "failed"
 
     def _read(self) -> None:
         update = self.follower.poll()
@@ -169,14 +169,17 @@ class _Gate:
             summary = (f"crashed in {phase}: {reason}{exited}" if reason else
                        f"main process {self.main_pid} exited in {phase} after {elapsed:.0f}s without an error line in the log")
             code = exitcodes.CRASH
-        path = diagnosis.write(spec, kind, summary, phase=phase, seconds_in_phase=in_phase,
-                               seconds_stalled=stalled, reason=reason, main_pid=self.main_pid)
+        # The evidence first (bounded, while the stuck ranks exist), then the kill, then the
+        # records, best effort: a full or read-only state directory must not save a stalled start.
+        record = diagnosis.collect(spec, kind, summary, phase=phase, seconds_in_phase=in_phase,
+                                   seconds_stalled=stalled, reason=reason, main_pid=self.main_pid)
+        killed = kind != "crash" and self._kill_main()
+        path = diagnosis.save(spec, record)
         self.phase_seconds[phase] = round(in_phase, 3)
         state.update_status(spec, verdict=f"failed: {summary}", diagnosis=path, startup_phases=self.phase_seconds,
                             startup_s=round(elapsed, 3))
-        killed = kind != "crash" and self._kill_main()
         note = f"\nsent SIGKILL to main PID {self.main_pid}: nothing to drain before ready" if killed else ""
-        self.say(f"FAILED: {summary}{note}\ndiagnosis: {path}", error=True)
+        self.say(f"FAILED: {summary}{note}\ndiagnosis: {path or 'not written (state directory not writable)'}", error=True)
         return code
 
     def _kill_main(self) -> bool:

@@ -20,13 +20,11 @@ import io
 import os
 import re
 import stat
-import subprocess
 from dataclasses import dataclass
 
-from sglang_pve.agent import overrides
+from sglang_pve.agent import bounded, overrides
 
 QUERY = "index,uuid,name,memory.used,memory.total,utilization.gpu"
-NVIDIA_SMI_TIMEOUT_S = 15  # nvidia-smi itself can hang when a GPU is wedged
 
 
 class GpuQueryError(RuntimeError):
@@ -107,9 +105,9 @@ def parse_fd_links(text: str) -> dict:
     return {pid: sorted(devices) for pid, devices in sorted(holders.items())}
 
 
-def query_gpus(timeout: float = NVIDIA_SMI_TIMEOUT_S) -> list | None:
+def query_gpus(timeout: float | None = None) -> list | None:
     """Every GPU's memory and utilization; None where nvidia-smi is absent."""
-    out = _nvidia_smi([f"--query-gpu={QUERY}", "--format=csv,noheader,nounits"], timeout)
+    out = _nvidia_smi([f"--query-gpu={QUERY}", "--format=csv,noheader,nounits"], timeout or overrides.nvidia_smi_timeout())
     return None if out is None else parse_gpu_csv(out)
 
 
@@ -134,7 +132,7 @@ def driver_version() -> str | None:
     text = _read(f"{overrides.proc_root()}/driver/nvidia/version")
     if text is None:
         try:
-            text = _nvidia_smi(["--query-gpu=driver_version", "--format=csv,noheader"], NVIDIA_SMI_TIMEOUT_S)
+            text = _nvidia_smi(["--query-gpu=driver_version", "--format=csv,noheader"], overrides.nvidia_smi_timeout())
         except GpuQueryError:
             return None
     return parse_driver_version(text) if text else None
@@ -157,9 +155,9 @@ def _nvidia_smi(args: list, timeout: float) -> str | None:
     if tool is None:
         return None
     try:
-        done = subprocess.run([tool, *args], capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        raise GpuQueryError(f"{tool} did not answer within {timeout:.0f}s (a GPU may be wedged)") from None
+        done = bounded.run([tool, *args], timeout)
+    except bounded.Timeout:
+        raise GpuQueryError(f"{tool} did not answer within {timeout:g}s (a GPU may be wedged)") from None
     except OSError as error:
         raise GpuQueryError(f"{tool}: {error}") from None
     if done.returncode != 0:

@@ -5,13 +5,17 @@
 | `SGLANG_PVE_PROC`       | `/proc`                  | process table, /proc/devices, driver file |
 | `SGLANG_PVE_DEV_GLOB`   | `/dev/nvidia*`           | which open files count as GPU devices     |
 | `SGLANG_PVE_NVIDIA_SMI` | `nvidia-smi` on PATH     | GPU memory/utilization ("" = absent)      |
+| `SGLANG_PVE_NVIDIA_SMI_TIMEOUT` | `15`             | seconds one nvidia-smi call may take      |
 | `SGLANG_PVE_SYSTEMCTL`  | `systemctl` on PATH      | unit state, restart                       |
+| `SGLANG_PVE_RUN_DIR`    | `/run/sglang-pve`        | the stop-requested markers (stopping.py)  |
 
 Production units set none of them. They are read at call time, so tests can set them per test.
 """
 
 import os
 import shutil
+
+from sglang_pve.agent import contract
 
 
 def proc_root() -> str:
@@ -20,6 +24,14 @@ def proc_root() -> str:
 
 def device_glob() -> str:
     return os.environ.get("SGLANG_PVE_DEV_GLOB", "/dev/nvidia*")
+
+
+def run_dir() -> str:
+    return os.environ.get("SGLANG_PVE_RUN_DIR", contract.RUN_DIR)
+
+
+def nvidia_smi_timeout() -> float:
+    return float(os.environ.get("SGLANG_PVE_NVIDIA_SMI_TIMEOUT", "15"))  # nvidia-smi hangs when a GPU is wedged
 
 
 def nvidia_smi() -> str | None:

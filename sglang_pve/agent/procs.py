@@ -5,8 +5,10 @@ is checked again, so a PID that was reused by an unrelated process is never sign
 here looks processes up by name.
 """
 
+import contextlib
 import os
 import signal
+import threading
 import time
 from dataclasses import dataclass
 
@@ -92,6 +94,19 @@ def fd_targets(pid: int) -> list:
         except OSError:  # closed meanwhile
             continue
     return targets
+
+
+@contextlib.contextmanager
+def sigterm_ignored():
+    """Ignore SIGTERM inside the block (where Python allows it: the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def terminate(procs: list, grace_s: float = 10.0, kill_wait_s: float = 10.0) -> list:

@@ -20,7 +20,7 @@ the GPUs (a foreign holder with memory in use fails at once: waiting would not h
 
 import time
 
-from sglang_pve.agent import exitcodes, gpus, holders, logfollow, procs, restarts, state, systemd
+from sglang_pve.agent import exitcodes, gpus, holders, logfollow, procs, restarts, state, stopping, systemd
 from sglang_pve.agent.spec import Spec
 
 KILL_GRACE_S = 10.0
@@ -34,15 +34,15 @@ def prestart(spec: Spec, say, *, grace_s: float = KILL_GRACE_S, settle_s: float 
     deadline = time.monotonic() + spec.gpu_free_timeout_s
     waiting_for = set()
     while True:
-        stale, stopping, blockers = _split(spec, _settled_scan(spec, settle_s))
-        if stopping and not blockers and time.monotonic() < deadline:
-            units = {h.unit for h in stopping}
+        stale, draining, blockers = _split(spec, _settled_scan(spec, settle_s))
+        if draining and not blockers and time.monotonic() < deadline:
+            units = {h.unit for h in draining}
             if units - waiting_for:  # Conflicts= runs the other unit's stop beside this start
                 say(f"waiting up to {spec.gpu_free_timeout_s:g}s for {', '.join(sorted(units))} to stop")
                 waiting_for |= units
             time.sleep(poll_s)
             continue
-        blockers += [(h, "still stopping") for h in stopping]
+        blockers += [(h, "still stopping") for h in draining]
         break
     if blockers:
         lines = "\n".join(f"  {_why(h, reason)}" for h, reason in blockers)
@@ -67,6 +67,7 @@ def prestart(spec: Spec, say, *, grace_s: float = KILL_GRACE_S, settle_s: float 
         say(f"restart backoff: {count} watchdog restart(s) within {spec.watchdog.window_s:g}s, waiting {wait:.0f}s")
         time.sleep(wait)
     say(f"GPUs free; starting {spec.unit}")
+    stopping.clear(spec)  # a mark left by an earlier stop must not excuse this start's crash
     offset = logfollow.size(spec.log)
     state.write_offset(spec, offset)
     now = time.time()
@@ -119,17 +120,17 @@ def _split(spec: Spec, found: list) -> tuple:
         states = {unit: props.get("ActiveState") for unit, props in systemd.show(others, ["ActiveState"]).items()}
     except systemd.SystemdError as error:
         states = dict.fromkeys(others, f"in an unknown state ({error})")
-    stale, stopping, blockers = [], [], []
+    stale, draining, blockers = [], [], []
     for holder in found:
         if not holder.ours:
             blockers.append((holder, "foreign"))
         elif holder.unit == spec.unit or states.get(holder.unit) in ("inactive", "failed"):
             stale.append(holder)
         elif states.get(holder.unit) == "deactivating":
-            stopping.append(holder)
+            draining.append(holder)
         else:
             blockers.append((holder, states.get(holder.unit) or "in an unknown state"))
-    return stale, stopping, blockers
+    return stale, draining, blockers
 
 
 def _why(holder: holders.Holder, reason: str) -> str:

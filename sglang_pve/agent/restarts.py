@@ -1,6 +1,11 @@
 """The watchdog's restart history (state_dir/restarts/NAME.json) and the restart policy.
 
-    {"server": "baseline", "restarts": [1784541600.0, 1784542500.5]}   (epoch seconds)
+    {"server": "baseline", "restarts": [{"boot": "5b1f...", "monotonic": 81234.5, "time": 1784541600.0}]}
+
+Ages are measured on CLOCK_MONOTONIC within one boot (the boot id tells), so a wall clock stepped
+back (NTP, an operator's `date -s`) can neither hide a restart from the cap nor skip a backoff;
+a restart of an earlier boot is at least as old as this boot's uptime. `time` (epoch) is kept
+for people and for entries of earlier boots.
 
 At most `watchdog.max_restarts` restarts within `watchdog.window_s`; the start after the k-th
 restart in the window waits `backoff_s * 2**(k-1)`, capped at `backoff_max_s`, counted from that
@@ -8,38 +13,73 @@ restart (a start long after it does not wait at all).
 """
 
 import time
+from dataclasses import asdict, dataclass
 
-from sglang_pve.agent import state
+from sglang_pve.agent import overrides, state
 from sglang_pve.agent.spec import Spec
+
+
+@dataclass(frozen=True)
+class Moment:
+    boot: str  # /proc/sys/kernel/random/boot_id
+    monotonic: float  # CLOCK_MONOTONIC seconds (system-wide, from boot)
+    time: float  # epoch seconds, for display and across boots
+
+
+def now() -> Moment:
+    try:
+        with open(f"{overrides.proc_root()}/sys/kernel/random/boot_id", encoding="ascii") as handle:
+            boot = handle.read().strip()
+    except OSError:
+        boot = ""
+    return Moment(boot, time.monotonic(), time.time())
+
+
+def age(entry: Moment, at: Moment) -> float:
+    if entry.boot and entry.boot == at.boot:
+        return at.monotonic - entry.monotonic
+    return max(at.time - entry.time, at.monotonic)  # before this boot: at least the uptime
 
 
 def history(spec: Spec) -> list:
     record = state.read_json(spec.state_file("restarts")) or {}
-    return sorted(float(t) for t in record.get("restarts", []) if isinstance(t, (int, float)))
+    entries = []
+    for item in record.get("restarts", []):
+        if isinstance(item, dict):
+            try:
+                entries.append(Moment(str(item["boot"]), float(item["monotonic"]), float(item["time"])))
+            except (KeyError, TypeError, ValueError):
+                continue
+        elif isinstance(item, (int, float)):  # an epoch-only entry of an older agent
+            entries.append(Moment("", 0.0, float(item)))
+    return entries
 
 
-def in_window(spec: Spec, now: float | None = None) -> list:
-    now = time.time() if now is None else now
-    return [t for t in history(spec) if now - spec.watchdog.window_s <= t <= now]
+def in_window(spec: Spec, at: Moment | None = None) -> list:
+    """This window's restarts, oldest first."""
+    at = at or now()
+    recent = [entry for entry in history(spec) if age(entry, at) <= spec.watchdog.window_s]
+    return sorted(recent, key=lambda entry: -age(entry, at))
 
 
-def record(spec: Spec, now: float | None = None) -> list:
-    """Add a restart at `now`; keep only the window's restarts. Returns the window's restarts."""
-    now = time.time() if now is None else now
-    kept = in_window(spec, now) + [now]
-    state.write_json(spec.state_file("restarts"), {"server": spec.server, "restarts": kept})
+def record(spec: Spec, at: Moment | None = None) -> list:
+    """Add a restart at `at`; keep only the window's restarts. Returns the window's restarts.
+    Raises OSError when the state directory is not writable (the caller acted already)."""
+    at = at or now()
+    kept = in_window(spec, at) + [at]
+    state.write_json(spec.state_file("restarts"), {"server": spec.server, "restarts": [asdict(m) for m in kept]})
     return kept
 
 
-def may_restart(spec: Spec, now: float | None = None) -> bool:
-    return len(in_window(spec, now)) < spec.watchdog.max_restarts
+def may_restart(spec: Spec, at: Moment | None = None) -> bool:
+    return len(in_window(spec, at)) < spec.watchdog.max_restarts
 
 
-def backoff_left(spec: Spec, now: float | None = None) -> float:
+def backoff_left(spec: Spec, at: Moment | None = None) -> float:
     """Seconds a start must still wait because of recent watchdog restarts (0: none)."""
-    now = time.time() if now is None else now
-    recent = in_window(spec, now)
+    at = at or now()
+    recent = in_window(spec, at)
     if not recent:
         return 0.0
     wait = min(spec.watchdog.backoff_s * 2 ** (len(recent) - 1), spec.watchdog.backoff_max_s)
-    return max(0.0, wait - (now - recent[-1]))
+    return max(0.0, wait - age(recent[-1], at))

@@ -84,7 +84,7 @@ def server(spec: Spec, unit: dict | None) -> dict:
         "state": {key: unit[key] for key in ["Id", *UNIT_PROPERTIES] if key in unit} or None,
         "phase": None, "seconds_in_phase": None, "seconds_since_progress": None, "health": None,
         "last_log_line": next((t for t in reversed(logfollow.tail(spec.log, 50)) if not output.is_own(t)), None),
-        "restarts": _restarts(spec, now), "diagnosis": diagnosis.latest(spec),
+        "restarts": _restarts(spec), "diagnosis": diagnosis.latest(spec),
     }
     started = _epoch(unit.get("ExecMainStartTimestampMonotonic"), now)
     if active in ("active", "reloading", "activating", "deactivating") and probe.listening(spec.host, spec.port):
@@ -173,9 +173,11 @@ def _last_activity(spec: Spec) -> float | None:
     return None
 
 
-def _restarts(spec: Spec, now: float) -> dict:
-    recent = restarts.in_window(spec, now)
-    return {"in_window": len(recent), "window_s": spec.watchdog.window_s, "last": _iso(recent[-1]) if recent else None}
+def _restarts(spec: Spec) -> dict:
+    at = restarts.now()
+    recent = restarts.in_window(spec, at)
+    last = at.time - restarts.age(recent[-1], at) if recent else None
+    return {"in_window": len(recent), "window_s": spec.watchdog.window_s, "last": _iso(last) if recent else None}
 
 
 def _epoch(monotonic_usec: str | None, now: float) -> float | None:

@@ -4,9 +4,7 @@
         -> {"sglang-a.service": {"Id": "sglang-a.service", "ActiveState": "active", "MainPID": "4242"}, ...}
 """
 
-import subprocess
-
-from sglang_pve.agent import overrides
+from sglang_pve.agent import bounded, overrides
 
 TIMEOUT_S = 20
 
@@ -41,8 +39,8 @@ def _systemctl(args: list) -> str:
     if tool is None:
         raise SystemdError("systemctl not found")
     try:
-        done = subprocess.run([tool, *args], capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired) as error:
+        done = bounded.run([tool, *args], TIMEOUT_S)
+    except (OSError, bounded.Timeout) as error:
         raise SystemdError(f"systemctl {' '.join(args)}: {error}") from None
     if done.returncode != 0:
         raise SystemdError(f"systemctl {' '.join(args)} failed (exit {done.returncode}): {done.stderr.strip()}")

@@ -109,26 +109,41 @@ def run(spec: Spec, main_pid: int | None, say, *, tick_s: float = TICK_S) -> int
 
 
 def _wedged(spec: Spec, main: procs.Proc, say, summary: str, evidence: dict) -> int:
-    wd = spec.watchdog
-    if restarts.may_restart(spec):
-        count = len(restarts.record(spec))
-        summary += f"; restart {count}/{wd.max_restarts} within {wd.window_s:g}s"
-        path = diagnosis.write(spec, "wedged", summary, **evidence)
-        state.update_status(spec, verdict=f"restarting: {summary}", diagnosis=path)
-        say(f"{summary}\ndiagnosis: {path}\nsystemctl restart --no-block {spec.unit}", error=True)
-        try:
-            systemd.restart_no_block(spec.unit)
-            return exitcodes.OK
-        except systemd.SystemdError as error:
-            say(f"cannot restart: {error}; failing the unit instead", error=True)
+    """Act first (restart, or SIGKILL at the cap), record afterwards and best effort: a read-only
+    or full state directory must not leave a wedged server unwatched. The evidence is collected
+    before acting (bounded: nvidia-smi and py-spy cannot hang us) while the wedged ranks exist."""
+    wd, at = spec.watchdog, restarts.now()
+    restart = restarts.may_restart(spec, at)
+    count = len(restarts.in_window(spec, at)) + restart
+    if restart:
+        kind, summary = "wedged", f"{summary}; restart {count}/{wd.max_restarts} within {wd.window_s:g}s"
     else:
-        count = len(restarts.in_window(spec))
-        summary = f"watchdog restart cap reached ({count} restarts within {wd.window_s:g}s); {summary}"
-        path = diagnosis.write(spec, "restart_cap", summary, **evidence)
-        state.update_status(spec, verdict=f"failed: {summary}", diagnosis=path)
-        say(f"{summary}\ndiagnosis: {path}", error=True)
-    _kill_main(spec, main, say)
-    return exitcodes.RESTART_CAP
+        kind, summary = "restart_cap", f"watchdog restart cap reached ({count} restarts within {wd.window_s:g}s); {summary}"
+    record = diagnosis.collect(spec, kind, summary, **evidence)
+    with procs.sigterm_ignored():  # the restart stops this unit, this process included: record first
+        restarted = restart and _restart(spec, say)
+        if not restarted:
+            _kill_main(spec, main, say)
+        if restarted:
+            try:
+                restarts.record(spec, at)
+            except OSError as error:
+                say(f"cannot record the restart in {spec.state_file('restarts')}: {error}", error=True)
+        path = diagnosis.save(spec, record)
+        verdict = f"restarting: {summary}" if restarted else f"failed: {summary}"
+        state.update_status(spec, verdict=verdict, diagnosis=path)
+        say(f"{summary}\ndiagnosis: {path or 'not written (state directory not writable)'}", error=True)
+    return exitcodes.OK if restarted else exitcodes.RESTART_CAP
+
+
+def _restart(spec: Spec, say) -> bool:
+    try:
+        systemd.restart_no_block(spec.unit)
+    except systemd.SystemdError as error:
+        say(f"cannot restart: {error}; failing the unit instead", error=True)
+        return False
+    say(f"systemctl restart --no-block {spec.unit}")
+    return True
 
 
 def _kill_main(spec: Spec, main: procs.Proc, say) -> None:

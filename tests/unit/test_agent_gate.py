@@ -4,12 +4,12 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from sglang_pve.agent import exitcodes, gate, procs, state
+import pytest
+
+from sglang_pve.agent import exitcodes, gate, procs, state, stopping
 from sglang_pve.agent.logfollow import size
 from tests.unit.test_agent_support import (  # noqa: F401 (agent_env: autouse fixture)
     BASELINE_V059,
@@ -17,6 +17,7 @@ from tests.unit.test_agent_support import (  # noqa: F401 (agent_env: autouse fi
     EAGLE3_HEAD,
     HealthServer,
     LogScript,
+    agent,
     agent_env,
     append,
     messages,
@@ -24,8 +25,6 @@ from tests.unit.test_agent_support import (  # noqa: F401 (agent_env: autouse fi
     stop,
     write_spec,
 )
-
-PROJECT = Path(__file__).resolve().parents[2]
 
 
 def run_gate(spec, main_pid, **kwargs):
@@ -151,12 +150,6 @@ def test_deadline_fails_even_while_the_log_grows(tmp_path):
     assert diagnoses(spec)[0]["summary"].startswith("startup deadline 0.6s exceeded in weights")
 
 
-def agent(*args, **kwargs):
-    env = {**os.environ, "PYTHONPATH": str(PROJECT)}
-    return subprocess.Popen([sys.executable, "-m", "sglang_pve.agent", *args], env=env, cwd=PROJECT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
-
-
 def test_gate_command_starts_a_detached_watchdog_that_exits_with_the_main_pid(tmp_path):
     spec = write_spec(tmp_path, watchdog={"interval_s": 0.2})
     prepared(spec)
@@ -184,19 +177,27 @@ def wait_for(condition, timeout=15):
         time.sleep(0.05)
 
 
-def test_gate_command_exits_143_on_sigterm(tmp_path):
+@pytest.mark.parametrize("main_dies_first", [False, True])
+def test_sigterm_during_startup_is_a_requested_stop_not_a_crash(tmp_path, main_dies_first):
+    """systemd signals the whole cgroup at once: the main process may be gone before the gate
+    handles its SIGTERM; either way the stop is marked, nothing is recorded as a crash."""
     spec = write_spec(tmp_path)
     prepared(spec)
     main_pid = sleeper()
     try:
         child = agent("gate", "--spec", spec.path, "--main-pid", str(main_pid.pid))
         assert "waiting for sglang-t1.service" in child.stdout.readline()
+        if main_dies_first:
+            stop(main_pid)
         child.send_signal(signal.SIGTERM)
         out, _ = child.communicate(timeout=15)
     finally:
         stop(main_pid)
-    assert child.returncode == exitcodes.TERMINATED
-    assert "stopped by SIGTERM in phase launch" in out
+    assert child.returncode == exitcodes.OK  # a failing ExecStartPost would fail the stopped unit
+    assert "stopped by SIGTERM in phase launch" in out and "crash" not in out
+    assert state.read_status(spec)["verdict"] == "stopped during startup"
+    assert not list(Path(spec.diagnoses_dir).glob("*.json"))
+    assert stopping.take(spec)
 
 
 def test_probe_access_lines_are_no_progress_and_a_stall_kills_the_main_pid(tmp_path):

@@ -44,8 +44,8 @@ def test_diagnosis_has_py_spy_stacks_of_our_holders_and_the_main_pid(tmp_path, m
     ours = hold_device(agent_env / "nvidia0", unit="sglang-t1.service")
     foreign = hold_device(agent_env / "nvidia1")
     try:
-        path = diagnosis.write(spec, "wedged", "wedged: test", phase="ready", seconds_in_phase=5,
-                               seconds_stalled=3, main_pid=main.pid)
+        path = diagnosis.save(spec, diagnosis.collect(spec, "wedged", "wedged: test", phase="ready", seconds_in_phase=5,
+                                                      seconds_stalled=3, main_pid=main.pid))
     finally:
         for child in (main, ours, foreign):
             stop(child)
@@ -69,7 +69,7 @@ def test_a_hanging_py_spy_is_cut_off(tmp_path, monkeypatch):
 
 def test_diagnoses_in_the_same_second_get_distinct_names(tmp_path):
     spec = write_spec(tmp_path)
-    paths = [diagnosis.write(spec, kind, kind, phase="weights", seconds_in_phase=1, seconds_stalled=1)
+    paths = [diagnosis.save(spec, diagnosis.collect(spec, kind, kind, phase="weights", seconds_in_phase=1, seconds_stalled=1))
              for kind in ("wedged", "restart_cap", "wedged")]
     assert len(set(paths)) == 3
     assert diagnosis.latest(spec) == paths[-1]

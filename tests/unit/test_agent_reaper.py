@@ -111,18 +111,34 @@ def test_prestart_sleeps_the_restart_backoff(tmp_path):
 
 def test_backoff_doubles_per_restart_in_the_window_and_is_capped(tmp_path):
     spec = write_spec(tmp_path, watchdog={"backoff_s": 30, "backoff_max_s": 600, "window_s": 3600})
-    now = time.time()
+    now = restarts.Moment("boot-1", 90000.0, time.time())
+
+    def ago(seconds):
+        return {"boot": "boot-1", "monotonic": now.monotonic - seconds, "time": now.time - seconds}
 
     def left(history):
         state.write_json(spec.state_file("restarts"), {"server": "t1", "restarts": history})
         return restarts.backoff_left(spec, now)
 
     assert left([]) == 0
-    assert left([now]) == 30
-    assert left([now - 10, now]) == 60
-    assert left([now - 5000, now]) == 30  # the first one is outside the window
-    assert left([now - 100]) == 0  # counted from the restart: long past
-    assert left([now - i for i in range(8)]) == 600
+    assert left([ago(0)]) == 30
+    assert left([ago(10), ago(0)]) == 60
+    assert left([ago(5000), ago(0)]) == 30  # the first one is outside the window
+    assert left([ago(100)]) == 0  # counted from the restart: long past
+    assert left([ago(i) for i in range(8)]) == 600
+    assert left([now.time - 5]) == 0  # an older agent's epoch-only entry: before this boot's uptime
+
+
+def test_a_wall_clock_stepped_back_bypasses_neither_the_cap_nor_the_backoff(tmp_path):
+    spec = write_spec(tmp_path, watchdog={"backoff_s": 30, "backoff_max_s": 600, "window_s": 3600, "max_restarts": 2})
+    first = restarts.Moment("boot-1", 1000.0, 1_784_541_600.0)
+    restarts.record(spec, first)
+    restarts.record(spec, restarts.Moment("boot-1", 1005.0, 1_784_541_605.0))
+    stepped_back = restarts.Moment("boot-1", 1010.0, 1_784_541_605.0 - 86400)  # date -s yesterday
+    assert len(restarts.in_window(spec, stepped_back)) == 2 and not restarts.may_restart(spec, stepped_back)
+    assert restarts.backoff_left(spec, stepped_back) == 55
+    after_reboot = restarts.Moment("boot-2", 20.0, 1_784_541_605.0 - 86400)
+    assert restarts.backoff_left(spec, after_reboot) == 40  # an earlier boot's restart is >= uptime old
 
 
 def test_poststop_kills_our_leftover_and_confirms_free_gpus(tmp_path, agent_env, monkeypatch):

@@ -55,8 +55,8 @@ def test_every_verdict_from_one_systemctl_call(tmp_path, monkeypatch):
                                           '[2026-07-20 10:00:00] INFO:     127.0.0.1:5 - "GET /health_generate HTTP/1.1" 503'])
     state.update_status(zombie, watchdog={"failures": 2, "failing_since": hour_ago + 60})
     started_with(failed, BASELINE_V059[:15])
-    path = diagnosis.write(failed, "stall", "stalled in cuda_graph: no log progress for 1200s (limit 1200s)",
-                           phase="cuda_graph", seconds_in_phase=1260, seconds_stalled=1200)
+    path = diagnosis.save(failed, diagnosis.collect(failed, "stall", "stalled in cuda_graph: no log progress for 1200s (limit 1200s)",
+                                                    phase="cuda_graph", seconds_in_phase=1260, seconds_stalled=1200))
     started_with(crashed, BASELINE_V059[:5])
     started_with(died, BASELINE_V059 + ["Traceback (most recent call last):", '  File "x.py", line 1, in f',
                                         "RuntimeError: CUDA error: an illegal memory access was encountered"])

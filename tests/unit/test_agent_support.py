@@ -21,6 +21,8 @@ import pytest
 
 from sglang_pve.agent import spec as spec_module
 
+PROJECT = Path(__file__).resolve().parents[2]
+
 # A v0.5.9-era baseline start, 2 ranks shown (TP=8 prints the same per rank), tqdm bars with \r.
 BASELINE_V059 = [
     "[2026-07-20 10:00:00] server_args=ServerArgs(model_path='/shared/models/Kimi-K2.5-INT4', tp_size=8, port=8000)",
@@ -103,6 +105,7 @@ def agent_env(monkeypatch, tmp_path):
     monkeypatch.setenv("SGLANG_PVE_DEV_GLOB", f"{devices}/nvidia*")
     monkeypatch.setenv("SGLANG_PVE_NVIDIA_SMI", "")
     monkeypatch.setenv("SGLANG_PVE_SYSTEMCTL", str(fake_systemctl(tmp_path, {})))
+    monkeypatch.setenv("SGLANG_PVE_RUN_DIR", str(tmp_path / "run"))
     monkeypatch.delenv("INVOCATION_ID", raising=False)
     monkeypatch.delenv("SGLANG_PVE_UNIT", raising=False)
     return devices
@@ -252,6 +255,13 @@ def hold_device(device: Path, unit: str | None = None, ignore_term: bool = False
     child = subprocess.Popen([sys.executable, "-c", code, argv_tag], env=env, stdout=subprocess.PIPE, text=True)
     assert child.stdout.readline().strip() == "holding"
     return child
+
+
+def agent(*args, **kwargs) -> subprocess.Popen:
+    """The agent's command line as the units run it, in a child process."""
+    env = {**os.environ, "PYTHONPATH": str(PROJECT)}
+    return subprocess.Popen([sys.executable, "-m", "sglang_pve.agent", *args], env=env, cwd=PROJECT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
 
 
 def sleeper():

@@ -1,0 +1,54 @@
+"""Whether the stop that is running was asked for (systemctl stop/restart, a Conflicts= switch)
+or is the aftermath of the server ending by itself: the one marker file, RUN_DIR/NAME.stopping.
+
+SGLang ends a requested drain by SIGKILLing its own tree, and a crash the same way, so the main
+process's exit cannot tell them apart. systemd can: ExecStop= (`agent stop`) runs while the
+main process still lives only for a requested stop, and the gate gets SIGTERM only from one;
+both `mark` it. ExecStopPost= (`poststop`) `take`s it: a stop without the mark whose main process
+did not exit 0 was a crash, and poststop fails the unit for it (the unit sets
+SuccessExitStatus=SIGKILL so that a requested stop ends `inactive`, not `failed`). The marker
+lives on tmpfs (/run), so a full or read-only state directory cannot turn a stop into a crash.
+"""
+
+import os
+
+from sglang_pve.agent import overrides
+from sglang_pve.agent.spec import Spec
+
+
+def _path(spec: Spec) -> str:
+    return f"{overrides.run_dir()}/{spec.server}.stopping"
+
+
+def mark(spec: Spec) -> bool:
+    try:
+        os.makedirs(overrides.run_dir(), mode=0o755, exist_ok=True)
+        with open(_path(spec), "w", encoding="ascii") as handle:
+            handle.write(f"{os.getpid()}\n")
+        return True
+    except OSError:
+        return False
+
+
+def take(spec: Spec) -> bool:
+    """Was this stop requested? Removes the mark."""
+    try:
+        os.unlink(_path(spec))
+        return True
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # exists but cannot be removed: it was marked
+
+
+def clear(spec: Spec) -> None:
+    take(spec)
+
+
+def crashed(requested: bool, environ: dict) -> str | None:
+    """Why the main process's end was a crash (None: a requested stop or a clean exit), from the
+    variables systemd gives ExecStopPost= (EXIT_CODE=exited|killed|dumped, EXIT_STATUS)."""
+    code, status = environ.get("EXIT_CODE"), environ.get("EXIT_STATUS")
+    if requested or code is None or (code == "exited" and status == "0"):
+        return None
+    return f"the main process ended by itself ({code}, status {status}) without a requested stop"
