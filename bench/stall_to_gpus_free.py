@@ -70,7 +70,7 @@ while time.monotonic() - t0 < limit:
         pending += chunk
         *lines, pending = pending.replace(b"\r", b"\n").split(b"\n")
         real = [l.decode("utf-8", "replace") for l in lines]
-        real = [l for l in real if l.strip() and not output.is_own(l) and not phases.is_noise(l)]
+        real = [l for l in real if l.strip() and phases.is_progress(l)]
         if real or (pending and not output.is_own(pending.decode("utf-8", "replace"))):
             if "diagnosis" not in t:
                 t["progress"] = now

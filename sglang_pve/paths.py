@@ -24,6 +24,7 @@ NCCL_PROFILE_MODULE = "sglang_pve_nccl"  # in the venv's site-packages, imported
 NCCL_BLOCK_MARKER = "nccl-profile"  # names the managed block in the user's shell rc
 UV_VENV = "/opt/sglang-pve/uv"  # the installer, in its own venv (sglang_installer: uv)
 RELEASES_DIR = f"{STATE_DIR}/releases"  # <id>.json records, blobs/ of the files they restore
+LOGROTATE = "/etc/logrotate.d/sglang-pve"
 SGLANG_DEFAULT_PORT = 30000  # SGLang's own, when a configuration sets no port
 SECRETS_DIR = f"{ETC_DIR}/secrets"  # root-only (0600) files: SGLang's config with its keys, secret environment
 SERVER_HOME = "sglang"  # StateDirectory=/CacheDirectory= name: /var/lib/sglang, /var/cache/sglang

@@ -52,6 +52,11 @@ def nccl_files(deployment: Deployment, purelib: str) -> list[ManagedFile]:
     ]
 
 
+def logrotate_file() -> ManagedFile:
+    """Rotation of the server logs by size (logrotate checks them on its timer, daily by default)."""
+    return ManagedFile(paths.LOGROTATE, render("logrotate.j2", log_dir=paths.LOG_DIR, max_size="1G", keep=4))
+
+
 def server_yaml(server: ServerConfig, secrets: dict | None = None) -> str:
     """SGLang's --config YAML; with `secrets` ({"api-key": Secret}) the root-only copy the unit loads."""
     flags = server.args.as_flags() | {flag: secret.value for flag, secret in (secrets or {}).items()}

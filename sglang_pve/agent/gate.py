@@ -7,15 +7,17 @@ POLL_S. Outcomes:
 - ready: `The server is fired up and ready to roll!` was seen AND GET /health answered 200 ->
   start the watchdog (detached, same cgroup, output to the server log) and exit 0;
 - stall: no progress for stall_timeout_s[phase] (before the first line: dist_init's; after the
-  ready line, while /health is not 200 yet: warmup's) -> exit 5; probe and scrape access lines
-  (phases.is_noise) are not progress;
+  ready line, while /health is not 200 yet: warmup's) -> exit 5; access lines and probe noise
+  are not progress (phases.is_progress);
 - deadline: startup_timeout_s since the gate started -> exit 6;
-- crash: a fatal line (phases.py; the rest of the traceback is read for FATAL_GRACE_S) or the
-  main PID is gone -> exit 7, the diagnosis names the reason (e.g. the context-length ValueError).
+- crash: one of SGLang's fatal lines (phases.py; the rest of the traceback is read for
+  FATAL_GRACE_S) or the main PID is gone -> exit 7, the diagnosis names the propagated exception
+  (e.g. the context-length ValueError); a handled traceback is no crash;
+- SIGTERM: the unit is being stopped -> the stop is marked (stopping.py), exit 0.
 
-Every failure writes a diagnosis first (diagnosis.py) and sets the status verdict; a stall or
-deadline then SIGKILLs the main PID (no drain for a server that never served). A non-zero exit
-makes systemd fail the unit and kill its whole cgroup. Phase changes are printed:
+A failure collects its diagnosis (bounded), SIGKILLs the main PID on a stall or deadline (no
+drain for a server that never served), then writes the diagnosis and the status verdict, best
+effort. A non-zero exit makes systemd fail the unit and kill its whole cgroup. Phase changes:
 
     [2026-07-20 10:05:12 sglang-pve gate] phase weights -> kv_cache after 301s in weights (312s since start)
 """
@@ -73,7 +75,7 @@ class _Gate:
         if offset is None:
             offset = logfollow.size(spec.log)
             say(f"no offset recorded by prestart in {spec.state_file('run', '.offset')}; following {spec.log} from its end")
-        self.follower = logfollow.LogFollower(spec.log, offset)
+        self.follower = logfollow.LogFollower(spec.log, offset, logfollow.main_output(main_pid))
         self.tracker = PhaseTracker(spec.speculative)
         self.main = (procs.identify(main_pid) or procs.Proc(main_pid, None)) if main_pid else None
         self.start = self.last_progress = self.phase_start = time.monotonic()
@@ -120,9 +122,9 @@ class _Gate:
         for line in update.lines:
             if output.is_own(line):
                 continue
-            if not phases.is_noise(line):
-                # Probe/scrape access lines (our own /health probe after the ready line, `status`,
-                # Prometheus) are no progress: else polling a hung warm-up hides the stall forever.
+            if phases.is_progress(line):
+                # Access lines (our own /health probe after the ready line, `status`, Prometheus,
+                # any client) are no progress: else polling a hung warm-up hides the stall forever.
                 progressed = True
                 self.last_line = logfollow.redact(line)
             old = self.tracker.phase

@@ -3,6 +3,7 @@
 tqdm bars (weight shards, CUDA-graph batches; only TP0 prints them) redraw with `\\r` and reach
 `\\n` only when they finish, so a file-based follower must split on both or it sees nothing for
 minutes. Any new byte is progress, even an unfinished line: `Update.partial_grew` says so.
+Rotation (rename + create, copytruncate) and deletion are survived: see LogFollower.
 
     follower = LogFollower("/var/log/sglang/baseline.log", offset=1234)
     update = follower.poll()   # Update(lines=[...complete lines...], partial_grew=True)
@@ -11,6 +12,8 @@ minutes. Any new byte is progress, even an unfinished line: `Update.partial_grew
 import os
 import re
 from dataclasses import dataclass
+
+from sglang_pve.agent import overrides
 
 _BREAK = re.compile(rb"[\r\n]")
 _READ_MAX = 16 << 20  # bytes consumed per poll; the rest comes with the next one
@@ -28,21 +31,56 @@ class Update:
 
 
 class LogFollower:
-    def __init__(self, path: str, offset: int = 0):
+    """Follows the file the server writes, not the name: it keeps a descriptor open, so a log
+    rotated by rename (+ create) or deleted is read to its end as the server goes on writing to
+    it; a truncated one (logrotate's copytruncate) is read again from its start.
+
+    `source` names a path that opens the very file the server writes, /proc/MAIN/fd/1 (systemd
+    opened the log once, for StandardOutput=append:): used when it is the log at `path` when the
+    follower starts, so the server's output is followed whatever later happens to the name.
+    Without it (or when it is something else) the name is followed like `tail -F`: when it names
+    a new file, the old one is read to its end first.
+    """
+
+    def __init__(self, path: str, offset: int = 0, source: str | None = None):
         self.path = path
         self.offset = offset  # bytes consumed, the unfinished line included
         self._partial = b""
+        self._handle = None
+        self._pinned = False  # the descriptor is the server's own output: never switch away
+        if source:
+            self._pin(source)
+
+    def _pin(self, source: str) -> None:
+        try:
+            handle = open(source, "rb")  # held for the follower's lifetime
+        except OSError:
+            return
+        try:
+            same = _identity(os.fstat(handle.fileno())) == _identity(os.stat(self.path))
+        except OSError:
+            same = False
+        if same:
+            self._handle, self._pinned = handle, True
+        else:
+            handle.close()
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
 
     def poll(self) -> Update:
-        try:
-            with open(self.path, "rb") as handle:
-                size = os.fstat(handle.fileno()).st_size
-                if size < self.offset:  # truncated or replaced: start over
-                    self.offset, self._partial = 0, b""
-                handle.seek(self.offset)
-                data = handle.read(min(size - self.offset, _READ_MAX))
-        except FileNotFoundError:
-            return Update([], False)
+        if self._handle is None:
+            try:
+                self._handle = open(self.path, "rb")
+            except FileNotFoundError:
+                return Update([], False)
+        data = self._read()
+        if not data and not self._pinned and self._renamed():
+            self.close()  # read to its end above; the name is a new file now: start it from 0
+            self.offset, self._partial = 0, b""
+            return self.poll()
         if not data:
             return Update([], False)
         self.offset += len(data)
@@ -53,6 +91,29 @@ class LogFollower:
             lines.append(self._partial.decode("utf-8", "replace"))
             self._partial = b""
         return Update(lines, bool(self._partial) and not data.endswith((b"\n", b"\r")))
+
+    def _read(self) -> bytes:
+        handle = self._handle
+        size = os.fstat(handle.fileno()).st_size
+        if size < self.offset:  # truncated in place (copytruncate): start over
+            self.offset, self._partial = 0, b""
+        handle.seek(self.offset)
+        return handle.read(min(size - self.offset, _READ_MAX))
+
+    def _renamed(self) -> bool:
+        try:
+            return _identity(os.stat(self.path)) != _identity(os.fstat(self._handle.fileno()))
+        except FileNotFoundError:
+            return False  # deleted: keep reading the open file
+
+
+def _identity(info: os.stat_result) -> tuple:
+    return info.st_dev, info.st_ino
+
+
+def main_output(pid: int | None) -> str | None:
+    """The path that opens the server's stdout (its log, whatever its name is now)."""
+    return f"{overrides.proc_root()}/{pid}/fd/1" if pid else None
 
 
 def size(path: str) -> int:

@@ -20,7 +20,7 @@ no prefix at all. Phases, in order (notes/sglang.md section 3):
 |            | DeepGEMM JIT lines                                                                 |
 | http       | `max_total_num_tokens=...` (scheduler ready), `Started server process`,            |
 |            | `Application startup complete.`, `Uvicorn running on http://...`                   |
-| warmup     | access-log lines (`"GET /model_info HTTP/1.1" 200`), `Prefill batch`, `Decode batch` |
+| warmup     | the scheduler's `Prefill batch` / `Decode batch` lines (the warm-up request's)      |
 | ready      | `The server is fired up and ready to roll!` (terminal)                             |
 
 Ranks log in parallel, so a late line of an earlier phase (TP7's `Load weight end` after TP0's
@@ -28,16 +28,26 @@ Ranks log in parallel, so a late line of an earlier phase (TP7's `Load weight en
 cuda_graph (v0.5.9 captures the target's graphs before loading the draft), and a target capture
 *begin* after it moves on to cuda_graph again (HEAD captures target graphs after the draft loaded).
 
-Fatal lines, before ready: `... hit an exception` (scheduler, detokenizer), `Received sigquit from
-a child process`, `Traceback (most recent call last):`, a bare exception line (`ValueError: ...`),
-`Scheduler watchdog timeout`, `Initialization failed. warmup error`. The crash reason is the first
-exception line (the root cause, e.g. the draft context-length ValueError), else the first fatal line.
+Progress is what SGLang's scheduler, loader and launcher print (`is_progress`), never an HTTP
+access line: any client (a Prometheus scrape, a 404 scanner, `status`) makes those, wedged server
+or not. Access lines are uvicorn's `INFO:     127.0.0.1:50200 - "GET /x HTTP/1.1" 404`;
+huggingface_hub's debug lines about its own requests (`https://huggingface.co:443 "HEAD /... HTTP/1.1"
+404`) are the loader at work, not access lines. Probe noise (`is_noise`) is no progress either.
+
+Fatal, before ready, means SGLang's own markers only: `... hit an exception` (scheduler,
+detokenizer), `Received sigquit from a child process`, `Scheduler watchdog timeout`,
+`Initialization failed`, `scheduler died during initialization` (or the main process exiting).
+A traceback alone is not fatal: SGLang logs handled ones and keeps loading, and Python prints
+`Exception ignored in ...` ones that change nothing. The crash reason is the exception that
+propagated: the last exception line of the last traceback (a chained traceback prints the
+cause first), `Exception ignored in` blocks skipped; else the first fatal line.
 """
 
 import re
 import time
 from dataclasses import dataclass, field
 
+from sglang_pve.agent import output
 from sglang_pve.agent.spec import STALL_PHASES
 
 PHASES = ("launch", *STALL_PHASES, "ready")  # the order of spec.StallTimeouts' fields
@@ -60,13 +70,16 @@ _SIGNALS = [
         ("dist_init", r"Init torch distributed (?:begin|ends)"),
         ("http", r"max_total_num_tokens=|Started server process|Waiting for application startup"
                  r"|Application startup complete|Uvicorn running on"),
-        ("request", r'"(?:GET|POST|PUT|DELETE|HEAD) \S+ HTTP/[\d.]+" \d{3}|Prefill batch|Decode batch'),
+        ("request", r"Prefill batch|Decode batch"),
     )
 ]
 _FATAL = re.compile(
-    r"hit an exception|Received sigquit from a child process|Traceback \(most recent call last\)"
-    r"|Scheduler watchdog timeout|Initialization failed\. warmup error"
+    r"hit an exception|Received sigquit from a child process|Scheduler watchdog timeout"
+    r"|Initialization failed|scheduler died during initialization"
 )
+# uvicorn's access log: `<client ip>:<port> - "<METHOD> <path> HTTP/1.1" <status>`
+_ACCESS = re.compile(r'(?:\d{1,3}(?:\.\d{1,3}){3}|\[?[0-9A-Fa-f:]*:[0-9A-Fa-f:]*\]?):\d+ - "[A-Z]+ \S* HTTP/[\d.]+" \d{3}')
+_IGNORED = re.compile(r"^Exception ignored (?:in|while)")
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::|$)")
 # Lines that our own probes and monitoring cause: they are no sign of a working server.
 _NOISE = re.compile(
@@ -105,7 +118,7 @@ def signal(message: str) -> str | None:
 
 
 def is_fatal(line: Line) -> bool:
-    return bool(_FATAL.search(line.message)) or is_exception(line)
+    return bool(_FATAL.search(line.message))
 
 
 def is_exception(line: Line) -> bool:
@@ -118,6 +131,16 @@ def is_noise(text: str) -> bool:
     return bool(_NOISE.search(text))
 
 
+def is_access(text: str) -> bool:
+    """An HTTP access line of the server (any path, any status): no sign of work by itself."""
+    return bool(_ACCESS.search(text))
+
+
+def is_progress(text: str) -> bool:
+    """A line that shows the server working: not the agent's own, not probe noise, not access."""
+    return not output.is_own(text) and not is_noise(text) and not is_access(text)
+
+
 @dataclass
 class PhaseTracker:
     """Feed it the log's lines in order; it knows the phase, when it began, and any crash."""
@@ -127,8 +150,9 @@ class PhaseTracker:
     since: float | None = None  # log time of the line that entered the phase
     last_stamp: float | None = None
     fatal: str | None = None  # first fatal line
-    exception: str | None = None  # first bare exception line
+    exception: str | None = None  # the last propagated exception line (of the last traceback)
     _weight_loads: dict = field(default_factory=dict)
+    _ignored_block: bool = False  # inside an `Exception ignored in ...` traceback
 
     @property
     def ready(self) -> bool:
@@ -136,7 +160,7 @@ class PhaseTracker:
 
     @property
     def reason(self) -> str | None:
-        """The crash reason: the first exception line, else the first fatal line."""
+        """The crash reason: the propagated exception, else the first fatal line."""
         return self.exception or self.fatal
 
     def feed(self, text: str) -> str | None:
@@ -146,10 +170,17 @@ class PhaseTracker:
             self.last_stamp = line.stamp
         if self.ready:
             return None
-        if is_fatal(line):
+        if _IGNORED.match(line.message):
+            self._ignored_block = True
+        exception = is_exception(line)
+        if exception:
+            if not self._ignored_block:
+                self.exception = line.text.strip()
+            self._ignored_block = False
+        fatal = is_fatal(line)
+        if fatal:
             self.fatal = self.fatal or line.message.strip()
-            if is_exception(line):
-                self.exception = self.exception or line.text.strip()
+        if exception or fatal:
             return None
         target = self._target(signal(line.message), line.rank)
         if target is None or target == self.phase:

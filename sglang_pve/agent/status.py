@@ -139,7 +139,7 @@ def _failure(spec: Spec, unit: dict, record: dict, latest: str | None, started: 
             return summary
     why = f"unit result {unit.get('Result') or 'unknown'}"
     errors = [line for line in logfollow.tail(spec.log, 50) if phases.is_exception(phases.parse_line(line))]
-    return f"{why}; log: {errors[0].strip()}" if errors else why
+    return f"{why}; log: {errors[-1].strip()}" if errors else why
 
 
 def _phase_from_log(spec: Spec) -> tuple:
@@ -161,7 +161,7 @@ def _last_activity(spec: Spec) -> float | None:
     """Time of the server's last real output: the newest stamped line that is neither ours nor
     probe noise (the log's mtime when that line has no stamp)."""
     for text in reversed(logfollow.tail(spec.log, 200)):
-        if output.is_own(text) or phases.is_noise(text):
+        if not phases.is_progress(text):
             continue
         stamp = phases.parse_line(text).stamp
         if stamp is not None:

@@ -4,9 +4,9 @@ Started by the gate as a detached process in the unit's cgroup (so stopping the 
 with its output appended to the server log. Every `watchdog.interval_s` it sends
 GET /health_generate with `watchdog.timeout_s`. A failure (not 200, or no answer) counts only
 while the server shows no legitimate progress: when the log grew since the previous probe with
-anything but probe noise (phases.is_noise: health/metrics access lines, "Health check failed",
-the probe's own 1-token prefill) - e.g. `Decode batch` lines under load - the failure is not
-counted and the count starts over (sglang#22511: long prefills make health fail under load).
+real work (phases.is_progress: no access line of any client, no probe noise) - e.g. `Decode
+batch` lines under load - the failure is not counted and the count starts over (sglang#22511:
+long prefills make health fail under load). 404s from a scanner keep no wedged server alive.
 
 After `watchdog.failures` consecutive counted failures the server is wedged:
 - fewer than `max_restarts` restarts within `window_s`: write a `wedged` diagnosis, record the
@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-from sglang_pve.agent import diagnosis, exitcodes, logfollow, output, phases, probe, procs, restarts, state, systemd
+from sglang_pve.agent import diagnosis, exitcodes, logfollow, phases, probe, procs, restarts, state, systemd
 from sglang_pve.agent.spec import Spec
 
 TICK_S = 1.0  # how often the main PID is checked between probes
@@ -71,7 +71,7 @@ def run(spec: Spec, main_pid: int | None, say, *, tick_s: float = TICK_S) -> int
     if main is None:
         say(f"main PID {main_pid} is not running; watchdog exits")
         return exitcodes.OK
-    follower = logfollow.LogFollower(spec.log, logfollow.size(spec.log))
+    follower = logfollow.LogFollower(spec.log, logfollow.size(spec.log), logfollow.main_output(main.pid))
     ready_at = state.read_status(spec).get("ready_at") or time.time()
     last_growth = time.monotonic()
     failures, failing_since = 0, None
@@ -161,7 +161,7 @@ def _kill_main(spec: Spec, main: procs.Proc, say) -> None:
 
 
 def _progressed(update: logfollow.Update) -> bool:
-    return update.partial_grew or any(not output.is_own(line) and not phases.is_noise(line) for line in update.lines)
+    return update.partial_grew or any(phases.is_progress(line) for line in update.lines)
 
 
 def _sleep_while_alive(main: procs.Proc, seconds: float, tick_s: float) -> bool:

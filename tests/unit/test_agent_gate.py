@@ -207,7 +207,7 @@ def test_probe_access_lines_are_no_progress_and_a_stall_kills_the_main_pid(tmp_p
     spec = write_spec(tmp_path, stall_timeout_s={"warmup": 0.5, "http": 0.5}, startup_timeout_s=20)
     prepared(spec)
     main_pid = sleeper()
-    up_to_warmup = BASELINE_V059[: BASELINE_V059.index(next(line for line in BASELINE_V059 if "GET /model_info" in line)) + 1]
+    up_to_warmup = BASELINE_V059[: BASELINE_V059.index(next(line for line in BASELINE_V059 if "Prefill batch" in line)) + 1]
     append(spec.log, "\n".join(up_to_warmup) + "\n")
     probe = '[2026-07-20 10:06:18] INFO:     127.0.0.1:50200 - "GET /health HTTP/1.1" 503 Service Unavailable'
     probes = LogScript(spec.log, [probe] * 400, delay=0.02)

@@ -76,14 +76,16 @@ def test_crash_reason_is_the_root_exception_line():
 
 def test_fatal_lines_each_recognised():
     for line in ("[2026-07-20 10:00:00] Received sigquit from a child process. It usually means the child failed.",
-                 "Traceback (most recent call last):",
-                 "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+                 "[2026-07-20 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
                  "[2026-07-20 10:00:00 TP3] Scheduler watchdog timeout (self.watchdog_timeout=600, self.soft=False)",
-                 "[2026-07-20 10:00:00] Initialization failed. warmup error: Traceback (most recent call last):"):
+                 "[2026-07-20 10:00:00] Initialization failed. warmup error: Traceback (most recent call last):",
+                 "RuntimeError: Rank 3 scheduler died during initialization (exit code: -9). If exit code is -9 ..."):
         tracker = PhaseTracker()
         tracker.feed(line)
         assert tracker.fatal, line
     for harmless in ("[2026-07-20 10:00:00 TP0] ValueError: this is a logged message, not a traceback",
+                     "Traceback (most recent call last):",  # alone: SGLang logs handled ones and goes on
+                     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
                      "INFO:     Started server process [12]",
                      "/usr/lib/python3/dist-packages/x.py:1: UserWarning: something"):
         tracker = PhaseTracker()

@@ -79,6 +79,8 @@ EAGLE3_HEAD = [
     "[2026-07-20 11:04:55 TP0] max_total_num_tokens=456192, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=48, context_len=131072, available_gpu_mem=13.50 GB",
     "[2026-07-20 11:04:56] INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
     '[2026-07-20 11:04:57] INFO:     127.0.0.1:50112 - "GET /model_info HTTP/1.1" 200 OK',
+    "[2026-07-20 11:04:58 TP0] Prefill batch, #new-seq: 1, #new-token: 9, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0,",
+    '[2026-07-20 11:05:01] INFO:     127.0.0.1:50114 - "POST /generate HTTP/1.1" 200 OK',
     "[2026-07-20 11:05:01] The server is fired up and ready to roll!",
 ]
 
