@@ -96,6 +96,8 @@ def _unit(deployment: Deployment, server: ServerConfig, venv: str) -> str:
         unit=paths.unit_name(server.name),
         model=server.args.served_model_name or server.args.model_path,
         conflicts=[paths.unit_name(n) for n in deployment.servers if n != server.name],
+        after=[paths.unit_name(n) for n in sorted(deployment.servers) if n < server.name],
+        before=[paths.unit_name(n) for n in sorted(deployment.servers) if n > server.name],
         nccl_env_path=paths.NCCL_ENV,
         nccl_env_sha1=hashlib.sha1(nccl_env_text(deployment).encode()).hexdigest(),
         env=server.env,

@@ -46,9 +46,12 @@ def clear(spec: Spec) -> None:
 
 
 def crashed(requested: bool, environ: dict) -> str | None:
-    """Why the main process's end was a crash (None: a requested stop or a clean exit), from the
-    variables systemd gives ExecStopPost= (EXIT_CODE=exited|killed|dumped, EXIT_STATUS)."""
+    """Why the main process's end was a crash that systemd would not count as one (None: a
+    requested stop, a clean exit, or a unit failing already, e.g. by the gate, whose diagnosis
+    says why), from what systemd gives ExecStopPost=: SERVICE_RESULT, EXIT_CODE, EXIT_STATUS."""
     code, status = environ.get("EXIT_CODE"), environ.get("EXIT_STATUS")
-    if requested or code is None or (code == "exited" and status == "0"):
+    if requested or code is None or environ.get("SERVICE_RESULT", "success") != "success":
+        return None
+    if code == "exited" and status == "0":
         return None
     return f"the main process ended by itself ({code}, status {status}) without a requested stop"

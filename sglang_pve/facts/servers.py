@@ -1,15 +1,17 @@
-"""Everything the servers operation compares, in one remote command: file digests, which
-sglang-* units exist, and each unit's systemd state."""
+"""Everything the server_units operation compares, in one remote command: file digests, which
+sglang-* units exist in the unit directory and whether each carries the toolkit's marker, and
+each declared unit's systemd state."""
 
 import shlex
 from dataclasses import dataclass, field
 
 from pyinfra.api import FactBase
 
-from ..paths import LOG_DIR, UNIT_DIR, UNIT_PREFIX
+from ..agent.contract import MARKER, SERVER_NAME, UNIT_PREFIX
+from ..paths import LOG_DIR, UNIT_DIR
 from .files import FileState, digest_script, parse_digests
 
-_PROPERTIES = "Id,LoadState,ActiveState,SubState,UnitFileState,Result"
+_PROPERTIES = "Id,LoadState,ActiveState,SubState,UnitFileState,Result,NeedDaemonReload"
 _UNITS, _SHOW, _LOG_DIR = "--- units", "--- show", "--- log dir"
 
 
@@ -19,6 +21,7 @@ class UnitState:
     sub: str
     enabled: str  # UnitFileState: enabled, disabled, "" when not loaded
     result: str
+    need_reload: bool = False  # NeedDaemonReload: the file changed since systemd loaded it
 
     @property
     def running(self) -> bool:
@@ -28,9 +31,16 @@ class UnitState:
 @dataclass
 class ServersState:
     files: dict[str, FileState | None] = field(default_factory=dict)
-    installed: list[str] = field(default_factory=list)  # unit names with a file in UNIT_DIR
+    installed: dict[str, bool] = field(default_factory=dict)  # unit file in UNIT_DIR -> carries MARKER
     units: dict[str, UnitState] = field(default_factory=dict)
-    log_dir: bool = False  # whether LOG_DIR exists, root-only (SGLang logs its server_args, API key included)
+    log_dir: bool = False  # whether LOG_DIR exists as a root-only (0700) directory, not a link
+
+
+def server_of(unit: str) -> str | None:
+    """The server configuration a unit name belongs to, None for names the toolkit never makes."""
+    name = unit.removeprefix(UNIT_PREFIX).removesuffix(".service")
+    ours = unit.startswith(UNIT_PREFIX) and unit.endswith(".service") and SERVER_NAME.fullmatch(name)
+    return name if ours else None
 
 
 def parse_show(lines: list[str]) -> dict[str, UnitState]:
@@ -47,7 +57,8 @@ def parse_show(lines: list[str]) -> dict[str, UnitState]:
     if current:
         blocks.append(current)
     return {
-        b["Id"]: UnitState(b.get("ActiveState", ""), b.get("SubState", ""), b.get("UnitFileState", ""), b.get("Result", ""))
+        b["Id"]: UnitState(b.get("ActiveState", ""), b.get("SubState", ""), b.get("UnitFileState", ""), b.get("Result", ""),
+                           b.get("NeedDaemonReload") == "yes")
         for b in blocks
         if b.get("LoadState") == "loaded"
     }
@@ -58,7 +69,7 @@ class ServerUnits(FactBase[ServersState]):
 
     host.get_fact(ServerUnits, paths=["/etc/systemd/system/sglang-baseline.service", ...],
                   units=["sglang-baseline.service"])
-    # ServersState(files={...}, installed=["sglang-baseline.service"],
+    # ServersState(files={...}, installed={"sglang-baseline.service": True, "sglang-router.service": False},
     #              units={"sglang-baseline.service": UnitState("active", "running", "enabled", "success")})
     """
 
@@ -67,20 +78,27 @@ class ServerUnits(FactBase[ServersState]):
         return ServersState()
 
     def command(self, paths, units):
-        unit_glob = f"{UNIT_PREFIX}*.service"
         declared = " ".join(shlex.quote(u) for u in units)
+        marker, unit_glob = shlex.quote(MARKER), f"{shlex.quote(UNIT_DIR)}/{shlex.quote(UNIT_PREFIX)}*.service"
         return (
             f"{digest_script(list(paths))}; echo {shlex.quote(_UNITS)}; "
-            f"installed=$(cd {UNIT_DIR} && ls {unit_glob} 2>/dev/null); echo \"$installed\"; "
+            f"for f in {unit_glob}; do [ -f \"$f\" ] || continue; "
+            f"if head -c 512 \"$f\" | grep -qF {marker}; then echo \"ours ${{f##*/}}\"; else echo \"foreign ${{f##*/}}\"; fi; done; "
             f"[ -d {LOG_DIR} ] && [ ! -L {LOG_DIR} ] && [ \"$(stat -c %a:%u {LOG_DIR})\" = 700:0 ] && echo {shlex.quote(_LOG_DIR)}; "
-            f"echo {shlex.quote(_SHOW)}; systemctl show --property={_PROPERTIES} {declared} $installed"
+            f"echo {shlex.quote(_SHOW)}; systemctl show --property={_PROPERTIES} {declared}"
         )
 
     def process(self, output):
-        first, second = output.index(_UNITS), output.index(_SHOW)
+        units, show = output.index(_UNITS), output.index(_SHOW)
+        installed = {}
+        for line in output[units + 1 : show]:
+            if line == _LOG_DIR:
+                continue
+            owner, _, unit = line.partition(" ")
+            installed[unit] = owner == "ours" and server_of(unit) is not None
         return ServersState(
-            files=parse_digests(output[:first]),
-            installed=[line for line in output[first + 1 : second] if line.strip() and line != _LOG_DIR],
-            units=parse_show(output[second + 1 :]),
-            log_dir=_LOG_DIR in output[first:second],
+            files=parse_digests(output[:units]),
+            installed=installed,
+            units=parse_show(output[show + 1 :]),
+            log_dir=_LOG_DIR in output[units:show],
         )

@@ -259,9 +259,9 @@ def hold_device(device: Path, unit: str | None = None, ignore_term: bool = False
     return child
 
 
-def agent(*args, **kwargs) -> subprocess.Popen:
+def agent(*args, env_extra: dict | None = None, **kwargs) -> subprocess.Popen:
     """The agent's command line as the units run it, in a child process."""
-    env = {**os.environ, "PYTHONPATH": str(PROJECT)}
+    env = {**os.environ, "PYTHONPATH": str(PROJECT), **(env_extra or {})}
     return subprocess.Popen([sys.executable, "-m", "sglang_pve.agent", *args], env=env, cwd=PROJECT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
 

@@ -31,7 +31,7 @@ def fact_output(on_host: dict[str, str], units: dict[str, tuple[str, str]], inst
         content = on_host.get(f.path)
         lines.append(f"{f.path}\t-" if content is None else f"{f.path}\t644\troot\troot\t{ManagedFile(f.path, content).sha1}")
     lines.append("--- units")
-    lines += installed if installed is not None else [u for u in units]
+    lines += [f"ours {u}" for u in (installed if installed is not None else units)]
     lines.append("--- log dir")
     lines.append("--- show")
     for unit, (active, enabled) in units.items():

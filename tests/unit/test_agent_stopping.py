@@ -1,0 +1,38 @@
+"""A requested stop ends the unit inactive, a crash still fails it (stopping.py, cli stop/poststop)."""
+
+import pytest
+
+from sglang_pve.agent import exitcodes, stopping
+from tests.unit.test_agent_support import agent, agent_env, sleeper, stop, write_spec  # noqa: F401
+
+KILLED = {"SERVICE_RESULT": "success", "EXIT_CODE": "killed", "EXIT_STATUS": "KILL"}  # SuccessExitStatus=SIGKILL
+
+
+@pytest.mark.parametrize("requested, environ, crash", [
+    (True, KILLED, False),  # systemctl stop: SGLang SIGKILLs its own tree at the end of the drain
+    (False, KILLED, True),  # the same end with nobody asking: a crash
+    (False, {"SERVICE_RESULT": "success", "EXIT_CODE": "exited", "EXIT_STATUS": "0"}, False),
+    (False, {"SERVICE_RESULT": "exit-code", "EXIT_CODE": "killed", "EXIT_STATUS": "KILL"}, False),  # failing already
+    (False, {"SERVICE_RESULT": "success", "EXIT_CODE": "exited", "EXIT_STATUS": "1"}, True),
+    (False, {}, False),  # not run by systemd
+])
+def test_what_counts_as_a_crash(requested, environ, crash):
+    assert bool(stopping.crashed(requested, environ)) is crash
+
+
+def test_stop_marks_only_while_the_main_process_lives_and_poststop_takes_the_mark(tmp_path):
+    spec = write_spec(tmp_path)
+    main = sleeper()
+    try:
+        assert agent("stop", "--spec", spec.path, "--main-pid", str(main.pid)).wait(timeout=30) == exitcodes.OK
+    finally:
+        stop(main)
+    child = agent("poststop", "--spec", spec.path, env_extra=KILLED)
+    out, _ = child.communicate(timeout=60)
+    assert child.returncode == exitcodes.OK, out
+    assert not stopping.take(spec)  # poststop took it
+    # After a crash systemd runs ExecStop with $MAINPID empty: no mark, and poststop fails the unit.
+    assert agent("stop", "--spec", spec.path, "--main-pid", "").wait(timeout=30) == exitcodes.OK
+    child = agent("poststop", "--spec", spec.path, env_extra=KILLED)
+    out, _ = child.communicate(timeout=60)
+    assert child.returncode == exitcodes.CRASH and "without a requested stop" in out
