@@ -9,11 +9,12 @@ layout of pyinfra's own tests (tests/operations/files.block/*.json, tests/facts/
 
 Facts are given as what their command prints, so every operation case also runs the fact's
 `process`. ManagedFile arguments are written {"path": ..., "content": ...}; an upload is
-["upload", destination, sha1 of the content].
+["upload", destination, sha1 of the content]; random staging names are written <random>.
 """
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -28,6 +29,7 @@ from sglang_pve.operations import files, systemd
 from sglang_pve.operations.files import ManagedFile
 
 CASES = Path(__file__).resolve().parent.parent
+_RANDOM = re.compile(r"/[0-9a-f]{24}\b")
 OPERATIONS = {"files.file_set": files.file_set, "files.block": files.block, "systemd.server_units": systemd.server_units}
 FACTS = {f"{module.__name__.rsplit('.', 1)[-1]}.{name}": getattr(module, name)
          for module, names in ((file_facts, ("FileDigests", "FileText")), (server_facts, ("ServerUnits",)),
@@ -75,11 +77,12 @@ def managed_files(value):
 
 
 def as_json(command):
+    """Random staging names (operations/files.py) are written <random> in the cases."""
     if isinstance(command, FileUploadCommand):
         data = command.src.getvalue()
-        return ["upload", command.dest, ManagedFile("", data).sha1]
+        return ["upload", _RANDOM.sub("/<random>", command.dest), ManagedFile("", data).sha1]
     assert isinstance(command, StringCommand), command
-    return command.get_raw_value()
+    return _RANDOM.sub("/<random>", command.get_raw_value())
 
 
 @pytest.mark.parametrize("name, path", cases("operations"))

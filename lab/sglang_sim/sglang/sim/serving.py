@@ -142,16 +142,17 @@ class ServeLoop:
         )
 
     def _prefill(self, messages: List[dict]) -> None:
-        if self.s.faults.hangs_at("warmup") and not self.served_any:
-            self._hang_in_forward()
-        self.served_any = True
         reqs = [self._make_req(msg) for msg in messages]
         tokens = sum(r.input_tokens for r in reqs)
+        # SGLang logs the batch when it schedules it (get_new_batch_prefill), before the forward.
         logger.info(
             f"Prefill batch. #new-seq: {len(reqs)}, #new-token: {tokens}, #cached-token: 0, "
             f"token usage: {self._token_usage():.2f}, #running-req: {len(self.running)}, "
             f"#queue-req: {len(self.waiting)}"
         )
+        if self.s.faults.hangs_at("warmup") and not self.served_any:
+            self._hang_in_forward()
+        self.served_any = True
         self._set_busy(True)
         time.sleep(self.perf.prefill_seconds(tokens))
         self.chans.add_stat("prompt_tokens", tokens)
