@@ -30,6 +30,10 @@ def mark(spec: Spec) -> bool:
         return False
 
 
+def requested(spec: Spec) -> bool:
+    return os.path.exists(_path(spec))
+
+
 def take(spec: Spec) -> bool:
     """Was this stop requested? Removes the mark."""
     try:

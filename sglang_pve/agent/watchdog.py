@@ -15,7 +15,8 @@ After `watchdog.failures` consecutive counted failures the server is wedged:
 - otherwise: write a `restart_cap` diagnosis, set the verdict "failed: watchdog restart cap
   reached (...)", SIGKILL the unit's main PID (`systemctl show -p MainPID --value UNIT`) so the
   unit fails and stays failed (Restart=no), exit 8.
-It exits 0 as soon as the main PID is gone.
+It exits 0 as soon as the main PID is gone or a stop is requested (a draining server answers
+503: never a reason to restart a unit that is stopping).
 """
 
 import os
@@ -23,7 +24,7 @@ import subprocess
 import sys
 import time
 
-from sglang_pve.agent import diagnosis, exitcodes, logfollow, phases, probe, procs, restarts, state, systemd
+from sglang_pve.agent import diagnosis, exitcodes, logfollow, phases, probe, procs, restarts, state, stopping, systemd
 from sglang_pve.agent.spec import Spec
 
 TICK_S = 1.0  # how often the main PID is checked between probes
@@ -80,6 +81,9 @@ def run(spec: Spec, main_pid: int | None, say, *, tick_s: float = TICK_S) -> int
     while True:
         if not _sleep_while_alive(main, wd.interval_s, tick_s):
             say(f"main PID {main.pid} is gone; watchdog exits")
+            return exitcodes.OK
+        if stopping.requested(spec):
+            say(f"{spec.unit} is being stopped (drain); watchdog exits")
             return exitcodes.OK
         result = probe.get(spec.host, spec.port, "/health_generate", wd.timeout_s)
         busy = _progressed(follower.poll())

@@ -104,7 +104,7 @@ def test_one_verified_unit_per_configuration(deployed):
     for server in SERVERS:
         unit = sh(f"systemctl cat {paths.unit_name(server)}")
         assert f"--config {paths.server_config_path(server)}" in unit and f"append:{paths.log_path(server)}" in unit
-        assert "KillMode=control-group" in unit and "LimitNOFILE=" in unit and "LimitMEMLOCK=" in unit
+        assert "KillMode=mixed" in unit and "LimitNOFILE=" in unit and "LimitMEMLOCK=" in unit
         conflicts = next(line for line in unit.splitlines() if line.startswith("Conflicts="))
         assert set(conflicts.removeprefix("Conflicts=").split()) == {paths.unit_name(s) for s in SERVERS if s != server}
     verify = on_target("systemd-analyze", "verify", *(paths.unit_path(s) for s in SERVERS), check=False)

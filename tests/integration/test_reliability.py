@@ -4,6 +4,7 @@ with no half file; a requested stop ends the unit inactive with no process left 
 still fails it; a manual switch under load drains the first configuration and starts the second.
 """
 
+import json
 import subprocess
 import sys
 import time
@@ -26,18 +27,20 @@ ExecStart=/bin/sleep infinity
 """
 ROUTER_CONFIG = "/etc/sglang/servers/router.yaml"
 LOAD = r"""
-import json, sys, threading, time, urllib.request
-end = time.monotonic() + float(sys.argv[1])
-def client():
-    while time.monotonic() < end:
-        body = json.dumps({"text": "The capital city of France is", "sampling_params": {"max_new_tokens": 64}}).encode()
-        try:
-            urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:8000/generate", body), timeout=30).read()
-        except Exception:
-            time.sleep(0.2)
-for _ in range(4):
-    threading.Thread(target=client, daemon=True).start()
-time.sleep(float(sys.argv[1]))
+import json, sys, threading, urllib.request
+codes = []
+def request():
+    body = json.dumps({"text": "The capital city of France is", "sampling_params": {"max_new_tokens": int(sys.argv[1])}}).encode()
+    try:
+        codes.append(urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:8000/generate", body), timeout=120).status)
+    except Exception as error:
+        codes.append(repr(error))
+threads = [threading.Thread(target=request) for _ in range(4)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print(json.dumps(codes))
 """
 
 
@@ -128,19 +131,21 @@ def test_a_requested_stop_ends_inactive_and_a_crash_still_fails(deployed):
 
 
 def test_a_manual_switch_under_load_drains_the_first_and_starts_the_second(deployed):
+    """Requests in flight on the first configuration when `systemctl start` of the second comes:
+    they complete (the drain), the first ends inactive, then the second starts and is ready."""
     first, second = paths.unit_name("baseline"), paths.unit_name("eagle3-2step")
     log_size = int(sh(f"stat -c %s {paths.log_path('baseline')}").strip())
-    load = subprocess.Popen([sys.executable, "-m", "lab", "exec", "sglang1", "--", "python3", "-c", LOAD, "30"],
-                            cwd=PROJECT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    load = subprocess.Popen([sys.executable, "-m", "lab", "exec", "sglang1", "--", "python3", "-c", LOAD, "400"],
+                            cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        time.sleep(3)
+        time.sleep(1.5)
         started = on_target("systemctl", "start", second, check=False)
         assert started.returncode == 0, started.stderr
         assert unit_state(second)["ActiveState"] == "active"
         state = unit_state(first)
         assert (state["ActiveState"], state["Result"]) == ("inactive", "success"), state
-        drained = sh(f"tail -c +{log_size + 1} {paths.log_path('baseline')}")
-        assert "Draining requests" in drained
+        assert "Draining requests" in sh(f"tail -c +{log_size + 1} {paths.log_path('baseline')}")
+        assert json.loads(load.communicate(timeout=120)[0]) == [200] * 4  # every request in flight completed
     finally:
         load.kill()
         load.wait()

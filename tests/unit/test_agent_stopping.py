@@ -2,8 +2,8 @@
 
 import pytest
 
-from sglang_pve.agent import exitcodes, stopping
-from tests.unit.test_agent_support import agent, agent_env, sleeper, stop, write_spec  # noqa: F401
+from sglang_pve.agent import exitcodes, stopping, watchdog
+from tests.unit.test_agent_support import HealthServer, agent, agent_env, messages, sleeper, stop, systemctl_calls, write_spec  # noqa: F401
 
 KILLED = {"SERVICE_RESULT": "success", "EXIT_CODE": "killed", "EXIT_STATUS": "KILL"}  # SuccessExitStatus=SIGKILL
 
@@ -36,3 +36,17 @@ def test_stop_marks_only_while_the_main_process_lives_and_poststop_takes_the_mar
     child = agent("poststop", "--spec", spec.path, env_extra=KILLED)
     out, _ = child.communicate(timeout=60)
     assert child.returncode == exitcodes.CRASH and "without a requested stop" in out
+
+
+def test_the_watchdog_leaves_a_draining_server_alone(tmp_path):
+    """KillMode=mixed: the detached watchdog gets no SIGTERM; a draining server answers 503, and
+    a restart queued now would start the unit again after the requested stop."""
+    spec = write_spec(tmp_path)
+    main = sleeper()
+    try:
+        stopping.mark(spec)
+        with HealthServer(spec.port, {"/health_generate": [503]}):
+            code = watchdog.run(spec, main.pid, messages(), tick_s=0.01)
+    finally:
+        stop(main)
+    assert code == exitcodes.OK and systemctl_calls(tmp_path) == []
