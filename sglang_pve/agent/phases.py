@@ -3,7 +3,7 @@
 Lines look like `[2026-07-20 10:00:00 TP0] Load weight begin. avail mem=93.12 GB`; the tag after
 the time names the rank (`TP0`, `DP0 TP3`, ...), main-process lines have none, and tqdm bars
 (`Multi-thread loading shards: 45% Completed | 29/64 [...]`, `Capturing batches (bs=8 ...)`) have
-no prefix at all. Phases, in order (notes/sglang.md section 3):
+no prefix at all. Phases, in order (real excerpts: tests/unit/fixtures/sglang_logs/):
 
 | phase      | entered by (v0.5.9 and HEAD spellings)                                             |
 |------------|------------------------------------------------------------------------------------|

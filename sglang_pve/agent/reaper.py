@@ -67,7 +67,7 @@ def prestart(spec: Spec, say, *, grace_s: float = KILL_GRACE_S, settle_s: float 
         say(f"restart backoff: {count} watchdog restart(s) within {spec.watchdog.window_s:g}s, waiting {wait:.0f}s")
         time.sleep(wait)
     say(f"GPUs free; starting {spec.unit}")
-    stopping.clear(spec)  # a mark left by an earlier stop must not excuse this start's crash
+    stopping.take(spec)  # a mark left by an earlier stop must not excuse this start's crash
     offset = logfollow.size(spec.log)
     state.write_offset(spec, offset)
     now = time.time()

@@ -72,8 +72,8 @@ class StallTimeouts:
 
     dist_init: float = seconds(600)
     weights: float = seconds(900)  # shard bars move every few seconds to a minute
-    # SGLang's own barrier: a rank waits up to 480 s for slower ranks after sizing its KV pool
-    # (notes/sglang.md); a healthy slow rank must not be taken for a stall.
+    # Above SGLang's own wait of up to 480 s for slower ranks around the KV pool sizing: a
+    # healthy slow rank must not be taken for a stall.
     kv_cache: float = seconds(600)
     draft: float = seconds(900)
     cuda_graph: float = seconds(1200)

@@ -45,10 +45,6 @@ def take(spec: Spec) -> bool:
         return True  # exists but cannot be removed: it was marked
 
 
-def clear(spec: Spec) -> None:
-    take(spec)
-
-
 def crashed(requested: bool, environ: dict) -> str | None:
     """Why the main process's end was a crash that systemd would not count as one (None: a
     requested stop, a clean exit, or a unit failing already, e.g. by the gate, whose diagnosis

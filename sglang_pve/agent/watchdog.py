@@ -5,8 +5,8 @@ with its output appended to the server log. Every `watchdog.interval_s` it sends
 GET /health_generate with `watchdog.timeout_s`. A failure (not 200, or no answer) counts only
 while the server shows no legitimate progress: when the log grew since the previous probe with
 real work (phases.is_progress: no access line of any client, no probe noise) - e.g. `Decode
-batch` lines under load - the failure is not counted and the count starts over (sglang#22511:
-long prefills make health fail under load). 404s from a scanner keep no wedged server alive.
+batch` lines under load - the failure is not counted and the count starts over (long prefills
+make health fail under load). 404s from a scanner keep no wedged server alive.
 
 After `watchdog.failures` consecutive counted failures the server is wedged:
 - fewer than `max_restarts` restarts within `window_s`: write a `wedged` diagnosis, record the

@@ -2,7 +2,7 @@
 
 Keys are SGLang's canonical dashed flag names, exactly as SGLang's own `--config` YAML takes them.
 Only flags set by the user are rendered, so SGLang's own defaults apply to everything else.
-Targets the pinned 0.5.16 nightly: flags that #23906 (2026-06-09) turned into deprecated aliases
+Targets the pinned 0.5.16 nightly: flags that SGLang turned into deprecated aliases (2026-06-09)
 are refused, since SGLang's YAML merger rejects alias actions.
 """
 
@@ -15,7 +15,7 @@ from .safe import ModelRef, Text
 
 # Renamed or removed flags, with the replacement to tell the user.
 RENAMED = {
-    "cuda-graph-max-bs": "cuda-graph-max-bs-decode (renamed in SGLang #23906)",
+    "cuda-graph-max-bs": "cuda-graph-max-bs-decode (renamed in SGLang 0.5.16)",
     "disable-cuda-graph": "cuda-graph-backend-decode: disabled and cuda-graph-backend-prefill: disabled",
     "disable-piecewise-cuda-graph": "cuda-graph-backend-prefill: disabled",
     "tensor-parallel-size": "tp-size",
@@ -114,7 +114,7 @@ _SPEC_NUMBERS = ("speculative-num-steps", "speculative-eagle-topk", "speculative
 
 
 def check_speculative(args: SGLangArgs, key: str) -> list[Problem]:
-    """SGLang's own speculative rules (notes/sglang.md section 1), checked before anything loads."""
+    """SGLang's own speculative rules (its server_args checks), checked before anything loads."""
     flags = args.as_flags()
     numbers = {name: flags.get(name) for name in _SPEC_NUMBERS}
     if not args.speculative:
