@@ -50,3 +50,8 @@ def test_tail_returns_last_lines_split_on_both_breaks(tmp_path):
     append(log, "".join(f"line {i}\n" for i in range(100)) + "\rbar 1\rbar 2")
     assert tail(log, 3) == ["line 99", "bar 1", "bar 2"]
     assert tail(str(tmp_path / "missing.log")) == []
+
+
+def test_any_new_byte_is_growth():
+    from sglang_pve.agent.logfollow import Update
+    assert Update(["a line"], False).grew and Update([], True).grew and not Update([], False).grew

@@ -30,6 +30,7 @@ def test_prestart_refuses_a_foreign_holder_naming_pid_and_command_on_stderr_and_
         assert f"PID {foreign.pid} (foreign" in text and "train.py --gpus 8" in text
         assert "refusing to start sglang-t1.service" in text
     assert state.read_offset(spec) is None  # no start was prepared
+    assert state.read_status(spec)["verdict"] == "failed: GPUs held by other processes (prestart refused)"
 
 
 def test_prestart_kills_our_stale_holder_by_pid_then_records_the_offset(tmp_path, agent_env):
@@ -182,3 +183,20 @@ def test_invalid_spec_exits_2_naming_the_key(tmp_path, capsys):
     open(spec.path, "w").write(text)
     assert main(["prestart", "--spec", spec.path]) == exitcodes.USAGE
     assert "'watchdog.failures' is 0; expected an integer >= 1" in capsys.readouterr().err
+
+
+def test_prestart_without_nvidia_smi_says_memory_was_not_checked(tmp_path):
+    spec = write_spec(tmp_path)  # agent_env: SGLANG_PVE_NVIDIA_SMI="" (absent)
+    say = messages()
+    assert reaper.prestart(spec, say) == exitcodes.OK
+    assert "nvidia-smi absent: GPU memory not checked" in say.said
+
+
+def test_poststop_waits_for_memory_nobody_here_holds_until_its_bound(tmp_path, monkeypatch):
+    """No process of this container holds /dev/nvidia* but memory is still in use (released late
+    by the driver): poststop waits within gpu_free_timeout_s instead of failing at once."""
+    spec = write_spec(tmp_path, gpu_free_timeout_s=3)
+    monkeypatch.setenv("SGLANG_PVE_NVIDIA_SMI", str(fake_nvidia_smi(tmp_path, BUSY)))
+    threading.Timer(0.8, lambda: (tmp_path / "nvidia-smi.csv").write_text(IDLE)).start()
+    assert reaper.poststop(spec, messages(), settle_s=0, poll_s=0.05) == exitcodes.OK
+    assert state.read_status(spec)["gpus_free"] is True

@@ -126,3 +126,16 @@ def test_no_answer_at_all_counts_as_failure(tmp_path):
     assert code == exitcodes.OK
     assert ["restart", "--no-block", "sglang-t1.service"] in systemctl_calls(tmp_path)
     assert "Connection refused" in diagnoses(spec)[0]["summary"]
+
+
+def test_answers_again_after_failures_reset_the_recorded_count(tmp_path):
+    spec = write_spec(tmp_path, watchdog={"failures": 5})
+    main = sleeper()
+    threading.Timer(1.5, main.kill).start()
+    try:
+        with HealthServer(spec.port, {"/health_generate": [503, 503, 200]}):
+            code, said = run(spec, main)
+    finally:
+        stop(main)
+    assert code == exitcodes.OK and any("answers again after 2 failure(s)" in m for m in said)
+    assert state.read_status(spec)["watchdog"] == {"failures": 0, "failing_since": None}
