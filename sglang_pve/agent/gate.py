@@ -10,9 +10,10 @@ POLL_S. Outcomes:
   ready line, while /health is not 200 yet: warmup's) -> exit 5; access lines and probe noise
   are not progress (phases.is_progress);
 - deadline: startup_timeout_s since the gate started -> exit 6;
-- crash: one of SGLang's fatal lines (phases.py; the rest of the traceback is read for
-  FATAL_GRACE_S) or the main PID is gone -> exit 7, the diagnosis names the propagated exception
-  (e.g. the context-length ValueError); a handled traceback is no crash;
+- crash: one of SGLang's fatal lines or the main PID gone, for FATAL_GRACE_S (the rest of the
+  traceback is read meanwhile; a stop's SIGTERM arriving then makes it a stop) -> exit 7, the
+  diagnosis names the propagated exception (e.g. the context-length ValueError); a handled
+  traceback is no crash;
 - SIGTERM: the unit is being stopped -> the stop is marked (stopping.py), exit 0.
 
 A failure collects its diagnosis (bounded), SIGKILLs the main PID on a stall or deadline (no
@@ -91,13 +92,13 @@ class _Gate:
         while True:
             self._read()
             now = time.monotonic()
-            if self.tracker.fatal and fatal_at is None:
-                fatal_at = now
             main_alive = self.main is None or procs.alive(self.main)
-            if not main_alive or (fatal_at is not None and now - fatal_at >= fatal_grace_s):
+            if (self.tracker.fatal or not main_alive) and fatal_at is None:
+                fatal_at = now  # the rest of the traceback follows; or the SIGTERM of a stop
+            if fatal_at is not None and now - fatal_at >= fatal_grace_s:
                 self._read()  # the last words
                 return self._fail("crash", main_alive)
-            if self.tracker.ready:
+            if main_alive and self.tracker.ready:
                 self.health = probe.get(spec.host, spec.port, "/health", HEALTH_TIMEOUT_S)
                 if self.health.ok:
                     return self._succeed(on_ready)
