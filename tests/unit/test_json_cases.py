@@ -33,7 +33,7 @@ _RANDOM = re.compile(r"/[0-9a-f]{24}\b")
 OPERATIONS = {"files.file_set": files.file_set, "files.block": files.block, "systemd.server_units": systemd.server_units}
 FACTS = {f"{module.__name__.rsplit('.', 1)[-1]}.{name}": getattr(module, name)
          for module, names in ((file_facts, ("FileDigests", "FileText")), (server_facts, ("ServerUnits",)),
-                               (python_facts, ("VenvSitePackages", "InstalledDistribution")))
+                               (python_facts, ("VenvSitePackages",)))
          for name in names}
 
 
