@@ -25,11 +25,12 @@ ROOT = Path(__file__).resolve().parent.parent
 # module -> the unit tests that cover it
 TARGETS = {
     "sglang_pve/agent/gate.py": ["tests/unit/test_agent_gate.py", "tests/unit/test_agent_logs.py"],
-    "sglang_pve/agent/reaper.py": ["tests/unit/test_agent_reaper.py"],
+    "sglang_pve/agent/reaper.py": ["tests/unit/test_agent_reaper.py", "tests/unit/test_agent_stopping.py"],
     "sglang_pve/agent/watchdog.py": ["tests/unit/test_agent_watchdog.py", "tests/unit/test_agent_logs.py",
                                      "tests/unit/test_agent_stopping.py"],
     "sglang_pve/agent/bounded.py": ["tests/unit/test_agent_bounded.py"],
-    "sglang_pve/agent/logfollow.py": ["tests/unit/test_agent_logfollow.py", "tests/unit/test_agent_phases.py"],
+    "sglang_pve/agent/logfollow.py": ["tests/unit/test_agent_logfollow.py", "tests/unit/test_agent_logs.py",
+                                      "tests/unit/test_agent_real_logs.py"],
     "sglang_pve/agent/phases.py": ["tests/unit/test_agent_phases.py", "tests/unit/test_agent_logs.py",
                                    "tests/unit/test_agent_real_logs.py"],
     "sglang_pve/operations/files.py": ["tests/unit/test_operations.py", "tests/unit/test_json_cases.py"],

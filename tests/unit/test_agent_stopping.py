@@ -50,3 +50,12 @@ def test_the_watchdog_leaves_a_draining_server_alone(tmp_path):
     finally:
         stop(main)
     assert code == exitcodes.OK and systemctl_calls(tmp_path) == []
+
+
+def test_a_new_start_clears_the_mark_of_an_earlier_stop(tmp_path):
+    """Else a crash of this start would be excused as that old requested stop."""
+    from sglang_pve.agent import reaper
+    spec = write_spec(tmp_path)
+    stopping.mark(spec)
+    assert reaper.prestart(spec, messages()) == exitcodes.OK
+    assert not stopping.requested(spec)
