@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from io import BytesIO
 
 from pyinfra import host
-from pyinfra.api import FileUploadCommand, HiddenValue, QuoteString, StringCommand, operation
+from pyinfra.api import FileUploadCommand, HiddenValue, OperationError, QuoteString, StringCommand, operation
 
 from .. import paths
 from ..facts.venvs import SglangVenv
@@ -129,6 +129,9 @@ def venv(path: str, version: str, source: Source, lock: str | None = None):
              QuoteString(f"uv=={source.uv_version}")],
         ))
 
+    outside = [hook.path for hook in source.hooks if not hook.path.startswith(path + "/")]
+    if outside:
+        raise OperationError(f"venv hooks must lie inside {path}: {', '.join(outside)}")
     build = paths.partial_venv_path(path)
     steps = [["rm", "-rf", QuoteString(build)], ["python3", "-m", "venv", QuoteString(build)]]
     if lock is None:
@@ -137,18 +140,21 @@ def venv(path: str, version: str, source: Source, lock: str | None = None):
     if lock is not None:
         yield FileUploadCommand(BytesIO(lock.encode()), f"{build}/{LOCK_IN_BUILD}")
 
+    # the hook first: the import check runs with it, and it is compiled with the rest
+    for hook in source.hooks:
+        target = build + hook.path[len(path):]
+        yield StringCommand("mkdir", "-p", QuoteString(posixpath.dirname(target)))
+        yield FileUploadCommand(BytesIO(hook.data), target)
+    python = QuoteString(f"{build}/bin/python")
     check = "import " + ", ".join(source.import_check)
     # Scripts and activate files name the build path; they must name the final one.
     relocate = ["grep", "-rlIZF", QuoteString(build), QuoteString(f"{build}/bin"), "|",
                 "xargs", "-0", "-r", "sed", "-i", QuoteString(f"s#{build}#{path}#g")]
-    yield _cleaned_on_failure(build, _and(_install(source, build), [QuoteString(f"{build}/bin/python"), "-c", QuoteString(check)],
-                                          relocate))
-    for hook in source.hooks:
-        if not hook.path.startswith(path + "/"):
-            raise ValueError(f"{hook.path} is not inside {path}")
-        target = build + hook.path[len(path):]
-        yield StringCommand("mkdir", "-p", QuoteString(posixpath.dirname(target)))
-        yield FileUploadCommand(BytesIO(hook.data), target)
+    # Bytecode now, naming the final path (tracebacks), so that no later import (a preflight
+    # under --dry) writes into the venv; a file that does not compile is no reason to fail (pip's rule).
+    compile_ = ["{", python, "-m", "compileall", "-q", "-s", QuoteString(build), "-p", QuoteString(path),
+                QuoteString(f"{build}/lib"), ">/dev/null", "||", "true", ";", "}"]
+    yield _cleaned_on_failure(build, _and(_install(source, build), [python, "-c", QuoteString(check)], relocate, compile_))
     built_lock = QuoteString(f"{build}/{LOCK_IN_BUILD}")
     old = QuoteString(f"{build}.old")
     yield _cleaned_on_failure(build, _and(

@@ -176,6 +176,7 @@ def test_venv_is_built_beside_its_path_from_a_hash_lock_and_moved_into_place():
     assert "pip install --quiet --require-hashes --no-deps" in joined and "-c 'import sglang, yaml'" in joined
     assert f"|| {{ rm -rf {build} ; exit 1 ; }}" in joined  # a failed step leaves nothing half-built
     assert joined.index("--require-hashes") < joined.index(f"mv -T {build} /opt/v/sglang-1.0")
+    assert f"compileall -q -s {build} -p /opt/v/sglang-1.0" in joined  # bytecode names the final path
     assert "chmod 600" in joined and "/opt/v/sglang-1.0.lock" in joined
     assert "# index-url https://***@idx.example/simple" in joined and "tok" not in joined
 
@@ -192,7 +193,7 @@ def test_venv_installs_uv_first_and_pip_resolves_through_its_report():
 def test_venv_from_a_recorded_lock_does_not_resolve():
     commands = venv_run(["uv 0.13.9"], source=SOURCE, lock="sglang==1.0 --hash=sha256:00\n")
     joined = "\n".join(commands)
-    assert "compile" not in joined and "--require-hashes" in joined
+    assert "pip compile" not in joined and "--require-hashes" in joined
     assert any(c.startswith("upload") or "sglang-pve.lock" in c for c in commands)
 
 
