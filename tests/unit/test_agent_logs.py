@@ -93,8 +93,8 @@ def test_rotation_and_deletion_cause_no_stall_and_no_restart(tmp_path, when):
                       watchdog={"interval_s": 0.3, "failures": 2})
     state.write_offset(spec, 0)
     lines = BASELINE_V059 if when == "startup" else [DECODE] * 40
-    main = server(spec.log, lines, 0.05)
-    timers = [later(0.4, rotate, spec.log), later(0.9, os.unlink, spec.log)]
+    main = server(spec.log, lines, 0.15)  # gaps longer than a poll: the follower looks at the name
+    timers = [later(0.8, rotate, spec.log), later(1.6, os.unlink, spec.log)]
     try:
         if when == "startup":
             with HealthServer(spec.port, {"/health": [200]}):
