@@ -244,7 +244,8 @@ def serve() -> int:
             socket.create_connection((layout.BRIDGE_ADDRESS, layout.INDEX_PORT), timeout=1).close()
             return pid
         except OSError:
-            if not server_pid():
+            # alive, not server_pid(): until the daemon has exec'd, its argv is still ours
+            if not procs.alive(pid):
                 break
             time.sleep(0.05)
     raise LabError(f"the index server did not start; see {layout.LOG_DIR / 'index.log'}")
