@@ -94,16 +94,17 @@ def _holders(args) -> int:
 
 
 def _apply(args) -> int:
-    store = Store(args.dir)
-    release = store.record(json.loads(base64.b64decode(args.spec)))
-    print(f"recorded release {release['id']}", flush=True)
-    if args.record_only:  # what runs did not change: it becomes current without a restart
-        return switch.adopt(store, release["id"], Reporter("switch", sys.stdout), args.keep, args.venvs_dir)
-    return switch.switch(store, release["id"], Reporter("switch", sys.stdout), args.keep, args.venvs_dir)
+    with Store(args.dir).locked() as store:
+        release = store.record(json.loads(base64.b64decode(args.spec)))
+        print(f"recorded release {release['id']}", flush=True)
+        if args.record_only:  # what runs did not change: it becomes current without a restart
+            return switch.adopt(store, release["id"], Reporter("switch", sys.stdout), args.keep, args.venvs_dir)
+        return switch.switch(store, release["id"], Reporter("switch", sys.stdout), args.keep, args.venvs_dir)
 
 
 def _switch(args) -> int:
-    return switch.switch(Store(args.dir), args.to, Reporter("switch", sys.stdout), args.keep, args.venvs_dir)
+    with Store(args.dir).locked() as store:
+        return switch.switch(store, args.to, Reporter("switch", sys.stdout), args.keep, args.venvs_dir)
 
 
 def _releases(args) -> int:

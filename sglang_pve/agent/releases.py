@@ -28,6 +28,8 @@ rolling back twice stays there.
 
 import base64
 import calendar
+import contextlib
+import fcntl
 import grp
 import hashlib
 import json
@@ -62,6 +64,18 @@ class Store:
 
     def _path(self, *parts: str) -> str:
         return os.path.join(self.dir, *parts)
+
+    @contextlib.contextmanager
+    def locked(self):
+        """One record-and-switch at a time on this host: a deploy killed on the controller can
+        leave its switch running here, and a rerun must wait for it, not race it."""
+        os.makedirs(self.dir, mode=0o700, exist_ok=True)
+        fd = os.open(self._path(".lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield self
+        finally:
+            os.close(fd)
 
     def ids(self) -> list:
         try:

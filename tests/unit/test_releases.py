@@ -143,6 +143,19 @@ def test_store_records_restores_byte_for_byte_and_prunes(tmp_path):
         {e["sha256"] for e in second["files"].values()} | {second["lock"]["sha256"]})
 
 
+def test_one_record_and_switch_at_a_time(tmp_path):
+    import fcntl
+
+    store = Store(str(tmp_path / "releases"))
+    with store.locked():
+        fd = os.open(os.path.join(store.dir, ".lock"), os.O_RDWR)
+        with pytest.raises(BlockingIOError):  # a second switch (a rerun after a killed deploy) waits
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.close(fd)
+    with store.locked():  # released on exit
+        pass
+
+
 def test_release_change_and_table_name_what_differs(tmp_path):
     store = Store(str(tmp_path / "releases"))
     first = store.record(_spec(tmp_path, "1.0", unit="A\n"))
