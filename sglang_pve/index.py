@@ -7,6 +7,7 @@ names the commit and sorts above the last release.
 
     resolve_nightly("nightly", ["https://docs.sglang.ai/whl/cu130/"])  # "0.5.16.dev20260723+gc0ffee123"
     masked("https://user:token@pypi.example/simple/")                 # "https://***@pypi.example/simple/"
+    netrc_text(["https://user:token@pypi.example/simple/"])           # "machine pypi.example login user password token\n"
 """
 
 import base64
@@ -33,6 +34,36 @@ def masked(url: str) -> str:
     if "@" not in parts.netloc:
         return url
     return urllib.parse.urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
+
+
+def without_credentials(url: str) -> str:
+    """The URL with any user:password@ removed: what goes on a command line (netrc_text has them)."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+_NETRC_TOKEN = re.compile(r"[!$%&()*+,\-./0-9:;<=>?@A-Z\[\]^_`a-z{|}~]+")  # printable, no blank, quote, backslash or #
+
+
+def netrc_text(urls) -> str:
+    """A netrc with the credentials of `urls` (one entry per host: pip, through requests, and uv
+    look them up by host name). Credentials the format cannot carry literally, or two different
+    ones for one host, raise ValueError (naming the masked URL, never the value)."""
+    entries: dict[str, tuple[str, str]] = {}
+    for url in urls:
+        parts = urllib.parse.urlsplit(url)
+        if parts.username is None:
+            continue
+        login, password = urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or "")
+        if not all(_NETRC_TOKEN.fullmatch(token) for token in (login, password)):
+            raise ValueError(f"{masked(url)}: the user or password is empty or has a blank, quote, backslash, # or "
+                             "non-ASCII character, which a netrc file cannot hold; use a token without them")
+        if entries.setdefault(parts.hostname, (login, password)) != (login, password):
+            raise ValueError(f"{masked(url)}: another index on {parts.hostname} has other credentials; "
+                             "a netrc holds one login per host: use the same token for both")
+    return "".join(f"machine {host} login {login} password {password}\n" for host, (login, password) in entries.items())
 
 
 def wheel_versions(page: str, project: str = "sglang") -> list[Version]:

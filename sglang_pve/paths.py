@@ -27,6 +27,7 @@ RELEASES_DIR = f"{STATE_DIR}/releases"  # <id>.json records, blobs/ of the files
 LOGROTATE = "/etc/logrotate.d/sglang-pve"
 SGLANG_DEFAULT_PORT = 30000  # SGLang's own, when a configuration sets no port
 SECRETS_DIR = f"{ETC_DIR}/secrets"  # root-only (0600) files: SGLang's config with its keys, secret environment
+INDEX_NETRC = f"{SECRETS_DIR}/index.netrc"  # credentials of the index URLs, read by pip and uv through NETRC=
 SERVER_HOME = "sglang"  # StateDirectory=/CacheDirectory= name: /var/lib/sglang, /var/cache/sglang
 
 

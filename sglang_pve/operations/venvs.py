@@ -5,12 +5,12 @@ from dataclasses import dataclass, field
 from io import BytesIO
 
 from pyinfra import host
-from pyinfra.api import FileUploadCommand, HiddenValue, OperationError, QuoteString, StringCommand, operation
+from pyinfra.api import FileUploadCommand, OperationError, QuoteString, StringCommand, operation
 
 from .. import paths
 from ..facts.venvs import SglangVenv
-from ..index import masked
-from .files import ManagedFile
+from ..index import masked, netrc_text, without_credentials
+from .files import ManagedFile, converge
 
 LOCK_IN_BUILD = "sglang-pve.lock"  # the lock's name inside the venv being built
 _REPORT = "sglang-pve-report.json"
@@ -39,13 +39,28 @@ class Source:
     hooks: tuple[ManagedFile, ...] = field(default=())  # files every venv gets (the NCCL startup hook)
 
     def index_args(self, uv: bool = False) -> list:
-        """Index options; URLs with credentials are masked in pyinfra's output."""
+        """Index options, the URLs without credentials: those reach the installer through NETRC=,
+        never its argv (visible to every user in ps)."""
         args = []
         for flag, url in [("--index-url", self.index_url)] + [("--extra-index-url", u) for u in self.extra_index_urls]:
-            args += [flag, QuoteString(HiddenValue(url) if "@" in url else url)]
+            args += [flag, QuoteString(without_credentials(url))]
         if uv:  # SGLang's nightly index and PyPI both carry torch: pick the best match across them
             args += ["--index-strategy", "unsafe-best-match", "--prerelease", "allow"]
         return args
+
+    @property
+    def netrc(self) -> ManagedFile | None:
+        """The root-only netrc holding the indexes' credentials; None when they need none."""
+        try:
+            text = netrc_text((self.index_url, *self.extra_index_urls))
+        except ValueError as error:
+            raise OperationError(f"sglang_index_url / sglang_extra_index_urls: {error}") from None
+        return ManagedFile(paths.INDEX_NETRC, text, mode="600", secret=True) if text else None
+
+    @property
+    def env(self) -> list:
+        """What precedes every installer command: NETRC= when the indexes need credentials."""
+        return [f"NETRC={paths.INDEX_NETRC}"] if self.netrc else []
 
     def lock_header(self, version: str) -> str:
         urls = [f"# index-url {masked(self.index_url)}"] + [f"# extra-index-url {masked(u)}" for u in self.extra_index_urls]
@@ -65,12 +80,12 @@ def _resolve(source: Source, version: str, build: str) -> list:
     header = ["printf", "%s", QuoteString(source.lock_header(version)), ">", lock]
     requirement = QuoteString(f"sglang=={version}")
     if source.installer == "uv":
-        compile_ = ["printf", QuoteString("%s\\n"), requirement, "|", QuoteString(f"{paths.UV_VENV}/bin/uv"), "pip", "compile", "-",
+        compile_ = ["printf", QuoteString("%s\\n"), requirement, "|", *source.env, QuoteString(f"{paths.UV_VENV}/bin/uv"), "pip", "compile", "-",
                     "--quiet", "--generate-hashes", "--no-header", "--no-annotate",
                     "--python", QuoteString(f"{build}/bin/python"), *source.index_args(uv=True), ">>", lock]
         return _and(header, compile_)
     report = QuoteString(f"{build}/{_REPORT}")
-    pip = [QuoteString(f"{build}/bin/pip"), "install", "--quiet", "--disable-pip-version-check", "--no-input",
+    pip = [*source.env, QuoteString(f"{build}/bin/pip"), "install", "--quiet", "--disable-pip-version-check", "--no-input",
            "--dry-run", "--report", report, *source.index_args(), requirement]
     convert = [QuoteString(f"{build}/bin/python"), "-c", QuoteString(_REPORT_TO_LOCK), report, ">>", lock]
     return _and(pip, header, convert, ["rm", "-f", report])
@@ -80,9 +95,9 @@ def _install(source: Source, build: str) -> list:
     """Install exactly the lock: hashes required, no dependency resolution."""
     lock = QuoteString(f"{build}/{LOCK_IN_BUILD}")
     if source.installer == "uv":
-        return [QuoteString(f"{paths.UV_VENV}/bin/uv"), "pip", "install", "--quiet", "--require-hashes", "--no-deps",
+        return [*source.env, QuoteString(f"{paths.UV_VENV}/bin/uv"), "pip", "install", "--quiet", "--require-hashes", "--no-deps",
                 "--python", QuoteString(f"{build}/bin/python"), *source.index_args(uv=True), "-r", lock]
-    return [QuoteString(f"{build}/bin/pip"), "install", "--quiet", "--disable-pip-version-check", "--no-input",
+    return [*source.env, QuoteString(f"{build}/bin/pip"), "install", "--quiet", "--disable-pip-version-check", "--no-input",
             "--no-compile", "--require-hashes", "--no-deps", *source.index_args(), "-r", lock]
 
 
@@ -121,11 +136,13 @@ def venv(path: str, version: str, source: Source, lock: str | None = None):
     if current.version == version and current.lock_sha256:
         host.noop(f"sglang {version} is installed in {path}, locked")
         return
+    if source.netrc:  # rewritten before every build: credentials changed in the data reach the host
+        yield from converge([source.netrc], {})
     if source.installer == "uv" and current.uv != source.uv_version:
         uv_pip = QuoteString(f"{paths.UV_VENV}/bin/pip")
         yield StringCommand(*_and(
             ["python3", "-m", "venv", QuoteString(paths.UV_VENV)],
-            [uv_pip, "install", "--quiet", "--disable-pip-version-check", "--no-input", *source.index_args(),
+            [*source.env, uv_pip, "install", "--quiet", "--disable-pip-version-check", "--no-input", *source.index_args(),
              QuoteString(f"uv=={source.uv_version}")],
         ))
 

@@ -10,6 +10,7 @@ import threading
 
 import pytest
 from packaging.version import Version
+from pyinfra.api import OperationError, StringCommand
 
 from sglang_pve import index
 from sglang_pve.agent.releases import ReleaseError, Store
@@ -185,7 +186,7 @@ def test_venv_is_built_beside_its_path_from_a_hash_lock_and_moved_into_place():
     joined = "\n".join(venv_run(["uv 0.13.9"], source=SOURCE))
     build = "/opt/v/.sglang-1.0.partial"
     assert f"python3 -m venv {build}" in joined
-    assert "pip compile - --quiet --generate-hashes" in joined and "--index-url '*MASKED*'" in joined  # credentials masked
+    assert "pip compile - --quiet --generate-hashes" in joined and "--index-url https://idx.example/simple" in joined
     assert "pip install --quiet --require-hashes --no-deps" in joined and "-c 'import sglang, yaml'" in joined
     assert f"|| {{ rm -rf {build} ; exit 1 ; }}" in joined  # a failed step leaves nothing half-built
     assert joined.index("--require-hashes") < joined.index(f"mv -T {build} /opt/v/sglang-1.0")
@@ -196,11 +197,65 @@ def test_venv_is_built_beside_its_path_from_a_hash_lock_and_moved_into_place():
 
 def test_venv_installs_uv_first_and_pip_resolves_through_its_report():
     joined = "\n".join(venv_run([], source=SOURCE))
-    assert "pip install --quiet --disable-pip-version-check --no-input --index-url '*MASKED*' uv==0.13.9" in joined
+    assert ("NETRC=/etc/sglang/secrets/index.netrc /opt/sglang-pve/uv/bin/pip install --quiet --disable-pip-version-check "
+            "--no-input --index-url https://idx.example/simple uv==0.13.9") in joined
     pip = venvs.Source(index_url="https://pypi.org/simple", installer="pip")
     joined = "\n".join(venv_run([], source=pip))
     assert "uv" not in joined.replace("--no-input", "")
     assert "--dry-run --report" in joined and "--require-hashes --no-deps" in joined
+
+
+CANARY = "c4n4ry-T0k3n"
+
+
+def test_index_credentials_reach_the_installers_through_a_root_only_netrc_never_argv():
+    for installer in ("uv", "pip"):
+        source = venvs.Source(index_url=f"https://u:{CANARY}@idx.example/simple", installer=installer, uv_version="0.13.9",
+                              extra_index_urls=(f"https://u:{CANARY}@idx.example/whl/", "https://pypi.org/simple"))
+        for lock in (None, "sglang==1.0 --hash=sha256:00\n"):
+            commands = venv_run([], source=source, lock=lock)
+            assert CANARY not in "\n".join(commands) and "*MASKED*" not in "\n".join(commands)  # not hidden: absent
+            installers = [c for c in commands if " install " in c or " compile " in c]
+            assert installers and all("NETRC=/etc/sglang/secrets/index.netrc " in c for c in installers)
+            written = next(c for c in commands if "t=/etc/sglang/secrets/index.netrc;" in c)  # uploaded, then installed
+            assert "chown -h root:root" in written and "chmod 600" in written
+            assert commands.index(written) < commands.index(installers[0])
+        raw = StringCommand(*venvs._resolve(source, "1.0", "/b"), *venvs._install(source, "/b")).get_raw_value()
+        assert CANARY not in raw and "https://idx.example/whl/" in raw  # what the target's ps would show
+    plain = venvs.Source(index_url="https://pypi.org/simple", installer="pip")
+    assert plain.netrc is None and "NETRC" not in "\n".join(venv_run([], source=plain))
+
+
+def test_netrc_holds_one_entry_per_host_with_decoded_credentials():
+    source = venvs.Source(index_url="https://alice:p%40ss%2Fw0rd@idx.example/simple",
+                          extra_index_urls=("https://alice:p%40ss%2Fw0rd@idx.example:8443/whl/", "https://pypi.org/simple",
+                                            "https://__token__:t0k@other.example/simple"))
+    assert source.netrc.content == ("machine idx.example login alice password p@ss/w0rd\n"
+                                    "machine other.example login __token__ password t0k\n")
+    assert source.netrc.mode == "600" and source.netrc.user == "root" and source.netrc.secret
+    for bad in ("https://alice:s3cr3tX@idx.example/x/", "https://alice:s3cr3tX%20blank@idx.example/x/"):
+        with pytest.raises(OperationError) as error:
+            assert not venvs.Source(index_url="https://alice:p%40ss%2Fw0rd@idx.example/simple", extra_index_urls=(bad,)).netrc
+        assert "***@idx.example/x/" in str(error.value) and "w0rd" not in str(error.value) and "s3cr3tX" not in str(error.value)
+
+
+def test_netrc_content_is_hidden_under_diff(caplog):
+    import logging
+
+    from pyinfra.api import Config, State
+    from pyinfra.api.connect import connect_all
+    from pyinfra.api.inventory import Inventory
+    from pyinfra.api.operation import add_op
+
+    source = venvs.Source(index_url=f"https://u:{CANARY}@idx.example/simple", installer="pip")
+    inventory = Inventory((["@fake/t"], {"fake_delay": 0, "fake_delay_jitter": 0,
+                                         "fake_responses": {"import importlib.metadata": []}}))
+    state = State(inventory=inventory, config=Config(DIFF=True))
+    connect_all(state)
+    with caplog.at_level(logging.DEBUG):
+        add_op(state, venvs.venv, path="/opt/v/sglang-1.0", version="1.0", source=source)
+    assert "/etc/sglang/secrets/index.netrc (holds secrets: content not shown)" in caplog.text
+    assert CANARY not in caplog.text
 
 
 def test_venv_from_a_recorded_lock_does_not_resolve():
