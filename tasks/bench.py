@@ -9,7 +9,7 @@ Per configuration: a fresh start (SGLang's accept length counts from the start),
 single-stream decode run (concurrency 1, fixed lengths, real-text prompts, fixed seed) with a
 stdlib client on the target, and the metrics of SGLang's bench_serving; the configuration that
 ran before runs again at the end, also after a failure or Ctrl-C. Results: the history
-(bench-results/history.jsonl), a table here, bench-results/<run>.md and <run>.png.
+(bench-results/history.jsonl, with the host's current release), a table here, bench-results/<run>.md and <run>.png.
 `--dry` changes nothing (the benchmark runs at execution time only).
 """
 
@@ -23,6 +23,7 @@ from pyinfra.operations import python
 from sglang_pve.bench import prompts, runner
 from sglang_pve.config.bench import bench_options
 from sglang_pve.context import deployment, task_options
+from sglang_pve.facts.releases import Releases
 from sglang_pve.provision import is_node
 from sglang_pve.render import lifecycle_spec
 
@@ -50,5 +51,7 @@ if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and
             sglang_version=config.data.sglang_version,
             results_dir=results_dir,
             compare=options.compare,
+            release=host.get_fact(Releases).current,
+            api_key=config.secrets.api_key is not None,
         ),
     )

@@ -8,7 +8,10 @@ ITL. The controller uploads it with the plan, runs it in one SSH command (its pr
 stream back live), then reads the one result file.
 
 The plan (JSON): {"server", "host", "port", "prompts": [text, ...], "output_len", "warmup",
-"num_prompts", "concurrency": [1, 4, ...]}. Requests are SGLang's native streaming /generate,
+"num_prompts", "concurrency": [1, 4, ...], "api_key_file": null | path}. With an api-key the
+client reads it here, on the target, from the root-only SGLang config the deploy wrote
+(/etc/sglang/secrets/NAME.yaml) and sends `Authorization: Bearer <key>`: the key never travels
+through argv, the plan, the SSH session's output or the controller. Requests are SGLang's native streaming /generate,
 greedy, ignore_eos, max_new_tokens = output_len: the same requests as
 `bench_serving --backend sglang`, and each chunk is timed the way it times them (see
 record_chunk). Metrics are computed on the controller (sglang_pve.bench.metrics) from the raw
@@ -26,6 +29,27 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 TIMEOUT_S = 600
+API_KEY = "api-key"  # the flag's key in SGLang's --config YAML (sglang_pve.render.server_yaml)
+
+
+def read_api_key(path: str | None) -> str | None:
+    """The `api-key: KEY` of SGLang's config file at `path` (None without a path or a key).
+    Stdlib only: the secret alphabet (sglang_pve.config.secrets) has no blank, quote or backslash,
+    so PyYAML's dump of it is one line, plain or in one pair of quotes."""
+    if not path:
+        return None
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            name, colon, value = line.partition(":")
+            if colon and name == API_KEY:
+                value = value.strip()
+                return value[1:-1] if len(value) > 1 and value[0] == value[-1] and value[0] in "'\"" else value
+    return None
+
+
+def headers(api_key: str | None, **extra) -> dict:
+    """Request headers; the key (when the server has one) as SGLang checks it."""
+    return {**extra, "User-Agent": "sglang-pve-bench", **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
 
 
 class Request:
@@ -66,13 +90,13 @@ class Request:
                 "spec_verify_ct": self.meta.get("spec_verify_ct"), "error": self.error}
 
 
-def generate(host: str, port: int, text: str, output_len: int) -> Request:
+def generate(host: str, port: int, text: str, output_len: int, api_key: str | None = None) -> Request:
     request = Request()
     body = json.dumps({"text": text, "stream": True, "sampling_params": {
         "max_new_tokens": output_len, "temperature": 0.0, "ignore_eos": True}})
     connection = http.client.HTTPConnection(host, port, timeout=TIMEOUT_S)
     try:
-        connection.request("POST", "/generate", body=body, headers={"Content-Type": "application/json"})
+        connection.request("POST", "/generate", body=body, headers=headers(api_key, **{"Content-Type": "application/json"}))
         response = connection.getresponse()
         if response.status != 200:
             request.error = f"HTTP {response.status}: {response.read(300).decode(errors='replace')}"
@@ -98,10 +122,10 @@ def generate(host: str, port: int, text: str, output_len: int) -> Request:
     return request
 
 
-def get_json(host: str, port: int, path: str) -> dict:
+def get_json(host: str, port: int, path: str, api_key: str | None = None) -> dict:
     connection = http.client.HTTPConnection(host, port, timeout=60)
     try:
-        connection.request("GET", path)
+        connection.request("GET", path, headers=headers(api_key))
         response = connection.getresponse()
         return json.loads(response.read()) if response.status == 200 else {"error": f"HTTP {response.status}"}
     except (OSError, ValueError, http.client.HTTPException) as error:
@@ -110,14 +134,14 @@ def get_json(host: str, port: int, path: str) -> dict:
         connection.close()
 
 
-def run(plan: dict, prompts: list, concurrency: int, label: str) -> dict:
+def run(plan: dict, prompts: list, concurrency: int, label: str, api_key: str | None = None) -> dict:
     """`prompts` with at most `concurrency` in flight; progress on stdout every request."""
     done, lock = [0], threading.Lock()
     tok_total = [0]
     tic = time.perf_counter()
 
     def one(text: str) -> Request:
-        request = generate(plan["host"], plan["port"], text, plan["output_len"])
+        request = generate(plan["host"], plan["port"], text, plan["output_len"], api_key)
         with lock:
             done[0] += 1
             tok_total[0] += request.output_len
@@ -141,17 +165,18 @@ def main(argv=None) -> int:
     with open(args.plan, encoding="utf-8") as handle:
         plan = json.load(handle)
     prompts = plan["prompts"]
+    api_key = read_api_key(plan.get("api_key_file"))
     result = {"warmup": [], "runs": [], "server_info": None}
     warm = [prompts[i % len(prompts)] for i in range(plan["warmup"])]
     if warm:
-        result["warmup"] = run({**plan, "output_len": min(plan["output_len"], 32)}, warm, 1, "warm-up")["requests"]
+        result["warmup"] = run({**plan, "output_len": min(plan["output_len"], 32)}, warm, 1, "warm-up", api_key)["requests"]
     for concurrency in plan["concurrency"]:
         count = plan["num_prompts"] if concurrency == 1 else max(plan["num_prompts"], 2 * concurrency)
         batch = [prompts[i % len(prompts)] for i in range(count)]
         label = "single-stream decode" if concurrency == 1 else f"concurrency {concurrency}"
-        result["runs"].append(run(plan, batch, concurrency, label))
+        result["runs"].append(run(plan, batch, concurrency, label, api_key))
         if result["server_info"] is None:  # accept length since start, as bench_serving reads it
-            result["server_info"] = get_json(plan["host"], plan["port"], "/server_info")
+            result["server_info"] = get_json(plan["host"], plan["port"], "/server_info", api_key)
     with open(args.out, "w", encoding="utf-8") as handle:
         json.dump(result, handle)
     failed = sum(1 for run_ in result["runs"] for r in run_["requests"] if r["error"])

@@ -43,7 +43,8 @@ class Job:
     sglang_version: str
     results_dir: Path
     compare: str | None = None
-    release: str | None = None
+    release: str | None = None  # the host's current release (the Releases fact, read once per run)
+    api_key: bool = False  # the servers want sglang_secrets.api-key: the client reads it on the target
     extra: dict = field(default_factory=dict)
 
 
@@ -145,7 +146,8 @@ def _measure(host, job: Job, name: str, position: str) -> dict:
 def _run_client(host, job: Job, name: str) -> dict | None:
     endpoint_host, port = job.endpoints[name]
     plan_path, out_path = f"{REMOTE_DIR}/plan-{name}.json", f"{REMOTE_DIR}/result-{name}.json"
-    plan = {**job.plan, "server": name, "host": endpoint_host, "port": port}
+    plan = {**job.plan, "server": name, "host": endpoint_host, "port": port,
+            "api_key_file": paths.secret_config_path(name) if job.api_key else None}
     host.put_file(BytesIO(json.dumps(plan).encode()), plan_path, print_output=False)
     host.run_shell_command(StringCommand("rm", "-f", out_path), print_output=False)
     # Progress lines of the client stream back live (print_output).
@@ -159,7 +161,7 @@ def _run_client(host, job: Job, name: str) -> dict | None:
 
 def _report(host, job: Job, records: list[dict]) -> None:
     history_path = results.append(job.results_dir, records)
-    title = f"sglang-pve bench {job.run_id} on {host.name}"
+    title = f"sglang-pve bench {job.run_id} on {host.name}, release {job.release or '-'}"
     markdown = job.results_dir / f"{job.run_id}.md"
     markdown.write_text(results.render_markdown(records, title), encoding="utf-8")
     png = chart.write_png(records, job.results_dir / f"{job.run_id}.png", title)

@@ -7,8 +7,9 @@ import json
 
 import pytest
 
+from sglang_pve import paths
 from tests.conftest import PROJECT
-from tests.integration.conftest import pyinfra, refresh_simulator, set_faults, unit_state
+from tests.integration.conftest import on_target, pyinfra, refresh_simulator, set_faults, unit_state
 
 pytestmark = pytest.mark.lab
 
@@ -46,6 +47,9 @@ def test_all_four_configurations_measured_at_the_simulators_rates(deployed):
     run_id = records[0]["run_id"]
     assert (deployed / f"{run_id}.png").read_bytes()[:4] == b"\x89PNG"
     assert "| eagle3-5step | ok |" in (deployed / f"{run_id}.md").read_text()
+    current = json.loads(on_target("python3", "-I", paths.AGENT, "releases", "--dir", paths.RELEASES_DIR).stdout)["current"]
+    assert current and {r["release"] for r in records} == {current}  # the host's release, in every row
+    assert f"release {current}" in (deployed / f"{run_id}.md").read_text() and f"release {current}" in output
     assert "x baseline" in output and "single-stream decode 3/3 requests done" in output
     assert unit_state("sglang-baseline.service")["ActiveState"] == "active"  # running again
 

@@ -188,6 +188,15 @@ def test_no_canary_in_output_argv_journal_units_or_anything_a_user_can_read(keye
     assert API_KEY in sh(f"grep -h server_args {paths.log_path('baseline')} | tail -1")
 
 
+def test_the_benchmark_authenticates_with_the_key_it_reads_on_the_target(keyed, tmp_path):
+    _, output = pyinfra(*keyed["data"], "--data", "configs=baseline", "--data", "num_prompts=2", "--data", "output_len=16",
+                        "--data", "warmup=0", "--data", f"bench_results_dir={tmp_path}", deploy="tasks/bench.py")
+    (record,) = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
+    assert record["status"] == "ok" and record["single_stream"]["completed"] == 2, record["diagnosis"]  # not 401
+    assert not [c for c in CANARIES if c in output + (tmp_path / "history.jsonl").read_text()]
+    assert sh(f"systemctl is-active {paths.unit_name('baseline')}").strip() == "active"  # running again
+
+
 def test_status_and_diagnoses_hide_the_key_that_the_log_holds(keyed):
     # a start that stalls: the gate's diagnosis carries the log's tail, SGLang's server_args line included
     sh(f"rm -f {paths.DIAGNOSES_DIR}/baseline-*.json")

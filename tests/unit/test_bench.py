@@ -96,3 +96,57 @@ def test_history_and_the_change_against_an_earlier_run(tmp_path):
     assert earlier == "20261129T120000Z-gpu1"
     change = results.render_change(new, results.run_records(history, earlier, "gpu1"))
     assert "80.0 ->   88.0" in change and "+10.0%" in change
+
+
+@pytest.mark.parametrize("key", ["3f9a0c1d5e7b", "12345", "true", "*star&amp", "k:v-with-colon"])
+def test_the_client_reads_the_api_key_from_the_root_only_config_the_deploy_renders(tmp_path, key):
+    from sglang_pve.config import load_deployment
+    from sglang_pve.config.secrets import Secret
+    from sglang_pve.render import server_yaml
+    from tests.conftest import PROJECT, group_data
+
+    server = load_deployment("sglang1", group_data("all"), PROJECT).servers["baseline"]
+    path = tmp_path / "baseline.yaml"
+    path.write_text(server_yaml(server, {"api-key": Secret(key, "test")}))  # PyYAML quotes some of these
+    assert client.read_api_key(str(path)) == key
+    path.write_text(server_yaml(server))
+    assert client.read_api_key(str(path)) is None and client.read_api_key(None) is None
+
+
+def test_every_request_of_the_client_carries_the_bearer_key(tmp_path):
+    """A real HTTP server that answers 401 without the key, as SGLang does with --api-key."""
+    import http.server
+    import threading
+
+    seen = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _reply(self, body: bytes):
+            seen.append((self.command, self.path, self.headers.get("Authorization")))
+            ok = self.headers.get("Authorization") == "Bearer s3cret"
+            self.send_response(200 if ok else 401)
+            self.send_header("Content-Length", str(len(body) if ok else 0))
+            self.end_headers()
+            self.wfile.write(body if ok else b"")
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self._reply(b'data: {"text": "a", "meta_info": {"completion_tokens": 1}}\n\ndata: [DONE]\n\n')
+
+        def do_GET(self):
+            self._reply(b'{"version": "sim"}')
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        assert client.generate("127.0.0.1", port, "hi", 1, "s3cret").error is None
+        assert client.get_json("127.0.0.1", port, "/server_info", "s3cret") == {"version": "sim"}
+        assert client.generate("127.0.0.1", port, "hi", 1).error.startswith("HTTP 401")  # the gap this closes
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert [a for _, _, a in seen] == ["Bearer s3cret", "Bearer s3cret", None]
