@@ -7,6 +7,9 @@ configuration, any rendered file, the NCCL profile). Everything lives in one roo
     <id>.json        one record per release, 0600
     blobs/<sha256>   the content of every recorded file and lock, 0600, shared between releases
     current          the id of the release that runs (written once its readiness gate passed)
+    pending          the id of the release a switch is under way to (written before it stops
+                     anything, removed once it ended in a ready or a reverted release): present
+                     after a switch was killed, when what runs is unknown and must switch again
 
 A record (ids sort by time; the suffix is the release's fingerprint):
 
@@ -104,6 +107,19 @@ class Store:
     def current(self) -> dict | None:
         current = self.current_id()
         return self.get(current) if current else None
+
+    def pending(self) -> str | None:
+        try:
+            with open(self._path("pending"), encoding="utf-8") as handle:
+                return handle.read().strip() or None
+        except OSError:
+            return None
+
+    def set_pending(self, release_id: str | None) -> None:
+        if release_id is None:
+            _remove(self._path("pending"))
+        else:
+            state.write_atomic(self._path("pending"), release_id + "\n", mode=0o600)
 
     def save(self, record: dict) -> None:
         state.write_json(self._path(f"{record['id']}.json"), record, mode=0o600)
@@ -227,7 +243,8 @@ class Store:
     def summary(self, with_files_of: str | None = None) -> dict:
         """Everything the controller's Releases fact needs, in one document. `with_files_of`
         (an id, or "previous") adds that release's file contents (base64) and lock."""
-        report = {"current": self.current_id(), "releases": self.records(), "previous": self.previous_id()}
+        report = {"current": self.current_id(), "pending": self.pending(), "releases": self.records(),
+                  "previous": self.previous_id()}
         if not with_files_of:
             return report
         try:

@@ -144,6 +144,7 @@ def switch(store: Store, release_id: str, say, keep: int = 5, venvs_dir: str | N
     started = time.monotonic()
     timings: dict = {}
     release, previous = store.get(release_id), store.current()
+    store.set_pending(release["id"])  # until the switch ends: a kill before then leaves it for a rerun
     try:
         failure = _run(store, release, say, timings)
     except (SwitchError, ReleaseError, spec_module.SpecError, subprocess.TimeoutExpired) as error:
@@ -151,6 +152,7 @@ def switch(store: Store, release_id: str, say, keep: int = 5, venvs_dir: str | N
     timings["total_s"] = round(time.monotonic() - started, 2)
     if failure is None:
         _make_current(store, release, say, keep, venvs_dir)
+        store.set_pending(None)
         say("switch-timings " + json.dumps(timings, sort_keys=True))
         return exitcodes.OK
 
@@ -168,6 +170,7 @@ def switch(store: Store, release_id: str, say, keep: int = 5, venvs_dir: str | N
     if revert_failure:
         say(f"revert to release {previous['id']} failed too: {revert_failure}", error=True)
         return exitcodes.SWITCH_FAILED
+    store.set_pending(None)
     say(f"reverted: release {previous['id']} runs again. The switch to {release['id']} failed: {failure}", error=True)
     say("switch-timings " + json.dumps(timings, sort_keys=True))
     return exitcodes.SWITCH_REVERTED

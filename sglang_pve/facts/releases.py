@@ -13,6 +13,7 @@ from .. import paths
 @dataclass(frozen=True)
 class ReleaseReport:
     current: str | None = None  # id of the release that runs
+    pending: str | None = None  # id of a release whose switch did not end (killed): what runs is unknown
     releases: list = field(default_factory=list)  # records, oldest first
     previous: str | None = None  # where a rollback goes by default
     running: list = field(default_factory=list)  # units of the current release that run
@@ -51,7 +52,7 @@ class Releases(FactBase[ReleaseReport]):
             return ReleaseReport()
         document = json.loads(text)
         return ReleaseReport(
-            current=document["current"], releases=document["releases"], previous=document["previous"],
+            current=document["current"], pending=document.get("pending"), releases=document["releases"], previous=document["previous"],
             running=document["running"], target=document.get("target"),
             contents={path: base64.b64decode(data) for path, data in (document.get("contents") or {}).items()},
             lock=document.get("lock"), error=document.get("error"),

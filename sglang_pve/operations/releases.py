@@ -86,7 +86,9 @@ def _apply(spec: dict, keep: int, venvs_dir: str, record_only: bool = False) -> 
 
 
 def _running(report, record: dict | None) -> bool:
-    return bool(record) and (record["active_server"] is None or paths.unit_name(record["active_server"]) in report.running)
+    """The record's server runs, and no switch was left unfinished (a killed switch may have
+    started another server, or none): otherwise the rerun switches again."""
+    return report.pending is None and bool(record) and (record["active_server"] is None or paths.unit_name(record["active_server"]) in report.running)
 
 
 @operation()

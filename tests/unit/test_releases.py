@@ -157,6 +157,25 @@ def test_one_record_and_switch_at_a_time(tmp_path):
         pass
 
 
+def test_a_switch_is_pending_until_it_ends(tmp_path, monkeypatch):
+    from sglang_pve.agent import switch
+
+    store = Store(str(tmp_path / "releases"))
+    release = store.record(_spec(tmp_path))
+
+    def killed(*_):
+        assert store.pending() == release["id"]  # written before anything stops
+        raise KeyboardInterrupt  # the agent dies mid-switch, as under SIGKILL nothing after runs
+
+    monkeypatch.setattr(switch, "_run", killed)
+    with pytest.raises(KeyboardInterrupt):
+        switch.switch(store, release["id"], lambda *a, **k: None)
+    assert store.summary()["pending"] == release["id"] and store.current_id() is None
+    monkeypatch.setattr(switch, "_run", lambda *_: None)
+    assert switch.switch(store, release["id"], lambda *a, **k: None) == 0
+    assert store.pending() is None and store.current_id() == release["id"]
+
+
 def test_release_change_and_table_name_what_differs(tmp_path):
     store = Store(str(tmp_path / "releases"))
     first = store.record(_spec(tmp_path, "1.0", unit="A\n"))
@@ -275,8 +294,9 @@ WANTED = releases.Release(sglang_version="1.0", venv="/v", active_server="a", un
                                                    "/etc/systemd/system/sglang-b.service": "2"})
 
 
-def release_run(release, running=("sglang-a.service",)):
-    report = {"current": RECORD["id"], "releases": [RECORD], "previous": None, "running": list(running)}
+def release_run(release, running=("sglang-a.service",), pending=None):
+    report = {"current": RECORD["id"], "pending": pending, "releases": [RECORD], "previous": None,
+              "running": list(running)}
     return run(releases.release, {"releases --dir": json.dumps(report)}, ("releases --dir",),
                release=release, keep=5, venvs_dir="/opt/v")
 
@@ -288,7 +308,8 @@ def test_release_is_a_noop_when_current_and_running():
 def test_release_switches_when_the_version_changes_or_the_server_is_down():
     from dataclasses import replace
 
-    for commands in (release_run(replace(WANTED, sglang_version="2.0")), release_run(WANTED, running=())):
+    for commands in (release_run(replace(WANTED, sglang_version="2.0")), release_run(WANTED, running=()),
+                     release_run(WANTED, pending=RECORD["id"])):  # a killed switch: what runs is unknown
         assert len(commands) == 1 and " apply --spec " in commands[0] and "--record-only" not in commands[0]
         spec = json.loads(base64.b64decode(commands[0].split("--spec ")[1].split()[0]))
         assert spec["lifecycle"] == "/etc/sglang/servers/a.lifecycle.json" and spec["lock"] == "/v.lock"
@@ -302,4 +323,7 @@ def test_release_records_without_restart_when_only_an_idle_configuration_changed
     assert "--record-only" in command
     changed = replace(WANTED, files=WANTED.files | {"/etc/systemd/system/sglang-a.service": "3"})
     [command] = release_run(changed)
+    assert "--record-only" not in command
+    [command] = release_run(replace(WANTED, files=WANTED.files | {"/etc/systemd/system/sglang-b.service": "3"}),
+                            pending=RECORD["id"])
     assert "--record-only" not in command
