@@ -97,23 +97,22 @@ class Store:
     def records(self) -> list:
         return [r for r in (state.read_json(self._path(f"{i}.json")) for i in self.ids()) if r]
 
-    def current_id(self) -> str | None:
+    def _read_id(self, name: str) -> str | None:
         try:
-            with open(self._path("current"), encoding="utf-8") as handle:
+            with open(self._path(name), encoding="utf-8") as handle:
                 return handle.read().strip() or None
         except OSError:
             return None
+
+    def current_id(self) -> str | None:
+        return self._read_id("current")
 
     def current(self) -> dict | None:
         current = self.current_id()
         return self.get(current) if current else None
 
     def pending(self) -> str | None:
-        try:
-            with open(self._path("pending"), encoding="utf-8") as handle:
-                return handle.read().strip() or None
-        except OSError:
-            return None
+        return self._read_id("pending")
 
     def set_pending(self, release_id: str | None) -> None:
         if release_id is None:
