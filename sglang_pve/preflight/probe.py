@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -200,14 +201,18 @@ def judge(venv, configs, timeout):
     for name, config in configs.items():
         env = dict(os.environ, **config["env"])
         running[name] = subprocess.Popen([python, "-c", JUDGE, name, config["path"], config["text"]], stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd="/", text=True)
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd="/", text=True,
+                                         start_new_session=True)  # its own group: killed whole on timeout
     verdicts = {}
     for name, proc in running.items():
         try:
             out = proc.communicate(timeout=timeout)[0]
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+            os.killpg(proc.pid, signal.SIGKILL)
+            try:  # a descendant that escaped the group may hold the pipe: abandon it, never wait on it
+                proc.communicate(timeout=1)
+            except subprocess.TimeoutExpired:
+                pass
             verdicts[name] = {"ok": None, "error": "SGLang's parser did not finish within %d s" % timeout}
             continue
         lines = [line[len(VERDICT):] for line in out.splitlines() if line.startswith(VERDICT)]
