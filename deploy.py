@@ -2,15 +2,15 @@
 
 Proxmox nodes (group pve_nodes) are prepared and provision their containers through the API first;
 then every container gets its deploy. A container that does not exist yet is deployed right after
-its node created it, in the same run (sglang_pve/connectors/guest.py says how).
+its node created it, in the same run (sglang_pve/provision/connector.py says how).
 Host data is validated first, for every host, before any remote command changes anything.
 """
 
 from pyinfra import local
 
-from sglang_pve.context import deployment
-from sglang_pve.operations.guest import deploy_when_provisioned, nodes_done
-from sglang_pve.provision import is_node, own_spec, pending
+from sglang_pve.deploy.context import deployment
+from sglang_pve.provision.guest_deploy import deploy_when_provisioned, nodes_done
+from sglang_pve.provision.roles import is_node, own_spec, pending
 
 GUEST_TASKS = [
     "tasks/preflight.py",  # reads the host; refuses before any change

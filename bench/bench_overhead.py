@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.integration.conftest import pyinfra  # noqa: E402
+from tests.lab.conftest import pyinfra  # noqa: E402
 
 
 def main() -> int:

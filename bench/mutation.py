@@ -33,8 +33,8 @@ TARGETS = {
                                       "tests/unit/test_agent_real_logs.py"],
     "sglang_pve/agent/phases.py": ["tests/unit/test_agent_phases.py", "tests/unit/test_agent_logs.py",
                                    "tests/unit/test_agent_real_logs.py"],
-    "sglang_pve/operations/files.py": ["tests/unit/test_operations.py", "tests/unit/test_json_cases.py"],
-    "sglang_pve/operations/systemd.py": ["tests/unit/test_operations.py", "tests/unit/test_json_cases.py"],
+    "sglang_pve/deploy/operations/files.py": ["tests/unit/test_operations.py", "tests/unit/test_json_cases.py"],
+    "sglang_pve/deploy/operations/systemd.py": ["tests/unit/test_operations.py", "tests/unit/test_json_cases.py"],
 }
 _FLIP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
          ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is}

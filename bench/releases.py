@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sglang_pve import paths  # noqa: E402
 from tests.conftest import group_data  # noqa: E402
-from tests.integration.conftest import pyinfra, restore_servers, sh  # noqa: E402
+from tests.lab.conftest import pyinfra, restore_servers, sh  # noqa: E402
 
 VENVS = group_data("all")["sglang_venvs_dir"]
 PINNED = group_data("all")["sglang_version"]

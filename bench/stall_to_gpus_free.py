@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sglang_pve import paths  # noqa: E402
 from sglang_pve.agent.spec import STALL_PHASES  # noqa: E402
 from tests.conftest import group_data  # noqa: E402
-from tests.integration.conftest import (  # noqa: E402
+from tests.lab.conftest import (  # noqa: E402
     PROJECT,
     on_target_python,
     read_diagnosis,

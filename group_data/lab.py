@@ -25,7 +25,7 @@ lifecycle = {
     "gpu_free_timeout_s": 15,
 }
 
-# The lab's servers bind 0.0.0.0 on a host-only bridge: no key by default (tests/integration/
+# The lab's servers bind 0.0.0.0 on a host-only bridge: no key by default (tests/lab/
 # test_security.py deploys with one). The simulator publishes its fake GPU use in /run/sglang-sim,
 # which the sandboxed server may write only as its own runtime directory.
 allow_unauthenticated = True

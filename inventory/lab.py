@@ -13,8 +13,8 @@ import json
 import os
 
 from lab import layout
-from sglang_pve.inventory_env import InventoryEnv
-from sglang_pve.nccl.measured import with_measured
+from sglang_pve.config.inventory_env import InventoryEnv
+from sglang_pve.tools.nccl.measured import with_measured
 
 PASSWORD_ENV = "SGLANG_PVE_LAB_PVE_PASSWORD"
 GUEST, GUEST_ADDRESS = next(iter(layout.SGLANG_HOSTS.items()))

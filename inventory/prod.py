@@ -15,8 +15,8 @@ Secrets never live here: files you point at, or the environment. A new container
 is learnt through the node and pinned into SGLANG_PVE_KNOWN_HOSTS (never trusted on first use).
 """
 
-from sglang_pve.inventory_env import InventoryEnv
-from sglang_pve.nccl.measured import with_measured
+from sglang_pve.config.inventory_env import InventoryEnv
+from sglang_pve.tools.nccl.measured import with_measured
 
 env = InventoryEnv("inventory/prod.py")
 _ssh = {

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from lab import layout, lxcfs, network, rootfs
 from lab.shell import LabError, run
-from sglang_pve.passthrough import DeviceNode, allow_rules, lxc_config_lines
+from sglang_pve.provision.passthrough import DeviceNode, allow_rules, lxc_config_lines
 
 BOOT_TIMEOUT = 60.0
 

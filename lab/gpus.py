@@ -12,7 +12,7 @@ import stat
 from pathlib import Path
 
 from lab import layout
-from sglang_pve.passthrough import NVIDIA_MAJOR, DeviceNode, nvidia_devices
+from sglang_pve.provision.passthrough import NVIDIA_MAJOR, DeviceNode, nvidia_devices
 
 # fs/char_dev.c hands out dynamic majors from 254 down to 234 (then 511 down to 384)
 DYNAMIC_MAJORS = range(254, 233, -1)

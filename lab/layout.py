@@ -70,7 +70,7 @@ PVE_VERSION = int(os.environ.get("SGLANG_PVE_LAB_PVE_VERSION", "9"))  # the emul
 TEMPLATE = "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"
 # The one switch of the transition to provisioning: True while `lab up` creates sglang1 itself
 # (beside pve1); False now that the deploy creates it through pve1's API (tasks/containers.py,
-# inventory/lab.py; tests/integration/conftest.py provisions it for the tests).
+# inventory/lab.py; tests/lab/conftest.py provisions it for the tests).
 LAB_CREATES_SGLANG1 = False
 SGLANG_HOSTS = {"sglang1": f"{SUBNET}.11"}
 # The system containers `lab up` creates and boots directly (guests of pve1 are not among them).

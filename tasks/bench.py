@@ -20,12 +20,12 @@ from pathlib import Path
 from pyinfra import host, state
 from pyinfra.operations import python
 
-from sglang_pve.bench import prompts, runner
 from sglang_pve.config.bench import bench_options
-from sglang_pve.context import deployment, task_options
-from sglang_pve.facts.releases import Releases
-from sglang_pve.provision import is_node
-from sglang_pve.render import lifecycle_spec
+from sglang_pve.deploy.context import deployment, task_options
+from sglang_pve.deploy.facts.releases import Releases
+from sglang_pve.deploy.render import lifecycle_spec
+from sglang_pve.provision.roles import is_node
+from sglang_pve.tools.bench import prompts, runner
 
 if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and tasks/containers.py
     config = deployment()

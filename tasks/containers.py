@@ -8,8 +8,8 @@ otherwise changed key by key after a snapshot, started, its SSH host key pinned.
 """
 
 
-from sglang_pve.operations.container import container
-from sglang_pve.provision import containers, is_node, node_gpus, this_node
+from sglang_pve.provision.container import container
+from sglang_pve.provision.roles import containers, is_node, node_gpus, this_node
 
 if is_node():
     node = this_node()

@@ -3,11 +3,11 @@
 Debian/Ubuntu's own sitecustomize.py shadows a venv's), and a managed block in the user's shell rc."""
 
 
-from sglang_pve import paths
-from sglang_pve.context import deployment, site_packages
-from sglang_pve.operations import files
-from sglang_pve.provision import is_node
-from sglang_pve.render import nccl_block, nccl_files
+from sglang_pve.deploy import paths
+from sglang_pve.deploy.context import deployment, site_packages
+from sglang_pve.deploy.operations import files
+from sglang_pve.deploy.render import nccl_block, nccl_files
+from sglang_pve.provision.roles import is_node
 
 if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and tasks/containers.py
     config = deployment()

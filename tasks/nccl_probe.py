@@ -7,8 +7,8 @@
 
 All-reduce latency and bus bandwidth over all GPUs, at decode sizes (7168 x bf16 x batch 1..64)
 and prefill sizes (1..64 MiB), fresh process groups per profile (rounds, interleaved), CUDA-graph-timed trials
-(sglang_pve/nccl/allreduce_probe.py); the best profile per regime and overall for the host's
-`nccl_workload_mix`, named only outside the noise (sglang_pve/nccl/analysis.py). Stop the
+(sglang_pve/agent/allreduce_probe.py); the best profile per regime and overall for the host's
+`nccl_workload_mix`, named only outside the noise (sglang_pve/tools/nccl/analysis.py). Stop the
 server first: the probe needs the GPUs' memory. `--dry` changes nothing.
 """
 
@@ -18,9 +18,9 @@ from pyinfra import state
 from pyinfra.operations import python
 
 from sglang_pve.config.bench import probe_options
-from sglang_pve.context import deployment, task_options, venv
-from sglang_pve.nccl import runner
-from sglang_pve.provision import is_node
+from sglang_pve.deploy.context import deployment, task_options, venv
+from sglang_pve.provision.roles import is_node
+from sglang_pve.tools.nccl import runner
 
 if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and tasks/containers.py
     config = deployment()

@@ -3,8 +3,8 @@
     pyinfra inventory/lab.py tasks/preflight.py     alone: SGLang's parser judges every config
     local.include("tasks/preflight.py")             in deploy.py: only configs that would change
 
-One remote command reads the host (sglang_pve.facts.preflight); the rules are pure
-(sglang_pve.preflight). A problem stops the whole run here, at load time, before any operation;
+One remote command reads the host (sglang_pve.deploy.facts.preflight); the rules are pure
+(sglang_pve.deploy.preflight). A problem stops the whole run here, at load time, before any operation;
 warnings are logged and the run goes on.
 """
 
@@ -13,12 +13,12 @@ import os
 from pyinfra import host, logger, state
 from pyinfra.api.exceptions import MissingCommandError, PyinfraError
 
-from sglang_pve.context import deployment, venv
-from sglang_pve.facts.gpu import UserSpaceDriver
-from sglang_pve.facts.preflight import PreflightProbe
-from sglang_pve.preflight import check, probe_spec
-from sglang_pve.preflight.driver import driver_problems
-from sglang_pve.provision import is_node, node_driver
+from sglang_pve.deploy.context import deployment, venv
+from sglang_pve.deploy.facts.gpu import UserSpaceDriver
+from sglang_pve.deploy.facts.preflight import PreflightProbe
+from sglang_pve.deploy.preflight import check, probe_spec
+from sglang_pve.deploy.preflight.driver import driver_problems
+from sglang_pve.provision.roles import is_node, node_driver
 
 if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and tasks/containers.py
     alone = os.path.realpath(state.current_deploy_filename or "") == os.path.realpath(__file__)

@@ -10,9 +10,9 @@ GPUs, majors and driver version (the version preflight compares the containers' 
 
 from pyinfra.operations import systemd
 
-from sglang_pve.node_prep import DEVICE_NODES_UNIT, node_prep_files
-from sglang_pve.operations import files
-from sglang_pve.provision import is_node, node_gpus
+from sglang_pve.deploy.operations import files
+from sglang_pve.provision.node_prep import DEVICE_NODES_UNIT, node_prep_files
+from sglang_pve.provision.roles import is_node, node_gpus
 
 if is_node():
     gpus = node_gpus()

@@ -18,11 +18,11 @@ from pyinfra import host, logger
 from pyinfra.api.exceptions import PyinfraError
 
 from sglang_pve.config.tasks import rollback_options
-from sglang_pve.context import deployment, package_source, task_options
-from sglang_pve.facts.releases import Releases
-from sglang_pve.operations import files, releases, venvs
-from sglang_pve.provision import is_node
-from sglang_pve.status_report import releases_table
+from sglang_pve.deploy.context import deployment, package_source, task_options
+from sglang_pve.deploy.facts.releases import Releases
+from sglang_pve.deploy.operations import files, releases, venvs
+from sglang_pve.provision.roles import is_node
+from sglang_pve.tools.status_render import releases_table
 
 if not is_node():  # a container's task; a node's rollback is the snapshot mode
     config = deployment()

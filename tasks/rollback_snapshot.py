@@ -8,8 +8,8 @@ one is refused with the names of the newer ones and what to do.
 
 from pyinfra import host
 
-from sglang_pve.operations.snapshots import rolled_back
-from sglang_pve.provision import container_node, own_spec
+from sglang_pve.provision.roles import container_node, own_spec
+from sglang_pve.provision.snapshot_rollback import rolled_back
 
 spec = own_spec()
 if spec is not None:

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from pyinfra import state
 
-from sglang_pve import provenance
-from sglang_pve.context import deployment, site_packages, venv
-from sglang_pve.operations import releases, systemd
-from sglang_pve.provision import is_node
-from sglang_pve.render import release, server_files
+from sglang_pve.deploy import provenance
+from sglang_pve.deploy.context import deployment, site_packages, venv
+from sglang_pve.deploy.operations import releases, systemd
+from sglang_pve.deploy.render import release, server_files
+from sglang_pve.provision.roles import is_node
 
 if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and tasks/containers.py
     config = deployment()

@@ -2,10 +2,10 @@
 into place only when complete (earlier versions' venvs are kept while a release needs them)."""
 
 
-from sglang_pve.context import deployment, package_source, site_packages, venv
-from sglang_pve.operations import venvs
-from sglang_pve.provision import is_node
-from sglang_pve.render import nccl_files
+from sglang_pve.deploy.context import deployment, package_source, site_packages, venv
+from sglang_pve.deploy.operations import venvs
+from sglang_pve.deploy.render import nccl_files
+from sglang_pve.provision.roles import is_node
 
 if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and tasks/containers.py
     config = deployment()

@@ -9,10 +9,10 @@ commands per host; changes nothing.
 
 from pyinfra import host, logger
 
-from sglang_pve.facts.releases import Releases
-from sglang_pve.facts.status import ServerStatus
-from sglang_pve.provision import is_node
-from sglang_pve.status_report import render, render_release
+from sglang_pve.deploy.facts.releases import Releases
+from sglang_pve.deploy.facts.server_status import ServerStatus
+from sglang_pve.provision.roles import is_node
+from sglang_pve.tools.status_render import render, render_release
 
 if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and tasks/containers.py
     logger.info(render_release(host.name, host.get_fact(Releases)) + "\n" + render(host.name, host.get_fact(ServerStatus)))

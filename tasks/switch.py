@@ -6,9 +6,9 @@ the diagnosis. The next deploy.py switches back to the inventory's active_server
 """
 
 from sglang_pve.config.tasks import switch_options
-from sglang_pve.context import deployment, task_options
-from sglang_pve.operations import releases
-from sglang_pve.provision import is_node
+from sglang_pve.deploy.context import deployment, task_options
+from sglang_pve.deploy.operations import releases
+from sglang_pve.provision.roles import is_node
 
 if not is_node():  # a container's task
     config = deployment()

@@ -1,5 +1,5 @@
 """Hostile values and the fields they are tried in (tests/unit/test_hostile_input.py, and the lab's
-systemd read-back in tests/integration/test_security.py).
+systemd read-back in tests/lab/test_security.py).
 
 Every field whose value reaches a unit, an env file, the shell rc, the venv hook, the server YAML
 or a command: each value is either refused before any change (naming the key) or rendered so that

@@ -10,7 +10,7 @@
     holders [--spec FILE | --unit-prefix P]  processes holding /dev/nvidia*, as a JSON list
     apply --dir DIR --spec BASE64          record a release from the files on disk, switch to it (switch.py)
     switch --dir DIR --to ID               switch to a recorded release, reverting on failure (switch.py)
-    releases --dir DIR [--files-of ID]     the release records as JSON (releases.py)
+    releases --dir DIR [--files-of ID]     the release records as JSON (release_store.py)
 
 Exit codes are listed in exitcodes.py, environment overrides (tests only) in overrides.py;
 `--help` prints both.
@@ -25,7 +25,7 @@ import traceback
 
 from sglang_pve.agent import contract, exitcodes, gate, holders, overrides, procs, reaper, state, status, stopping, switch, watchdog
 from sglang_pve.agent.output import Reporter
-from sglang_pve.agent.releases import ReleaseError, Store
+from sglang_pve.agent.release_store import ReleaseError, Store
 from sglang_pve.agent.spec import SpecError, load
 
 DEFAULT_SPEC_DIR = contract.SERVERS_DIR
@@ -167,7 +167,7 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--keep", type=int, default=5, help="releases kept (default 5)")
         sub.add_argument("--venvs-dir", metavar="DIR", help="only venvs under DIR are removed with old releases")
         if name == "apply":
-            sub.add_argument("--spec", required=True, metavar="BASE64", help="the release (releases.Store.record), JSON, base64")
+            sub.add_argument("--spec", required=True, metavar="BASE64", help="the release (release_store.Store.record), JSON, base64")
             sub.add_argument("--record-only", action="store_true", help="what runs is unchanged: no stop, no start")
         else:
             sub.add_argument("--to", required=True, metavar="ID", help="the release to run")

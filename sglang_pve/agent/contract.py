@@ -1,6 +1,6 @@
 """What the deploy and the agent agree on, defined once, here (stdlib only: it ships in the zipapp).
 
-The deploy side (sglang_pve/paths.py, the pydantic model in sglang_pve/config/, render.py and the
+The deploy side (sglang_pve/deploy/paths.py, the pydantic model in sglang_pve/config/, render.py and the
 templates) imports these; the agent reads them directly. Nothing else spells them.
 """
 

@@ -27,7 +27,7 @@ import signal
 import threading
 import time
 
-from sglang_pve.agent import diagnosis, exitcodes, logfollow, output, phases, probe, procs, state, stopping, watchdog
+from sglang_pve.agent import diagnosis, exitcodes, health, logfollow, output, phases, procs, state, stopping, watchdog
 from sglang_pve.agent.phases import PhaseTracker
 from sglang_pve.agent.spec import Spec
 
@@ -99,7 +99,7 @@ class _Gate:
                 self._read()  # the last words
                 return self._fail("crash", main_alive)
             if main_alive and self.tracker.ready:
-                self.health = probe.get(spec.host, spec.port, "/health", HEALTH_TIMEOUT_S)
+                self.health = health.get(spec.host, spec.port, "/health", HEALTH_TIMEOUT_S)
                 if self.health.ok:
                     return self._succeed(on_ready)
             now = time.monotonic()

@@ -32,7 +32,7 @@ import socket
 import time
 from dataclasses import asdict
 
-from sglang_pve.agent import contract, diagnosis, gpus, holders, logfollow, output, phases, probe, restarts, state, systemd
+from sglang_pve.agent import contract, diagnosis, gpus, health, holders, logfollow, output, phases, restarts, state, systemd
 from sglang_pve.agent.spec import Spec, SpecError, load
 
 UNIT_PROPERTIES = [
@@ -87,8 +87,8 @@ def server(spec: Spec, unit: dict | None) -> dict:
         "restarts": _restarts(spec), "diagnosis": diagnosis.latest(spec),
     }
     started = _epoch(unit.get("ExecMainStartTimestampMonotonic"), now)
-    if active in ("active", "reloading", "activating", "deactivating") and probe.listening(spec.host, spec.port):
-        result = probe.get(spec.host, spec.port, "/health", HEALTH_TIMEOUT_S)
+    if active in ("active", "reloading", "activating", "deactivating") and health.listening(spec.host, spec.port):
+        result = health.get(spec.host, spec.port, "/health", HEALTH_TIMEOUT_S)
         entry["health"] = {"status": result.status, "error": result.error, "seconds": round(result.seconds, 3)}
     if active == "activating" and sub == "start-pre":
         since = _epoch(unit.get("InactiveExitTimestampMonotonic"), now) or now

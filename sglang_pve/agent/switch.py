@@ -24,7 +24,7 @@ import time
 
 from sglang_pve.agent import diagnosis, exitcodes, gpus, holders, overrides
 from sglang_pve.agent import spec as spec_module
-from sglang_pve.agent.releases import ReleaseError, Store
+from sglang_pve.agent.release_store import ReleaseError, Store
 
 POLL_S = 0.2
 

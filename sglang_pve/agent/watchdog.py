@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 
-from sglang_pve.agent import diagnosis, exitcodes, logfollow, phases, probe, procs, restarts, state, stopping, systemd
+from sglang_pve.agent import diagnosis, exitcodes, health, logfollow, phases, procs, restarts, state, stopping, systemd
 from sglang_pve.agent.spec import Spec
 
 TICK_S = 1.0  # how often the main PID is checked between probes
@@ -85,7 +85,7 @@ def run(spec: Spec, main_pid: int | None, say, *, tick_s: float = TICK_S) -> int
         if stopping.requested(spec):
             say(f"{spec.unit} is being stopped (drain); watchdog exits")
             return exitcodes.OK
-        result = probe.get(spec.host, spec.port, "/health_generate", wd.timeout_s)
+        result = health.get(spec.host, spec.port, "/health_generate", wd.timeout_s)
         busy = _progressed(follower.poll())
         if busy:
             last_growth = time.monotonic()

@@ -5,8 +5,8 @@
     deployment.servers["baseline"].args.as_flags()
 """
 
-from .deployment import Deployment, load_deployment
-from .errors import ConfigError, Problem
-from .servers import ServerConfig
+from sglang_pve.config.deployment import Deployment, load_deployment
+from sglang_pve.config.errors import ConfigError, Problem
+from sglang_pve.config.servers import ServerConfig
 
 __all__ = ["ConfigError", "Deployment", "Problem", "ServerConfig", "load_deployment"]

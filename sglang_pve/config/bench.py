@@ -12,9 +12,9 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .deployment import Deployment
-from .errors import ConfigError, Problem
-from .problems import problems_from
+from sglang_pve.config.deployment import Deployment
+from sglang_pve.config.errors import ConfigError, Problem
+from sglang_pve.config.problems import problems_from
 
 _RUN_ID = re.compile(r"^(previous|[0-9TZ]{16}-[A-Za-z0-9._-]+)$")
 

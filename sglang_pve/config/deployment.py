@@ -7,12 +7,12 @@ from typing import Annotated, Literal
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .errors import ConfigError, Problem
-from .nccl import check_profile
-from .problems import problems_from
-from .safe import HostPath, Name, Text
-from .secrets import SecretsData, ServerSecrets, read_secrets
-from .servers import ServerConfig, build_servers, env_name_problem, read_servers_file
+from sglang_pve.config.errors import ConfigError, Problem
+from sglang_pve.config.nccl import check_profile
+from sglang_pve.config.problems import problems_from
+from sglang_pve.config.safe import HostPath, Name, Text
+from sglang_pve.config.secrets import SecretsData, ServerSecrets, read_secrets
+from sglang_pve.config.servers import ServerConfig, build_servers, env_name_problem, read_servers_file
 
 _LIMIT = r"^(infinity|[0-9]+[KMGT]?)$"
 _VERSION = r"^[A-Za-z0-9.+!_-]{1,128}$"  # PEP 440's alphabet: a version is part of the venv path
@@ -70,7 +70,7 @@ class HostData(BaseModel):
 class Deployment(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
     data: HostData
-    sglang_version: str  # exact: data.sglang_version, or the nightly it resolved to (sglang_pve.index)
+    sglang_version: str  # exact: data.sglang_version, or the nightly it resolved to (sglang_pve.deploy.index)
     nccl_env: dict[str, str]  # the active profile, values as strings
     servers: dict[str, ServerConfig]
     secrets: ServerSecrets = ServerSecrets()
@@ -88,7 +88,7 @@ def secret_env_problems(data: SecretsData) -> list[Problem]:
 def load_deployment(host_name: str, data: dict, project_dir: Path, resolve=lambda d: d.sglang_version) -> Deployment:
     """Validate everything the deploy needs from `data` (host.data as a dict); raise ConfigError
     listing every problem, before any remote command runs. `resolve(host_data)` gives the exact
-    SGLang version (context._resolve: sglang_pve.index for nightly specs; it may raise ConfigError)."""
+    SGLang version (context._resolve: sglang_pve.deploy.index for nightly specs; it may raise ConfigError)."""
     try:
         host_data = HostData.model_validate(data)
     except ValidationError as exc:

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from ..escape import printable
+from sglang_pve.deploy.escape import printable
 
 
 class Hidden:

@@ -9,7 +9,7 @@ import dataclasses
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
-from ..agent import spec
+from sglang_pve.agent import spec
 
 _STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 

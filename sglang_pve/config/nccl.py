@@ -11,8 +11,8 @@ the host, line by line and unquoted, so a value can never add a line there.
 import re
 from difflib import get_close_matches
 
-from .errors import Problem
-from .safe import ascii_digits
+from sglang_pve.config.errors import Problem
+from sglang_pve.config.safe import ascii_digits
 
 _PROTOCOLS = {"LL", "LL128", "SIMPLE"}
 _ALGORITHMS = {"RING", "TREE", "COLLNETDIRECT", "COLLNETCHAIN", "NVLS", "NVLSTREE", "PAT"}

@@ -4,7 +4,7 @@ from difflib import get_close_matches
 
 from pydantic import BaseModel, ValidationError
 
-from .errors import Problem
+from sglang_pve.config.errors import Problem
 
 
 def _fix(error: dict, known: list[str]) -> str:

@@ -12,8 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import ConfigError, Problem
-from .problems import problems_from
+from sglang_pve.config.errors import ConfigError, Problem
+from sglang_pve.config.problems import problems_from
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # an inventory host / Proxmox node name
 _STORAGE = r"^[a-z][a-z0-9._-]*$"  # pve-storage-id

@@ -1,7 +1,7 @@
 """Safe alphabets for strings that end up in units, env files, shell rcs, Python hooks and commands.
 
 Checked where input enters (every model field uses these types), so a value can never add a
-line, a directive or code; templates still escape on the way out (sglang_pve.escape).
+line, a directive or code; templates still escape on the way out (sglang_pve.deploy.escape).
 
     Text                     any printable text: no control characters (C0, DEL, C1, U+2028/9)
     Name                     [A-Za-z0-9][A-Za-z0-9_.-]*: profile names, served model names

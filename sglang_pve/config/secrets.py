@@ -4,7 +4,7 @@
     {"file": "~/.config/sglang-pve/api-key"}  a regular file only its owner can read (0600)
 
 A Secret never shows its value in a repr, a str, a Problem, a diff or a command line; the deploy
-writes it only into root-only files on the host (sglang_pve.render.secret_files).
+writes it only into root-only files on the host (sglang_pve.deploy.render.secret_files).
 
     source = SecretSource(env="HF_TOKEN")
     secret, problem = read_secret("sglang_secrets.env.HF_TOKEN", source)
@@ -20,7 +20,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .errors import HIDDEN, Problem
+from sglang_pve.config.errors import HIDDEN, Problem
 
 # Printable ASCII without blanks, quotes, backslash, $ and backtick: a value that every file format
 # it lands in (an EnvironmentFile, SGLang's YAML, pip's config) takes literally.

@@ -7,12 +7,12 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from ..agent import contract
-from .errors import HIDDEN, Problem
-from .lifecycle import Lifecycle
-from .problems import problems_from
-from .safe import control_characters
-from .sglang_args import RENAMED, SECRET_FLAGS, SGLangArgs, check_speculative, check_supported
+from sglang_pve.agent import contract
+from sglang_pve.config.errors import HIDDEN, Problem
+from sglang_pve.config.lifecycle import Lifecycle
+from sglang_pve.config.problems import problems_from
+from sglang_pve.config.safe import control_characters
+from sglang_pve.config.sglang_args import RENAMED, SECRET_FLAGS, SGLangArgs, check_speculative, check_supported
 
 ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
 # Variables that change which code a process loads: refused unless `allow_env:` names them.

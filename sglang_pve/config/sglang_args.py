@@ -10,8 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import Problem
-from .safe import ModelRef, Text
+from sglang_pve.config.errors import Problem
+from sglang_pve.config.safe import ModelRef, Text
 
 # Renamed or removed flags, with the replacement to tell the user.
 RENAMED = {

@@ -4,11 +4,11 @@ value and the fix."""
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .deployment import Deployment
-from .errors import ConfigError, Problem
-from .problems import problems_from
+from sglang_pve.config.deployment import Deployment
+from sglang_pve.config.errors import ConfigError, Problem
+from sglang_pve.config.problems import problems_from
 
-RELEASE_ID = r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}$"  # agent/releases.py: <UTC time>-<fingerprint>
+RELEASE_ID = r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}$"  # agent/release_store.py: <UTC time>-<fingerprint>
 
 
 class SwitchOptions(BaseModel):

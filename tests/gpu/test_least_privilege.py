@@ -1,6 +1,6 @@
 """The server's least privilege on a real GPU: a CUDA process as an unprivileged user, with no
 capabilities (empty bounding set), no_new_privs, the unit's memlock/nofile limits and only its own
-home and cache dirs writable (the unit's environment, sglang_pve.paths.server_home_env), allocates
+home and cache dirs writable (the unit's environment, sglang_pve.deploy.paths.server_home_env), allocates
 GPU memory, pins host memory, runs a matmul and JIT-compiles a Triton kernel into its cache.
 
 The device machine runs no systemd, so the unit's User=/NoNewPrivileges=/CapabilityBoundingSet=/
@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sglang_pve import paths
+from sglang_pve.deploy import paths
 
 UID = GID = 65534  # nobody: a user with no file of its own, like the server's dynamic user
 PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP = 38, 24

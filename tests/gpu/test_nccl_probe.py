@@ -8,7 +8,8 @@ import json
 import subprocess
 import sys
 
-from sglang_pve.nccl import allreduce_probe, analysis
+from sglang_pve.agent import allreduce_probe
+from sglang_pve.tools.nccl import analysis
 
 PROBE = allreduce_probe.__file__
 

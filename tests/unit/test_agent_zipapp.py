@@ -25,16 +25,22 @@ def test_same_sources_give_the_same_bytes():
     assert {info.external_attr >> 16 for info in infos} == {0o100644}
 
 
+# The all-reduce probe runs with the python of SGLang's venv and imports its torch inside the
+# function that runs a rank; nothing else that ships may import beyond the standard library.
+LAZY_IMPORTS = {"sglang_pve/agent/allreduce_probe.py": {"torch"}}
+
+
 def test_the_agent_imports_only_the_standard_library():
     stdlib = set(sys.stdlib_module_names)
     for name, path in zipapp.sources():
+        allowed = stdlib | {"sglang_pve"} | LAZY_IMPORTS.get(name, set())
         tree = ast.parse(Path(path).read_text(), path)
         for node in ast.walk(tree):
             modules = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
                        else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
             for module in modules:
                 top = module.split(".")[0]
-                assert top in stdlib or top == "sglang_pve", f"{name} imports {module}"
+                assert top in allowed, f"{name} imports {module}"
 
 
 def test_built_zipapp_runs_help_and_holders_with_the_system_python(tmp_path):

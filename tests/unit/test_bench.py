@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from sglang_pve.bench import chart, client, metrics, prompts, results
+from sglang_pve.agent import bench_client as client
 from sglang_pve.config import ConfigError
 from sglang_pve.config.bench import BenchOptions, bench_options
+from sglang_pve.tools.bench import chart, metrics, prompts, results
 
 
 def test_percentile_is_numpys_linear_interpolation():
@@ -102,7 +103,7 @@ def test_history_and_the_change_against_an_earlier_run(tmp_path):
 def test_the_client_reads_the_api_key_from_the_root_only_config_the_deploy_renders(tmp_path, key):
     from sglang_pve.config import load_deployment
     from sglang_pve.config.secrets import Secret
-    from sglang_pve.render import server_yaml
+    from sglang_pve.deploy.render import server_yaml
     from tests.conftest import PROJECT, group_data
 
     server = load_deployment("sglang1", group_data("all"), PROJECT).servers["baseline"]

@@ -8,11 +8,11 @@ import re
 import pytest
 import yaml
 
-from sglang_pve import paths
 from sglang_pve.agent import contract, phases, spec
 from sglang_pve.config import ConfigError, load_deployment
 from sglang_pve.config.lifecycle import Lifecycle
-from sglang_pve.render import lifecycle_spec, server_files
+from sglang_pve.deploy import paths
+from sglang_pve.deploy.render import lifecycle_spec, server_files
 from tests.conftest import PROJECT, group_data
 
 DATA = {"production": ("all",), "lab": ("all", "lab")}

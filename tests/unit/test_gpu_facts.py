@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from sglang_pve.facts.gpu import _SECTION, DeviceHolders, GpuDevices, GpuStatus
+from sglang_pve.deploy.facts.gpu import _SECTION, DeviceHolders, GpuDevices, GpuStatus
 
 FIXTURES = Path(__file__).parent / "fixtures" / "h200"
 

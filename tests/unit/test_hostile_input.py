@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from sglang_pve.config import ConfigError, load_deployment
-from sglang_pve.render import nccl_block, nccl_files, server_files
+from sglang_pve.deploy import render
+from sglang_pve.deploy.render import nccl_block, nccl_files, server_files
 from tests.conftest import PROJECT
 from tests.hostile import FIELDS, VALUES, data_for, systemd_words
 
@@ -40,7 +41,7 @@ def unit_environment(unit: str) -> dict[str, str]:
 
 
 def _check_round_trip(deployment):
-    baseline = _directives((PROJECT / "templates" / "sglang-server.service.j2").read_text().split("{% if")[0] + "[Service]")
+    baseline = _directives((render.TEMPLATES / "sglang-server.service.j2").read_text().split("{% if")[0] + "[Service]")
     for server in deployment.servers.values():
         unit, config, _ = (f.content for f in server_files(deployment, server, "/opt/sglang/venvs/x"))
         directives = _directives(unit)

@@ -22,11 +22,11 @@ import pytest
 from pyinfra.api import FileUploadCommand, StringCommand
 from pyinfra.context import ctx_host, ctx_state
 
-from sglang_pve.facts import files as file_facts
-from sglang_pve.facts import python as python_facts
-from sglang_pve.facts import servers as server_facts
-from sglang_pve.operations import files, systemd
-from sglang_pve.operations.files import ManagedFile
+from sglang_pve.deploy.facts import files as file_facts
+from sglang_pve.deploy.facts import python as python_facts
+from sglang_pve.deploy.facts import servers as server_facts
+from sglang_pve.deploy.operations import files, systemd
+from sglang_pve.deploy.operations.files import ManagedFile
 
 CASES = Path(__file__).resolve().parent.parent
 _RANDOM = re.compile(r"/[0-9a-f]{24}\b")
@@ -77,7 +77,7 @@ def managed_files(value):
 
 
 def as_json(command):
-    """Random staging names (operations/files.py) are written <random> in the cases."""
+    """Random staging names (deploy/operations/files.py) are written <random> in the cases."""
     if isinstance(command, FileUploadCommand):
         data = command.src.getvalue()
         return ["upload", _RANDOM.sub("/<random>", command.dest), ManagedFile("", data).sha1]

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from sglang_pve.nccl import allreduce_probe, analysis, measured
+from sglang_pve.agent import allreduce_probe
+from sglang_pve.tools.nccl import analysis, measured
 
 pytest.importorskip("torch", reason="the gloo path needs torch (CPU): pip install -e '.[test]'")
 

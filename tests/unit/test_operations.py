@@ -9,10 +9,10 @@ from pyinfra.api.connect import connect_all
 from pyinfra.api.operation import add_op
 from pyinfra.api.operations import run_ops
 
-from sglang_pve.facts.servers import parse_show
-from sglang_pve.operations import files as file_ops
-from sglang_pve.operations import systemd
-from sglang_pve.operations.files import ManagedFile
+from sglang_pve.deploy.facts.servers import parse_show
+from sglang_pve.deploy.operations import files as file_ops
+from sglang_pve.deploy.operations import systemd
+from sglang_pve.deploy.operations.files import ManagedFile
 from tests.conftest import PROJECT
 
 UNIT = "/etc/systemd/system/sglang-a.service"

@@ -1,11 +1,11 @@
-"""The LXC/Proxmox renderings of NVIDIA device passthrough (sglang_pve.passthrough)."""
+"""The LXC/Proxmox renderings of NVIDIA device passthrough (sglang_pve.provision.passthrough)."""
 
 import doctest
 
 import pytest
 
-from sglang_pve import passthrough
-from sglang_pve.passthrough import (
+from sglang_pve.provision import passthrough
+from sglang_pve.provision.passthrough import (
     DeviceNode,
     allow_rules,
     lxc_config_lines,

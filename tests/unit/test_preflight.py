@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from sglang_pve.config import load_deployment
-from sglang_pve.facts.preflight import (
+from sglang_pve.deploy.facts.preflight import (
     Holder,
     HostSnapshot,
     Listener,
@@ -24,9 +24,9 @@ from sglang_pve.facts.preflight import (
     RenderedConfig,
     Verdict,
 )
-from sglang_pve.preflight import check, merged, probe_spec
-from sglang_pve.preflight.context import derived_context_length
-from sglang_pve.preflight.draft import MLA_HEAD
+from sglang_pve.deploy.preflight import check, merged, probe_spec
+from sglang_pve.deploy.preflight.context_length import derived_context_length
+from sglang_pve.deploy.preflight.draft import MLA_HEAD
 from tests.conftest import PROJECT, group_data
 
 TARGET_PATH, DRAFT_PATH = "/shared/models/Kimi-K2.5-INT4", "/data/models/Kimi-K2.5-eagle3"

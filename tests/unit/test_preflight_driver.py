@@ -1,7 +1,7 @@
 """The container's user-space NVIDIA driver against the node's: read even when NVML refuses, named both."""
 
-from sglang_pve.facts.gpu import UserSpaceDriver
-from sglang_pve.preflight import driver
+from sglang_pve.deploy.facts.gpu import UserSpaceDriver
+from sglang_pve.deploy.preflight import driver
 
 
 def test_the_user_space_driver_version_even_when_nvml_refuses_the_mismatch():

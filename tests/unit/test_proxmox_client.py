@@ -15,8 +15,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from sglang_pve.config.proxmox import load_api_settings
-from sglang_pve.proxmox.client import ProxmoxError, connect, task_succeeded, wire
-from sglang_pve.proxmox.credentials import Credential
+from sglang_pve.provision.client import ProxmoxError, connect, task_succeeded, wire
+from sglang_pve.provision.credentials import Credential
 
 PASSWORD = "correct-horse-battery"
 
@@ -147,7 +147,7 @@ def test_a_task_with_warnings_succeeds_and_says_so(server, caplog, monkeypatch):
     statuses = iter([{"status": "running"}, {"status": "stopped", "exitstatus": "WARNINGS: 1"}])
     real_get = api.get
     monkeypatch.setattr(api, "get", lambda path, **kw: next(statuses) if path.endswith("/status") else real_get(path, **kw))
-    monkeypatch.setattr("sglang_pve.proxmox.client.POLL_INTERVAL_S", 0)
+    monkeypatch.setattr("sglang_pve.provision.client.POLL_INTERVAL_S", 0)
     with caplog.at_level("WARNING", logger="pyinfra"):
         assert api.wait("UPID:pve1:0001:0002:0003:vzstart:129:root@pam:", "POST /x") == "WARNINGS: 1"
     assert "POST /x: task ended with WARNINGS: 1 (task log: starting | no such bridge vmbr9)" in caplog.text

@@ -6,9 +6,8 @@ import doctest
 import hashlib
 import json
 
-from sglang_pve import node_prep
-from sglang_pve.preflight import driver
-from sglang_pve.proxmox import conffile, hostkeys, snapshots
+from sglang_pve.deploy.preflight import driver
+from sglang_pve.provision import conffile, hostkeys, node_prep, snapshots
 
 CONF = """\
 #GPU server%3A SGLang

@@ -6,7 +6,7 @@ import pytest
 
 from sglang_pve.config import ConfigError
 from sglang_pve.config.proxmox import load_api_settings, load_container
-from sglang_pve.proxmox.credentials import read_credential
+from sglang_pve.provision.credentials import read_credential
 from tests.unit.proxmox_data import API, CONTAINER
 
 

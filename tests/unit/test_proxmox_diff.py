@@ -5,10 +5,10 @@ import doctest
 import pytest
 
 from sglang_pve.config.proxmox import load_container
-from sglang_pve.passthrough import nvidia_devices, proxmox_dev_options
-from sglang_pve.proxmox import desired, diff, propstring
-from sglang_pve.proxmox.desired import owned_raw_line, wanted_config, wanted_raw_lines
-from sglang_pve.proxmox.diff import diff_config, token_refusals
+from sglang_pve.provision import desired, diff, propstring
+from sglang_pve.provision.desired import owned_raw_line, wanted_config, wanted_raw_lines
+from sglang_pve.provision.diff import diff_config, token_refusals
+from sglang_pve.provision.passthrough import nvidia_devices, proxmox_dev_options
 from tests.unit.proxmox_data import CONTAINER
 
 SPEC = load_container("sglang1", {"container": CONTAINER})

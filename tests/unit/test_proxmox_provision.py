@@ -11,12 +11,12 @@ from lab.pve.testing import PASSWORD, TOKEN_SECRET, EmulatedNode
 from sglang_pve.agent.gpus import DeviceNode
 from sglang_pve.config import ConfigError
 from sglang_pve.config.proxmox import load_api_settings, load_container
-from sglang_pve.facts.gpu import GpuDeviceInfo
-from sglang_pve.operations.container import Guest, _apply, plan
-from sglang_pve.proxmox import hostkeys, snapshots
-from sglang_pve.proxmox.client import ProxmoxError, connect
-from sglang_pve.proxmox.credentials import Credential
-from sglang_pve.proxmox.nodes import Node
+from sglang_pve.deploy.facts.gpu import GpuDeviceInfo
+from sglang_pve.provision import hostkeys, snapshots
+from sglang_pve.provision.client import ProxmoxError, connect
+from sglang_pve.provision.container import Guest, _apply, plan
+from sglang_pve.provision.credentials import Credential
+from sglang_pve.provision.nodes import Node
 from tests.unit.proxmox_data import CONTAINER
 
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl root@sglang1"

@@ -12,11 +12,11 @@ import pytest
 from packaging.version import Version
 from pyinfra.api import OperationError, StringCommand
 
-from sglang_pve import index
-from sglang_pve.agent.releases import ReleaseError, Store
+from sglang_pve.agent.release_store import ReleaseError, Store
 from sglang_pve.config import ConfigError, load_deployment
-from sglang_pve.operations import releases, venvs
-from sglang_pve.status_report import release_change, releases_table
+from sglang_pve.deploy import index
+from sglang_pve.deploy.operations import releases, venvs
+from sglang_pve.tools.status_render import release_change, releases_table
 from tests.conftest import PROJECT, group_data
 from tests.unit.test_operations import run
 

@@ -1,6 +1,6 @@
 """The status table: one row per configuration, GPUs collapsed, foreign holders named."""
 
-from sglang_pve.status_report import render
+from sglang_pve.tools.status_render import render
 
 REPORT = {
     "driver": "580.95.05", "gpu_error": None,

@@ -1,1 +1,0 @@
-"""pyinfra connectors of the toolkit (registered as entry points in pyproject.toml)."""

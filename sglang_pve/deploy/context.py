@@ -1,0 +1,78 @@
+"""The validated Deployment of the host pyinfra is currently preparing, built once per host."""
+
+import os
+from pathlib import Path
+
+from pyinfra import host, logger, state
+from pyinfra.api.exceptions import PyinfraError
+
+from sglang_pve.config import ConfigError, Deployment, Problem, load_deployment
+from sglang_pve.config.deployment import NIGHTLY, HostData
+from sglang_pve.deploy import index, paths
+from sglang_pve.deploy.facts.python import VenvSitePackages
+from sglang_pve.deploy.operations import venvs
+
+_deployments: dict[str, Deployment] = {}
+
+
+def deployment() -> Deployment:
+    """Validate host.data on first use (raises ConfigError before any remote change)."""
+    if host.name not in _deployments:
+        project = Path(state.cwd or os.getcwd())
+        try:
+            _deployments[host.name] = load_deployment(host.name, host.data.dict(), project, _resolve)
+        except ConfigError as error:
+            raise PyinfraError(str(error)) from None  # pyinfra prints it plainly, no traceback
+    return _deployments[host.name]
+
+
+def task_options(loader):
+    """A task's options validated from host.data by `loader(host name, data, deployment)`;
+    a ConfigError stops the run plainly, before any remote change."""
+    config = deployment()
+    try:
+        return loader(host.name, host.data.dict(), config)
+    except ConfigError as error:
+        raise PyinfraError(str(error)) from None
+
+
+def _resolve(data: HostData) -> str:
+    """An exact version as is; a nightly spec resolved on the controller, printed once per run."""
+    spec = data.sglang_version
+    if not NIGHTLY.fullmatch(spec):
+        return spec
+    urls = (data.sglang_index_url, *data.sglang_extra_index_urls)
+    cached = index.resolve_nightly.cache_info().currsize
+    try:
+        version = index.resolve_nightly(spec, urls)
+    except index.IndexLookupError as error:
+        raise ConfigError(host.name, [Problem("sglang_version", spec, str(error),
+                                              "pin an exact version, or check the index URLs")]) from None
+    if index.resolve_nightly.cache_info().currsize > cached:
+        logger.info(f"sglang_version {spec} resolved to {version} ({', '.join(map(index.masked, urls))})")
+    return version
+
+
+def package_source(hooks: tuple = ()) -> venvs.Source:
+    """Indexes, installer and import check of this host's SGLang venvs (hooks: files each gets)."""
+    data = deployment().data
+    return venvs.Source(index_url=data.sglang_index_url, extra_index_urls=tuple(data.sglang_extra_index_urls),
+                        installer=data.sglang_installer, uv_version=data.uv_version,
+                        import_check=tuple(data.sglang_import_check), hooks=tuple(hooks))
+
+
+def venv() -> str:
+    config = deployment()
+    return paths.venv_path(config.data.sglang_venvs_dir, config.sglang_version)
+
+
+_site_packages: dict[tuple[str, str], str | None] = {}
+
+
+def site_packages() -> str | None:
+    """site-packages of this host's venv, asked once per run (three tasks need it; pyinfra 3
+    keeps no fact cache)."""
+    key = (host.name, venv())
+    if key not in _site_packages:
+        _site_packages[key] = host.get_fact(VenvSitePackages, path=venv())
+    return _site_packages[key]

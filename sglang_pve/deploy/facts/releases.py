@@ -1,0 +1,59 @@
+"""The host's releases (sglang_pve/agent/release_store.py) in one remote command: the agent's report."""
+
+import base64
+import json
+import shlex
+from dataclasses import dataclass, field
+
+from pyinfra.api import FactBase
+
+from sglang_pve.deploy import paths
+
+
+@dataclass(frozen=True)
+class ReleaseReport:
+    current: str | None = None  # id of the release that runs
+    pending: str | None = None  # id of a release whose switch did not end (killed): what runs is unknown
+    releases: list = field(default_factory=list)  # records, oldest first
+    previous: str | None = None  # where a rollback goes by default
+    running: list = field(default_factory=list)  # units of the current release that run
+    target: str | None = None  # the release whose contents were asked for
+    contents: dict = field(default_factory=dict)  # its files: path -> bytes
+    lock: str | None = None  # its lock
+    error: str | None = None  # why the asked-for release has no contents (no such id, no previous)
+
+    def get(self, release_id: str | None) -> dict | None:
+        return next((r for r in self.releases if r["id"] == release_id), None)
+
+    @property
+    def current_record(self) -> dict | None:
+        return self.get(self.current)
+
+
+class Releases(FactBase[ReleaseReport]):
+    """Release records, the current and previous ids, which units run, and (files_of: an id or
+    "previous") one release's file contents and lock; empty before the agent is installed.
+
+    host.get_fact(Releases, files_of="previous").target  # "20261130T114354Z-3f2a9c1d"
+    """
+
+    @staticmethod
+    def default() -> ReleaseReport:
+        return ReleaseReport()
+
+    def command(self, files_of=None):
+        agent = shlex.quote(paths.AGENT)
+        extra = f" --files-of {shlex.quote(files_of)}" if files_of else ""
+        return f"if [ -f {agent} ]; then python3 {agent} releases --dir {shlex.quote(paths.RELEASES_DIR)}{extra}; fi"
+
+    def process(self, output):
+        text = "\n".join(output).strip()
+        if not text:
+            return ReleaseReport()
+        document = json.loads(text)
+        return ReleaseReport(
+            current=document["current"], pending=document.get("pending"), releases=document["releases"], previous=document["previous"],
+            running=document["running"], target=document.get("target"),
+            contents={path: base64.b64decode(data) for path, data in (document.get("contents") or {}).items()},
+            lock=document.get("lock"), error=document.get("error"),
+        )

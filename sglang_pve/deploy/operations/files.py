@@ -1,0 +1,207 @@
+"""Files: many whole files compared with one fact (`file_set`), and a marked block inside a file
+someone else owns (`block`); written atomically, diffed under --diff."""
+
+import hashlib
+import secrets
+import shlex
+from dataclasses import dataclass
+from io import BytesIO
+
+from pyinfra import host, logger, state
+from pyinfra.api import FileUploadCommand, OperationError, StringCommand, operation
+from pyinfra.operations.util.files import generate_color_diff
+
+from sglang_pve.agent import contract
+from sglang_pve.deploy.facts.files import NOT_A_FILE, FileDigests, FileState, FileText
+
+
+@dataclass(frozen=True)
+class ManagedFile:
+    path: str
+    content: str | bytes
+    mode: str = "644"
+    user: str = "root"
+    group: str = "root"
+    secret: bool = False  # never read back, never diffed: --diff says that it changed, not how
+
+    @property
+    def data(self) -> bytes:
+        return self.content.encode() if isinstance(self.content, str) else self.content
+
+    @property
+    def sha1(self) -> str:
+        return hashlib.sha1(self.data).hexdigest()
+
+    @property
+    def sha256(self) -> str:  # what release records use
+        return hashlib.sha256(self.data).hexdigest()
+
+    def differs(self, current: FileState | None) -> bool:
+        return current is None or current.sha1 != self.sha1
+
+    def needs_write(self, current: FileState | None) -> bool:
+        owner = (self.mode, self.user, self.group)
+        return self.differs(current) or owner != (current.mode, current.user, current.group)
+
+
+def show_diff(file: ManagedFile, current: FileState | None, old_text: str | None = None) -> None:
+    """Log a unified diff the way pyinfra's files.put does under --diff. Binary files get a note."""
+    if file.secret:
+        host.log(f"Will {'create' if current is None else 'replace'} {file.path} (holds secrets: content not shown)", logger.info)
+        return
+    if current == NOT_A_FILE:
+        host.log(f"Will replace {file.path}: a link or not a regular file (whatever it points to stays untouched)", logger.info)
+        return
+    if isinstance(file.content, bytes):
+        host.log(f"Will {'create' if current is None else 'replace'} {file.path} (binary, sha1 {file.sha1[:12]})")
+        return
+    if current is not None and old_text is None:
+        old_text = host.get_fact(FileText, path=file.path).text
+    host.log(f"Will {'create' if current is None else 'modify'} {file.path}", logger.info)
+    old_lines = (old_text or "").splitlines(keepends=True)
+    for line in generate_color_diff(old_lines, file.content.splitlines(keepends=True)):
+        logger.info("  %s", line)
+    logger.info("")
+
+
+# Uploads land here first (root-only), under a random name: never beside the target, where a user
+# who can write that directory could have planted a link at a predictable name.
+STAGING_DIR = f"{contract.STATE_DIR}/staging"
+_TEMP = '"$(dirname -- "$t")/.sglang-pve.XXXXXXXXXX"'  # mktemp: created exclusively (O_EXCL), random
+
+
+def _install_script(file: ManagedFile, staged: str, as_user: str | None) -> str:
+    """Shell that puts the staged content at file.path: a fresh temporary file made by mktemp in the
+    target's directory, owner set without dereferencing (chown -h), mode set on that file (never on
+    a link), then renamed over the target (mv -T: a link or directory there is replaced or refused,
+    never followed). As root only in a root-owned directory; in a user's own directory (a shell rc)
+    every step runs as that user, so a link they planted reaches nothing they could not write anyway."""
+    target, source = shlex.quote(file.path), shlex.quote(staged)
+    if as_user:
+        steps = (f'set -e; t=$1; tmp=$(mktemp -- {_TEMP}); trap \'rm -f -- "$tmp"\' EXIT; '
+                 f'cat > "$tmp"; chmod {file.mode} -- "$tmp"; mv -f -T -- "$tmp" "$t"')
+        return (f'set -e; s={source}; trap \'rm -f -- "$s"\' EXIT; '
+                f'runuser -u {shlex.quote(as_user)} -- sh -c {shlex.quote(steps)} sh {target} < "$s"')
+    return (
+        f'set -e; t={target}; s={source}; d=$(dirname -- "$t"); trap \'rm -f -- "$s"\' EXIT; mkdir -p -- "$d"; '
+        'if [ "$(stat -c %u -- "$d")" != 0 ]; then '
+        'echo "sglang-pve: refusing to write $t as root: $d belongs to another user" >&2; exit 1; fi; '
+        f'tmp=$(mktemp -- {_TEMP}); trap \'rm -f -- "$s" "$tmp"\' EXIT; cat -- "$s" > "$tmp"; '
+        f'chown -h {file.user}:{file.group} -- "$tmp"; chmod {file.mode} -- "$tmp"; mv -f -T -- "$tmp" "$t"'
+    )
+
+
+def write_commands(file: ManagedFile, as_user: str | None = None):
+    """Commands that make one file right, content, owner and mode at once: upload to a root-only
+    staging file, then install it atomically (readers never see a half-written file)."""
+    staged = f"{STAGING_DIR}/{secrets.token_hex(12)}"
+    yield StringCommand("install", "-d", "-m", "700", "-o", "root", "-g", "root", STAGING_DIR)
+    yield FileUploadCommand(BytesIO(file.data), staged)
+    yield StringCommand(_install_script(file, staged, as_user))
+
+
+def changed_files(files: list[ManagedFile], states: dict[str, FileState | None]) -> list[ManagedFile]:
+    return [f for f in files if f.needs_write(states.get(f.path))]
+
+
+def converge(files: list[ManagedFile], states: dict[str, FileState | None]):
+    """Shared by every operation that manages files: diff (when asked) and write what differs.
+    All diffs come before the first command: pyinfra's --dry stops a generator at its first yield."""
+    changed = changed_files(files, states)
+    if state.config.DIFF:
+        for file in changed:
+            if file.differs(states.get(file.path)):
+                show_diff(file, states.get(file.path))
+    for file in changed:
+        yield from write_commands(file)
+
+
+@operation()
+def file_set(files: list[ManagedFile]):
+    """
+    Make a set of files match exactly, checking all of them with one remote command.
+
+    + files: list of ManagedFile(path, content, mode, user, group)
+
+    **Example:**
+
+    .. code:: python
+
+        file_set(
+            name="NCCL profile files",
+            files=[ManagedFile("/etc/nccl.conf", "NCCL_PROTO=LL\\n")],
+        )
+    """
+    states = host.get_fact(FileDigests, paths=[f.path for f in files])
+    if not changed_files(files, states):
+        host.noop(f"{len(files)} file(s) up to date")
+        return
+    yield from converge(files, states)
+
+
+BEGIN = "# >>> sglang-pve {marker} >>> (managed block: rewritten on every deploy)"
+END = "# <<< sglang-pve {marker} <<<"
+
+
+def splice(text: str, marker: str, body: str) -> tuple[str, str]:
+    """Return (new text, old block body): the block replaced in place, or appended at the end.
+
+    splice("alias ll='ls -l'\\n", "nccl", "export A=1\\n")[0] gives the alias line, a blank line,
+    then "# >>> sglang-pve nccl >>> ...", "export A=1", "# <<< sglang-pve nccl <<<".
+    """
+    begin, end = BEGIN.format(marker=marker), END.format(marker=marker)
+    block = f"{begin}\n{body}{end}\n"
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if line.rstrip("\n") == begin]
+    ends = [i for i, line in enumerate(lines) if line.rstrip("\n") == end]
+    if not starts and not ends:
+        separator = "" if not text else ("\n" if text.endswith("\n") else "\n\n")
+        return text + separator + block, ""
+    if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
+        raise OperationError(f"the sglang-pve {marker} block markers are damaged (begin lines {starts}, end lines {ends}); "
+                             "repair or delete them by hand, then deploy again")
+    old = "".join(lines[starts[0] + 1 : ends[0]])
+    return "".join(lines[: starts[0]]) + block + "".join(lines[ends[0] + 1 :]), old
+
+
+@operation()
+def block(path: str, marker: str, body: str, user: str = "root", group: str | None = None):
+    """
+    Keep one marked block in a text file; every other line of the file stays as it is.
+
+    + path: the file (created if missing, owned by user)
+    + marker: names the block, so several tools' blocks can live in one file
+    + body: the block's lines, each ending in a newline
+    + user: whose file it is; a non-root user's file is written by that user (runuser), so a link
+      planted in their directory reaches nothing they could not write anyway
+
+    A symlinked file (dotfiles) is edited in its target, the link kept, when the target belongs to
+    `user`; anything else (a link towards another user's file, a directory) is refused, saying why.
+    Under --diff only the block is shown, never the rest of the user's file (it may hold secrets).
+
+    **Example:**
+
+    .. code:: python
+
+        block(path="/root/.zshrc", marker="nccl-profile", body="export NCCL_PROTO=LL\\n")
+    """
+    found = host.get_fact(FileText, path=path, follow=True, owner=user)
+    where = path if found.path == path else f"{path} (a link to {found.path})"
+    if found.state == NOT_A_FILE:
+        raise OperationError(f"{where} is not a regular file: refusing to edit it. Fix: make it a file, or point shell_rc elsewhere")
+    if found.exists and found.state.user != user:
+        raise OperationError(f"{where} belongs to {found.state.user}, not {user}: refusing to edit it (a link planted towards "
+                             f"someone else's file reads the same). Fix: chown it to {user}, or set shell_user/shell_rc to match")
+    text = found.text if found.exists else ""
+    new_text, old_body = splice(text, marker, body)
+    if found.exists and new_text == text:
+        host.noop(f"{marker} block in {where} is up to date")
+        return
+    if state.config.DIFF:
+        host.log(f"Will {'modify' if found.exists else 'create'} the {marker} block in {where}", logger.info)
+        for line in generate_color_diff(old_body.splitlines(keepends=True), body.splitlines(keepends=True)):
+            logger.info("  %s", line)
+        logger.info("")
+    # A dotfiles link stays a link: the block is written into its target, with the target's own mode.
+    mode = found.state.mode if found.exists else "644"
+    yield from write_commands(ManagedFile(found.path, new_text, mode, user, group or user), None if user == "root" else user)

@@ -1,0 +1,210 @@
+"""Releases: record what runs, switch to it atomically, roll back (the host side is
+sglang_pve/agent/release_store.py and switch.py; each operation yields one agent command).
+
+For other tasks (the benchmark) the API is the operation
+
+    releases.switched(server="eagle3-3step", keep=5, venvs_dir="/opt/sglang/venvs")
+
+or, from code that runs at execution time (a python.call function),
+
+    ok, lines = releases.switch_now(host, "eagle3-3step", keep=5, venvs_dir="/opt/sglang/venvs")
+
+Both record a release of the files in place with that configuration active and switch to it:
+stop -> GPUs verified free -> start -> readiness gate (a fresh start, also when it already ran).
+When the gate fails, the previous release runs again and the switch fails (exit code 9) with the
+reason and the gate's diagnosis in its output; the line `switch-timings {...}` gives stop,
+GPUs-free, start and total seconds.
+"""
+
+import base64
+import json
+from dataclasses import asdict, dataclass, field
+
+from pyinfra import host, logger, state
+from pyinfra.api import OperationError, QuoteString, StringCommand, operation
+
+from sglang_pve.deploy import paths
+from sglang_pve.deploy.facts.files import FileDigests
+from sglang_pve.deploy.facts.releases import Releases
+from sglang_pve.deploy.operations.files import ManagedFile, show_diff
+from sglang_pve.deploy.provenance import who
+
+
+@dataclass(frozen=True)
+class Release:
+    """What should run: the controller's side of a release record (agent/release_store.py)."""
+
+    sglang_version: str
+    venv: str
+    active_server: str | None
+    units: tuple[str, ...]
+    nccl_profile: str
+    files: dict[str, str]  # path -> sha256 of the rendered content
+    blocks: dict = field(default_factory=dict)  # path -> {"marker", "body"}
+    user: str | None = None
+    commit: str | None = None
+
+    @property
+    def lifecycle(self) -> str | None:
+        return paths.lifecycle_path(self.active_server) if self.active_server else None
+
+    def matches(self, record: dict | None, runtime_only: bool = False) -> bool:
+        """The record describes this release (same version, configuration, profile, contents);
+        runtime_only: the same server would run, ignoring the other configurations' files."""
+        if not record:
+            return False
+        files = {p: e["sha256"] for p, e in record["files"].items()}
+        wanted = self.files
+        if runtime_only:
+            idle = {p for u in self.units if u != paths.unit_name(self.active_server or "")
+                    for p in _server_paths(u)}
+            files, wanted = ({p: d for p, d in f.items() if p not in idle} for f in (files, wanted))
+        same = (record["sglang_version"], record["active_server"], record["nccl_profile"], files)
+        return same == (self.sglang_version, self.active_server, self.nccl_profile, wanted) and (
+            runtime_only or (record.get("blocks") or {}) == self.blocks)
+
+    def agent_spec(self) -> dict:
+        spec = asdict(self)
+        spec.update(files=sorted(self.files), units=list(self.units), lock=paths.lock_path(self.venv),
+                    lifecycle=self.lifecycle)
+        return spec
+
+
+def _server_paths(unit: str) -> list[str]:
+    server = unit.removeprefix(paths.UNIT_PREFIX).removesuffix(".service")
+    return [paths.unit_path(server), paths.server_config_path(server), paths.lifecycle_path(server)]
+
+
+def _agent(*args) -> StringCommand:
+    return StringCommand("python3", QuoteString(paths.AGENT), *args, "--dir", QuoteString(paths.RELEASES_DIR))
+
+
+def _apply(spec: dict, keep: int, venvs_dir: str, record_only: bool = False) -> StringCommand:
+    encoded = base64.b64encode(json.dumps(spec, sort_keys=True).encode()).decode()
+    return _agent("apply", "--spec", encoded, "--keep", str(keep), "--venvs-dir", QuoteString(venvs_dir),
+                  *(["--record-only"] if record_only else []))
+
+
+def _running(report, record: dict | None) -> bool:
+    """The record's server runs, and no switch was left unfinished (a killed switch may have
+    started another server, or none): otherwise the rerun switches again."""
+    return report.pending is None and bool(record) and (record["active_server"] is None or paths.unit_name(record["active_server"]) in report.running)
+
+
+@operation()
+def release(release: Release, keep: int, venvs_dir: str):
+    """
+    Record `release` on the host and switch to it, unless it is the current release and runs.
+    When only files that no running process reads changed (another configuration's unit, the
+    shell block), the release is recorded and becomes current without a restart.
+
+    + release: what should run (sglang_pve.deploy.render.release)
+    + keep: releases kept (older ones, and venvs only they used, are removed)
+    + venvs_dir: only venvs under it are ever removed
+
+    **Example:**
+
+    .. code:: python
+
+        release(release=render.release(deployment, venv, site_packages), keep=5, venvs_dir="/opt/sglang/venvs")
+    """
+    report = host.get_fact(Releases)
+    current = report.current_record
+    running = _running(report, current)
+    if release.matches(current) and running:
+        host.noop(f"release {current['id']} runs ({release.active_server or 'no server'}, SGLang {release.sglang_version})")
+        return
+    # only files of configurations that do not run (or the shell block) changed: record, no restart
+    yield _apply(release.agent_spec(), keep, venvs_dir, record_only=running and release.matches(current, runtime_only=True))
+
+
+@operation()
+def switched(server: str, keep: int, venvs_dir: str):
+    """
+    Make configuration `server` the one that runs: a new release of the files in place (every
+    configuration's files are installed by the deploy), switched to atomically.
+
+    + server: a configuration of the current release (group_data/servers.yml)
+    + keep, venvs_dir: as for release()
+
+    **Example:**
+
+    .. code:: python
+
+        switched(server="eagle3-3step", keep=5, venvs_dir="/opt/sglang/venvs")
+    """
+    report = host.get_fact(Releases)
+    current = report.current_record
+    if current is None:
+        raise OperationError(f"{host.name}: no release yet; run deploy.py first")
+    if paths.unit_name(server) not in current["units"]:
+        names = ", ".join(u.removeprefix(paths.UNIT_PREFIX).removesuffix(".service") for u in current["units"])
+        raise OperationError(f"{host.name}: server={server!r} is not a configuration of release {current['id']}; "
+                             f"use one of {names}")
+    if current["active_server"] == server and _running(report, current):
+        host.noop(f"{server} runs (release {current['id']})")
+        return
+    yield _apply(_switch_spec(current, server), keep, venvs_dir)
+
+
+def _switch_spec(current: dict, server: str) -> dict:
+    """The current release with another configuration active (its files are all in place)."""
+    spec = {key: current[key] for key in ("sglang_version", "venv", "nccl_profile", "blocks", "units")}
+    spec.update(active_server=server, lifecycle=paths.lifecycle_path(server), files=sorted(current["files"]),
+                lock=current["lock"]["path"], user=who(), commit=current.get("commit"))
+    return spec
+
+
+def switch_now(host, server: str, keep: int, venvs_dir: str) -> tuple[bool, list[str]]:
+    """Switch to `server` now, freshly started, from code running at execution time; returns
+    whether its gate passed and the agent's output lines (the failure and diagnosis, or the
+    timings). A failed gate leaves the previous release running."""
+    current = host.get_fact(Releases).current_record
+    if current is None or paths.unit_name(server) not in current["units"]:
+        return False, [f"{host.name}: no release with configuration {server!r} yet; run deploy.py first"]
+    ok, output = host.run_shell_command(_apply(_switch_spec(current, server), keep, venvs_dir), print_output=False)
+    return ok, output.output_lines
+
+
+@operation()
+def rolled_back(to: str | None, keep: int, venvs_dir: str):
+    """
+    Run a recorded release again, its files byte for byte: `to` (a release id) or, when None,
+    the last ready release before the newest ready one (so a second rollback changes nothing).
+
+    + to: a release id (`tasks/rollback.py --data list=1` lists them) or None
+    + keep, venvs_dir: as for release()
+
+    Under --diff every file that would change is shown as a unified diff. The release's venv
+    must exist (tasks/rollback.py reinstalls it from the release's lock first).
+
+    **Example:**
+
+    .. code:: python
+
+        rolled_back(to="20261130T114354Z-3f2a9c1d", keep=5, venvs_dir="/opt/sglang/venvs")
+    """
+    report = host.get_fact(Releases, files_of=to or "previous")
+    if report.target is None:
+        raise OperationError(f"{host.name}: cannot roll back: {report.error}")
+    target = report.get(report.target)
+    states = host.get_fact(FileDigests, paths=sorted(target["files"]))
+    wanted = [ManagedFile(path, _text_or_bytes(report.contents[path]), e["mode"], e["user"], e["group"])
+              for path, e in sorted(target["files"].items())]
+    changed = [f for f in wanted if f.needs_write(states.get(f.path))]
+    if report.current == target["id"] and not changed and _running(report, target):
+        host.noop(f"release {target['id']} runs")
+        return
+    logger.info(f"{host.print_prefix}rolling back to release {target['id']}: {target['active_server']}, "
+                f"SGLang {target['sglang_version']}, NCCL profile {target['nccl_profile']} (now: {report.current})")
+    if state.config.DIFF:
+        for file in changed:
+            show_diff(file, states.get(file.path))
+    yield _agent("switch", "--to", QuoteString(target["id"]), "--keep", str(keep), "--venvs-dir", QuoteString(venvs_dir))
+
+
+def _text_or_bytes(data: bytes) -> str | bytes:
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return data

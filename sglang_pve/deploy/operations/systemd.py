@@ -1,0 +1,71 @@
+"""Server configurations as systemd units: files and daemon-reload (which one runs: releases.py)."""
+
+from pyinfra import host, logger
+from pyinfra.api import QuoteString, StringCommand, operation
+
+from sglang_pve.deploy import paths
+from sglang_pve.deploy.facts.servers import ServersState, ServerUnits, server_of
+from sglang_pve.deploy.operations.files import ManagedFile, converge
+
+
+def _unit_files(server: str) -> list[str]:
+    return [paths.unit_path(server), paths.server_config_path(server), paths.lifecycle_path(server),
+            paths.secret_config_path(server), paths.secret_env_path(server)]
+
+
+def _warn_foreign(current: ServersState, declared: dict[str, str]) -> set[str]:
+    """Units with our prefix that do not carry our marker are someone else's: name them, touch
+    nothing of theirs. Returns the declared servers whose unit name is taken that way."""
+    foreign = sorted(unit for unit, ours in current.installed.items() if not ours)
+    taken = {name for name, unit in declared.items() if unit in foreign}
+    if foreign:
+        logger.warning(f"{host.print_prefix}left alone, not managed by sglang-pve (no marker): {', '.join(foreign)}")
+    for name in sorted(taken):
+        logger.warning(f"{host.print_prefix}server configuration {name} is not deployed: {declared[name]} exists and "
+                       "is not managed by sglang-pve; rename the configuration in servers.yml or remove that unit")
+    return taken
+
+
+@operation()
+def server_units(files: dict[str, list[ManagedFile]]):
+    """
+    Install one systemd unit (plus its SGLang config and lifecycle spec) per server configuration
+    and remove the units of configurations no longer declared. Which one runs is the release's
+    business (deploy/operations/releases.py): the switch stops, starts, enables and disables units, so
+    the running server stays up until every file of the new release is in place.
+
+    + files: server name -> its files (sglang_pve.deploy.render.server_files)
+
+    Only units that carry the toolkit's marker are changed or removed: an operator's own
+    sglang-router.service and its files are left alone, named in a warning. daemon-reload runs
+    when a unit file changed, one was removed, or systemd says one needs it (a run killed
+    between a unit's write and its reload).
+
+    **Example:**
+
+    .. code:: python
+
+        server_units(files={"baseline": server_files(deployment, baseline, venv)})
+    """
+    declared = {name: paths.unit_name(name) for name in files}
+    wanted = [f for server_files in files.values() for f in server_files]
+    current = host.get_fact(ServerUnits, paths=[f.path for f in wanted], units=list(declared.values()))
+    taken = _warn_foreign(current, declared)
+    wanted = [f for name, fs in files.items() if name not in taken for f in fs]
+    stale = sorted(unit for unit, ours in current.installed.items() if ours and unit not in declared.values())
+
+    units_changed = any(f.path.endswith(".service") and f.differs(current.files.get(f.path)) for f in wanted)
+    commands = list(converge(wanted, current.files))
+    if not current.log_dir:  # root-only: SGLang logs its server_args, API key included
+        commands.insert(0, StringCommand("install", "-d", "-m", "700", "-o", "root", "-g", "root", QuoteString(paths.LOG_DIR)))
+
+    for unit in stale:
+        commands.append(StringCommand("systemctl", "disable", "--now", QuoteString(unit)))
+        commands.append(StringCommand("rm", "-f", *map(QuoteString, _unit_files(server_of(unit)))))
+    if units_changed or stale or any(unit.need_reload for unit in current.units.values()):
+        commands.append(StringCommand("systemctl", "daemon-reload"))
+
+    if not commands:
+        host.noop(f"{len(files)} server unit(s) up to date")
+        return
+    yield from commands

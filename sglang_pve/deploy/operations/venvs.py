@@ -1,0 +1,183 @@
+"""SGLang virtualenvs, one per exact version, built beside their final path from a hash lock."""
+
+import posixpath
+from dataclasses import dataclass, field
+from io import BytesIO
+
+from pyinfra import host
+from pyinfra.api import FileUploadCommand, OperationError, QuoteString, StringCommand, operation
+
+from sglang_pve.deploy import paths
+from sglang_pve.deploy.facts.venvs import SglangVenv
+from sglang_pve.deploy.index import masked, netrc_text, without_credentials
+from sglang_pve.deploy.operations.files import ManagedFile, converge
+
+LOCK_IN_BUILD = "sglang-pve.lock"  # the lock's name inside the venv being built
+_REPORT = "sglang-pve-report.json"
+# pip's --report (pip >= 22.2) as a requirements file with hashes; a distribution the index gives
+# no sha256 for cannot be locked, so the build stops there and names it.
+_REPORT_TO_LOCK = """\
+import json, sys
+for item in sorted(json.load(open(sys.argv[1]))["install"], key=lambda i: i["metadata"]["name"].lower()):
+    info, meta = item["download_info"].get("archive_info", {}), item["metadata"]
+    sha256 = (info.get("hashes") or {}).get("sha256") or info.get("hash", "").partition("sha256=")[2]
+    if not sha256:
+        sys.exit(f"{meta['name']} {meta['version']}: the index gives no sha256, so it cannot be locked")
+    print(f"{meta['name']}=={meta['version']} --hash=sha256:{sha256}")
+"""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where and how distributions come from: the configured indexes and installer."""
+
+    index_url: str
+    extra_index_urls: tuple[str, ...] = ()
+    installer: str = "uv"  # "uv" or "pip"
+    uv_version: str = ""
+    import_check: tuple[str, ...] = ("sglang", "torch", "sgl_kernel")
+    hooks: tuple[ManagedFile, ...] = field(default=())  # files every venv gets (the NCCL startup hook)
+
+    def index_args(self, uv: bool = False) -> list:
+        """Index options, the URLs without credentials: those reach the installer through NETRC=,
+        never its argv (visible to every user in ps)."""
+        args = []
+        for flag, url in [("--index-url", self.index_url)] + [("--extra-index-url", u) for u in self.extra_index_urls]:
+            args += [flag, QuoteString(without_credentials(url))]
+        if uv:  # SGLang's nightly index and PyPI both carry torch: pick the best match across them
+            args += ["--index-strategy", "unsafe-best-match", "--prerelease", "allow"]
+        return args
+
+    @property
+    def netrc(self) -> ManagedFile | None:
+        """The root-only netrc holding the indexes' credentials; None when they need none."""
+        try:
+            text = netrc_text((self.index_url, *self.extra_index_urls))
+        except ValueError as error:
+            raise OperationError(f"sglang_index_url / sglang_extra_index_urls: {error}") from None
+        return ManagedFile(paths.INDEX_NETRC, text, mode="600", secret=True) if text else None
+
+    @property
+    def env(self) -> list:
+        """What precedes every installer command: NETRC= when the indexes need credentials."""
+        return [f"NETRC={paths.INDEX_NETRC}"] if self.netrc else []
+
+    def lock_header(self, version: str) -> str:
+        urls = [f"# index-url {masked(self.index_url)}"] + [f"# extra-index-url {masked(u)}" for u in self.extra_index_urls]
+        return "\n".join([f"# sglang-pve lock of sglang=={version} (install with hashes required, --no-deps)", *urls]) + "\n"
+
+
+def _and(*commands: list) -> list:
+    joined = []
+    for command in commands:
+        joined += (["&&"] if joined else []) + command
+    return joined
+
+
+def _resolve(source: Source, version: str, build: str) -> list:
+    """Resolve sglang==version into a hash lock at build/LOCK_IN_BUILD (header with masked URLs)."""
+    lock = QuoteString(f"{build}/{LOCK_IN_BUILD}")
+    header = ["printf", "%s", QuoteString(source.lock_header(version)), ">", lock]
+    requirement = QuoteString(f"sglang=={version}")
+    if source.installer == "uv":
+        compile_ = ["printf", QuoteString("%s\\n"), requirement, "|", *source.env, QuoteString(f"{paths.UV_VENV}/bin/uv"), "pip", "compile", "-",
+                    "--quiet", "--generate-hashes", "--no-header", "--no-annotate",
+                    "--python", QuoteString(f"{build}/bin/python"), *source.index_args(uv=True), ">>", lock]
+        return _and(header, compile_)
+    report = QuoteString(f"{build}/{_REPORT}")
+    pip = [*source.env, QuoteString(f"{build}/bin/pip"), "install", "--quiet", "--disable-pip-version-check", "--no-input",
+           "--dry-run", "--report", report, *source.index_args(), requirement]
+    convert = [QuoteString(f"{build}/bin/python"), "-c", QuoteString(_REPORT_TO_LOCK), report, ">>", lock]
+    return _and(pip, header, convert, ["rm", "-f", report])
+
+
+def _install(source: Source, build: str) -> list:
+    """Install exactly the lock: hashes required, no dependency resolution."""
+    lock = QuoteString(f"{build}/{LOCK_IN_BUILD}")
+    if source.installer == "uv":
+        return [*source.env, QuoteString(f"{paths.UV_VENV}/bin/uv"), "pip", "install", "--quiet", "--require-hashes", "--no-deps",
+                "--python", QuoteString(f"{build}/bin/python"), *source.index_args(uv=True), "-r", lock]
+    return [*source.env, QuoteString(f"{build}/bin/pip"), "install", "--quiet", "--disable-pip-version-check", "--no-input",
+            "--no-compile", "--require-hashes", "--no-deps", *source.index_args(), "-r", lock]
+
+
+def _cleaned_on_failure(build: str, command: list) -> StringCommand:
+    """`{ command; } || { rm -rf build; exit 1; }`: a failed step leaves nothing half-built."""
+    return StringCommand("{", *command, ";", "}", "||", "{", "rm", "-rf", QuoteString(build), ";", "exit", "1", ";", "}")
+
+
+@operation()
+def venv(path: str, version: str, source: Source, lock: str | None = None):
+    """
+    Make `path` a virtualenv holding exactly sglang==version and its locked dependencies.
+
+    + path: the venv, one per exact version (paths.venv_path)
+    + version: an exact version, e.g. the nightly "0.5.16.dev20260720+g8905cbd42"
+    + source: indexes, installer (uv or pip), modules to import-check, files every venv gets
+    + lock: reinstall from this lock (a release's record) instead of resolving
+
+    The venv is built at paths.partial_venv_path(path): resolved into a lock with every
+    distribution's sha256 (uv pip compile --generate-hashes, or pip's --report), installed from
+    it with hashes required, import-checked, given the startup hook, and only then moved into
+    place with its lock beside it (paths.lock_path, root-only). A failure anywhere removes the
+    build and leaves `path` as it was. uv itself is installed from the index on first use.
+
+    **Example:**
+
+    .. code:: python
+
+        venv(path="/opt/sglang/venvs/sglang-0.5.16.dev20260720+g8905cbd42",
+             version="0.5.16.dev20260720+g8905cbd42",
+             source=Source(index_url="https://pypi.org/simple",
+                           extra_index_urls=("https://docs.sglang.ai/whl/cu130/",)))
+    """
+    lock_file = paths.lock_path(path)
+    current = host.get_fact(SglangVenv, venv=path, lock=lock_file, uv=paths.UV_VENV)
+    if current.version == version and current.lock_sha256:
+        host.noop(f"sglang {version} is installed in {path}, locked")
+        return
+    if source.netrc:  # rewritten before every build: credentials changed in the data reach the host
+        yield from converge([source.netrc], {})
+    if source.installer == "uv" and current.uv != source.uv_version:
+        uv_pip = QuoteString(f"{paths.UV_VENV}/bin/pip")
+        yield StringCommand(*_and(
+            ["python3", "-m", "venv", QuoteString(paths.UV_VENV)],
+            [*source.env, uv_pip, "install", "--quiet", "--disable-pip-version-check", "--no-input", *source.index_args(),
+             QuoteString(f"uv=={source.uv_version}")],
+        ))
+
+    outside = [hook.path for hook in source.hooks if not hook.path.startswith(path + "/")]
+    if outside:
+        raise OperationError(f"venv hooks must lie inside {path}: {', '.join(outside)}")
+    build = paths.partial_venv_path(path)
+    steps = [["rm", "-rf", QuoteString(build)], ["python3", "-m", "venv", QuoteString(build)]]
+    if lock is None:
+        steps.append(_resolve(source, version, build))
+    yield _cleaned_on_failure(build, _and(*steps))
+    if lock is not None:
+        yield FileUploadCommand(BytesIO(lock.encode()), f"{build}/{LOCK_IN_BUILD}")
+
+    # the hook first: the import check runs with it, and it is compiled with the rest
+    for hook in source.hooks:
+        target = build + hook.path[len(path):]
+        yield StringCommand("mkdir", "-p", QuoteString(posixpath.dirname(target)))
+        yield FileUploadCommand(BytesIO(hook.data), target)
+    python = QuoteString(f"{build}/bin/python")
+    check = "import " + ", ".join(source.import_check)
+    # Scripts and activate files name the build path; they must name the final one.
+    relocate = ["grep", "-rlIZF", QuoteString(build), QuoteString(f"{build}/bin"), "|",
+                "xargs", "-0", "-r", "sed", "-i", QuoteString(f"s#{build}#{path}#g")]
+    # Bytecode now, naming the final path (tracebacks), so that no later import (a preflight
+    # under --dry) writes into the venv; a file that does not compile is no reason to fail (pip's rule).
+    compile_ = ["{", python, "-m", "compileall", "-q", "-s", QuoteString(build), "-p", QuoteString(path),
+                QuoteString(f"{build}/lib"), ">/dev/null", "||", "true", ";", "}"]
+    yield _cleaned_on_failure(build, _and(_install(source, build), [python, "-c", QuoteString(check)], relocate, compile_))
+    built_lock = QuoteString(f"{build}/{LOCK_IN_BUILD}")
+    old = QuoteString(f"{build}.old")
+    yield _cleaned_on_failure(build, _and(
+        ["chmod", "600", built_lock], ["mv", "-f", built_lock, QuoteString(lock_file)],
+        # a venv already at `path` (another build of this version, or an unlocked one) is replaced
+        ["rm", "-rf", old], ["if", "[", "-e", QuoteString(path), "];", "then", "mv", QuoteString(path), old, ";", "fi"],
+        ["mv", "-T", QuoteString(build), QuoteString(path)], ["rm", "-rf", old],
+    ))
+

@@ -1,0 +1,65 @@
+"""Where the toolkit puts things on a target. The agent's contract (agent/contract.py) defines
+what the agent also reads; this adds what only the deploy writes."""
+
+from sglang_pve.agent.contract import (  # noqa: F401 - re-exported for the deploy side
+    AGENT,
+    DIAGNOSES_DIR,
+    ETC_DIR,
+    LOG_DIR,
+    SERVERS_DIR,
+    STATE_DIR,
+    TARGET_PYTHON,
+    UNIT_DIR,
+    UNIT_PREFIX,
+    lifecycle_path,
+    log_path,
+    server_config_path,
+    unit_name,
+    unit_path,
+)
+
+NCCL_ENV = f"{ETC_DIR}/nccl.env"  # EnvironmentFile= of every server unit
+NCCL_CONF = "/etc/nccl.conf"  # read by NCCL itself in every process
+NCCL_PROFILE_MODULE = "sglang_pve_nccl"  # in the venv's site-packages, imported by a .pth of the same name
+NCCL_BLOCK_MARKER = "nccl-profile"  # names the managed block in the user's shell rc
+UV_VENV = "/opt/sglang-pve/uv"  # the installer, in its own venv (sglang_installer: uv)
+RELEASES_DIR = f"{STATE_DIR}/releases"  # <id>.json records, blobs/ of the files they restore
+LOGROTATE = "/etc/logrotate.d/sglang-pve"
+SGLANG_DEFAULT_PORT = 30000  # SGLang's own, when a configuration sets no port
+SECRETS_DIR = f"{ETC_DIR}/secrets"  # root-only (0600) files: SGLang's config with its keys, secret environment
+INDEX_NETRC = f"{SECRETS_DIR}/index.netrc"  # credentials of the index URLs, read by pip and uv through NETRC=
+SERVER_HOME = "sglang"  # StateDirectory=/CacheDirectory= name: /var/lib/sglang, /var/cache/sglang
+
+
+def venv_path(venvs_dir: str, version: str) -> str:
+    """One virtualenv per pinned SGLang version; the local version label (+g<sha>) is kept."""
+    return f"{venvs_dir}/sglang-{version}"
+
+
+def lock_path(venv: str) -> str:
+    """The venv's lock, beside it: every distribution with its sha256 (root-only)."""
+    return f"{venv}.lock"
+
+
+def partial_venv_path(venv: str) -> str:
+    """Where a venv is built before it is moved into place (a unit never points here)."""
+    head, _, name = venv.rpartition("/")
+    return f"{head}/.{name}.partial"
+
+
+def secret_config_path(server: str) -> str:
+    """SGLang's config of `server` plus its API keys, handed to the server by LoadCredential=."""
+    return f"{SECRETS_DIR}/{server}.yaml"
+
+
+def secret_env_path(server: str) -> str:
+    return f"{SECRETS_DIR}/{server}.env"
+
+
+def server_home_env(state: str = f"/var/lib/{SERVER_HOME}", cache: str = f"/var/cache/{SERVER_HOME}") -> dict[str, str]:
+    """Where the sandboxed server's home and JIT/model caches live (it may write nowhere else):
+    the unit's Environment=, and tests/gpu's least-privilege run on a real GPU."""
+    return {
+        "HOME": state, "XDG_CACHE_HOME": cache, "HF_HOME": f"{cache}/huggingface", "TRITON_CACHE_DIR": f"{cache}/triton",
+        "FLASHINFER_WORKSPACE_BASE": cache, "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor",
+    }

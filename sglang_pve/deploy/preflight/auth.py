@@ -1,0 +1,39 @@
+"""Who may talk to a server: one bound beyond the loopback answers anyone who reaches the port,
+admin endpoints included, unless SGLang has an API key."""
+
+import ipaddress
+
+from sglang_pve.config import Deployment, Problem
+
+_LOOPBACK_NAMES = {None, "localhost"}  # None: SGLang's own default, 127.0.0.1
+
+
+def loopback(bind: str | None) -> bool:
+    if bind in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(bind).is_loopback
+    except ValueError:
+        return False  # a host name: whatever it resolves to, assume it is reachable
+
+
+def auth_problems(deployment: Deployment) -> tuple[list[Problem], list[Problem]]:
+    """(problems, warnings): an open bind without a key is refused unless allow_unauthenticated."""
+    if deployment.secrets.api_key:
+        return [], []
+    open_binds = {name: s.args.host for name, s in deployment.servers.items() if not loopback(s.args.host)}
+    if not open_binds:
+        return [], []
+    found = [Problem(f"servers.{name}.host", bind, "binds beyond the loopback without an API key: anyone who reaches "
+                     "the port may use every endpoint, admin ones included",
+                     'give sglang_secrets: {"api-key": {"file": "/path/to/0600-file"}} (or {"env": "VARIABLE"}), '
+                     "bind to 127.0.0.1, or set allow_unauthenticated: true")
+             for name, bind in open_binds.items()]
+    return ([], found) if deployment.data.allow_unauthenticated else (found, [])
+
+
+def user_warnings(deployment: Deployment) -> list[Problem]:
+    if deployment.data.server_user != "root":
+        return []
+    return [Problem("server_user", "root", "the servers run as root, unsandboxed: a flaw in SGLang or a model's "
+                    "remote code owns the host", 'leave server_user at its default ("sglang") unless root is really needed')]

@@ -1,0 +1,152 @@
+"""Render the files the deploy manages, from the validated Deployment. Pure: no host access.
+
+    files = nccl_files(deployment, purelib="/opt/sglang/venvs/sglang-0.5.16.../lib/python3.11/site-packages")
+    [f.path for f in files]  # ['/etc/sglang/nccl.env', '/etc/nccl.conf', '.../sglang_pve_nccl.py', '.../sglang_pve_nccl.pth']
+"""
+
+import hashlib
+import math
+import shlex
+from pathlib import Path
+
+import yaml
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from sglang_pve.agent import contract, spec
+from sglang_pve.config import Deployment, ServerConfig
+from sglang_pve.deploy import escape, paths
+from sglang_pve.deploy.operations.files import ManagedFile
+from sglang_pve.deploy.operations.releases import Release
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+_jinja = Environment(
+    loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, keep_trailing_newline=True,
+    trim_blocks=True, lstrip_blocks=True, autoescape=False,
+)
+_jinja.filters.update(shquote=shlex.quote, systemd_word=escape.systemd_word, systemd_text=escape.systemd_text)
+_jinja.globals["systemd_env"] = escape.systemd_env
+
+
+def render(template: str, **context) -> str:
+    return _jinja.get_template(template).render(**context)
+
+
+def nccl_env_text(deployment: Deployment) -> str:
+    return render("nccl.env.j2", profile=deployment.data.nccl_profile, env=deployment.nccl_env)
+
+
+def nccl_block(deployment: Deployment) -> str:
+    """Body of the managed block in the user's shell rc."""
+    return render("zshrc-block.j2", profile=deployment.data.nccl_profile, env=deployment.nccl_env)
+
+
+def nccl_files(deployment: Deployment, purelib: str) -> list[ManagedFile]:
+    env_text = nccl_env_text(deployment)
+    module = render("nccl_profile.py.j2", profile=deployment.data.nccl_profile, env=deployment.nccl_env)
+    return [
+        ManagedFile(paths.NCCL_ENV, env_text),
+        ManagedFile(paths.NCCL_CONF, env_text),
+        ManagedFile(f"{purelib}/{paths.NCCL_PROFILE_MODULE}.py", module),
+        # site.py runs `import` lines of .pth files at every start, before sitecustomize
+        ManagedFile(f"{purelib}/{paths.NCCL_PROFILE_MODULE}.pth", f"import {paths.NCCL_PROFILE_MODULE}\n"),
+    ]
+
+
+def logrotate_file() -> ManagedFile:
+    """Rotation of the server logs by size (logrotate checks them on its timer, daily by default)."""
+    return ManagedFile(paths.LOGROTATE, render("logrotate.j2", log_dir=paths.LOG_DIR, max_size="1G", keep=4))
+
+
+def server_yaml(server: ServerConfig, secrets: dict | None = None) -> str:
+    """SGLang's --config YAML; with `secrets` ({"api-key": Secret}) the root-only copy the unit loads."""
+    flags = server.args.as_flags() | {flag: secret.value for flag, secret in (secrets or {}).items()}
+    flags_yaml = yaml.safe_dump(flags, sort_keys=False, default_flow_style=False).rstrip("\n")
+    return render("server.yaml.j2", server=server.name, flags_yaml=flags_yaml)
+
+
+def secret_env_text(secrets: dict) -> str:
+    """An EnvironmentFile; values are single-quoted (the secret alphabet has no quote, $ or blank)."""
+    lines = [f"{name}='{secret.value}'\n" for name, secret in secrets.items()]
+    return "# Managed by sglang-pve: secret environment of the server units (root-only).\n" + "".join(lines)
+
+
+def lifecycle_spec(server: ServerConfig) -> spec.Spec:
+    """The agent's view of one server, passed through the agent's own parser (so the deploy can
+    never write a spec the agent refuses; sglang_pve/agent/spec.py documents the format)."""
+    args = server.args
+    return spec.parse({
+        "server": server.name,
+        "unit": paths.unit_name(server.name),
+        "unit_prefix": paths.UNIT_PREFIX,
+        "log": paths.log_path(server.name),
+        "host": contract.probe_address(args.host),
+        "port": args.port or paths.SGLANG_DEFAULT_PORT,
+        "speculative": args.speculative,
+        **server.lifecycle.model_dump(),
+        "state_dir": paths.STATE_DIR,
+        "diagnoses_dir": paths.DIAGNOSES_DIR,
+    }, paths.lifecycle_path(server.name))
+
+
+def _unit(deployment: Deployment, server: ServerConfig, venv: str) -> str:
+    life = server.lifecycle
+    return render(
+        "sglang-server.service.j2",
+        server=server.name,
+        unit=paths.unit_name(server.name),
+        model=server.args.served_model_name or server.args.model_path,
+        conflicts=[paths.unit_name(n) for n in deployment.servers if n != server.name],
+        after=[paths.unit_name(n) for n in sorted(deployment.servers) if n < server.name],
+        before=[paths.unit_name(n) for n in sorted(deployment.servers) if n > server.name],
+        nccl_env_path=paths.NCCL_ENV,
+        nccl_env_sha1=hashlib.sha1(nccl_env_text(deployment).encode()).hexdigest(),
+        env=server.env,
+        venv=venv,
+        config_path=paths.server_config_path(server.name),
+        log_path=paths.log_path(server.name),
+        agent=paths.AGENT,
+        python=contract.TARGET_PYTHON,
+        spec_path=paths.lifecycle_path(server.name),
+        # The gate fails the start itself at startup_timeout_s; systemd's timeout is the backstop,
+        # with room for prestart (GPU reaping, restart backoff) and the diagnosis (nvidia-smi, py-spy).
+        timeout_start_s=math.ceil(life.startup_timeout_s + life.gpu_free_timeout_s + life.watchdog.backoff_max_s + 90),
+        # TimeoutStopSec also bounds ExecStopPost, which waits up to gpu_free_timeout_s.
+        timeout_stop_s=math.ceil(life.stop_timeout_s + life.gpu_free_timeout_s + 40),
+        limits=deployment.data.unit_limits,
+        user=deployment.data.server_user,
+        groups=deployment.data.server_groups,
+        runtime_dirs=deployment.data.server_runtime_dirs,
+        home_name=paths.SERVER_HOME,
+        home_env=paths.server_home_env(),
+        secret_config_path=paths.secret_config_path(server.name) if deployment.secrets.flags else None,
+        secret_env_path=paths.secret_env_path(server.name) if deployment.secrets.env else None,
+    )
+
+
+def release(deployment: Deployment, venv: str, purelib: str, user: str | None = None,
+            commit: str | None = None) -> Release:
+    """The release this deployment runs: every rendered file the toolkit overwrites (the NCCL
+    files, the venv's startup hook, every configuration's unit, YAML and lifecycle spec) by
+    digest, and the shell rc's managed block. The agent is the toolkit's own, not part of it."""
+    files = nccl_files(deployment, purelib) + [f for s in deployment.servers.values() for f in server_files(deployment, s, venv)]
+    data = deployment.data
+    return Release(
+        sglang_version=deployment.sglang_version, venv=venv, active_server=data.active_server,
+        units=tuple(paths.unit_name(name) for name in deployment.servers), nccl_profile=data.nccl_profile,
+        files={f.path: f.sha256 for f in files},
+        blocks={data.shell_rc: {"marker": paths.NCCL_BLOCK_MARKER, "body": nccl_block(deployment)}},
+        user=user, commit=commit,
+    )
+
+
+def server_files(deployment: Deployment, server: ServerConfig, venv: str) -> list[ManagedFile]:
+    """Unit, SGLang config and lifecycle spec of one server configuration, and its secret files."""
+    secrets = deployment.secrets
+    return [
+        ManagedFile(paths.unit_path(server.name), _unit(deployment, server, venv)),
+        ManagedFile(paths.server_config_path(server.name), server_yaml(server)),
+        ManagedFile(paths.lifecycle_path(server.name), spec.to_json(lifecycle_spec(server))),
+    ] + ([ManagedFile(paths.secret_config_path(server.name), server_yaml(server, secrets.flags), mode="600", secret=True)]
+         if secrets.flags else []) + (
+        [ManagedFile(paths.secret_env_path(server.name), secret_env_text(secrets.env), mode="600", secret=True)]
+        if secrets.env else [])

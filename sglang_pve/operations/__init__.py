@@ -1,1 +1,0 @@
-"""Custom pyinfra operations: read one batched fact, yield only the commands needed."""

@@ -1,0 +1,162 @@
+"""A small client over proxmoxer's https backend: auth (a root@pam ticket from a password, or an
+API token), the node's certificate trusted as the settings say, booleans sent as 1/0, every task
+awaited with a timeout, and errors that name the call (method and path) and Proxmox's message,
+never a secret.
+
+    api = connect(settings, credential)
+    config = api.get(f"nodes/pve1/lxc/129/config")
+    api.run_task("POST", "nodes/pve1/lxc/129/status/start")      # waits; raises ProxmoxError
+"""
+
+import logging
+import time
+from collections import Counter
+
+import requests
+from proxmoxer.backends.https import JsonSerializer, ProxmoxHTTPApiTokenAuth, ProxmoxHTTPAuth, ProxmoxHTTPAuthBase, ProxmoxHttpSession
+from proxmoxer.core import ProxmoxResource, ResourceException
+
+from sglang_pve.config.proxmox import ApiSettings
+from sglang_pve.provision.credentials import Credential
+from sglang_pve.provision.tls import trust
+
+POLL_INTERVAL_S = 0.5
+
+
+class ProxmoxError(RuntimeError):
+    """A call that failed: `call` is "METHOD /path"; the message says what Proxmox answered."""
+
+    def __init__(self, call: str, message: str):
+        self.call = call
+        super().__init__(f"{call}: {message}")
+
+
+def task_succeeded(exitstatus: str | None) -> bool:
+    """pve-common UPID.pm status_is_error: OK and "WARNINGS: n" are success, anything else is the error."""
+    return exitstatus == "OK" or (exitstatus or "").startswith("WARNINGS: ")
+
+
+def wire(params: dict) -> dict:
+    """Form values as Proxmox reads them: booleans 1/0 (a Python True would arrive as "True"), None dropped."""
+    return {k: (int(v) if isinstance(v, bool) else v) for k, v in params.items() if v is not None}
+
+
+class _PinnedTicketAuth(ProxmoxHTTPAuth):
+    """proxmoxer's ticket auth, but the ticket request (which carries the password) goes through the
+    client's own session, so the same TLS trust (CA file or pinned fingerprint) applies to it."""
+
+    def __init__(self, session: requests.Session, username: str, password: str, base_url: str, timeout: int):
+        self._session = session
+        super().__init__(username, password, base_url=base_url, timeout=timeout, verify_ssl=session.verify)
+
+    def _get_new_tokens(self, password=None, otp=None, otptype=None):
+        data = {"username": self.username, "password": password or self.pve_auth_ticket}
+        response = self._session.request("POST", self.base_url + "/access/ticket", data=data, timeout=self.timeout,
+                                         auth=ProxmoxHTTPAuthBase(timeout=self.timeout, verify_ssl=self._session.verify))
+        if response.status_code != 200:
+            raise ProxmoxError("POST /access/ticket", f"{response.status_code} authentication failed for {self.username}")
+        ticket = response.json()["data"]
+        self.birth_time = time.monotonic()
+        self.pve_auth_ticket = ticket["ticket"]
+        self.csrf_prevention_token = ticket["CSRFPreventionToken"]
+
+
+class Api:
+    """Calls by path ("nodes/pve1/lxc"), counted per method in `calls` (the benchmark reads them)."""
+
+    def __init__(self, root: ProxmoxResource, settings: ApiSettings, credential: Credential):
+        self._root = root
+        self.settings = settings
+        self.uses_token = credential.token_name is not None
+        self.calls: Counter = Counter()
+
+    def request(self, method: str, path: str, **params):
+        call = f"{method} /{path}"
+        self.calls[method] += 1
+        resource = self._root(path)
+        try:
+            return getattr(resource, method.lower())(**wire(params))
+        except ResourceException as error:
+            detail = error.errors if isinstance(error.errors, dict) and error.errors else None
+            reason = f"{error.status_code} {error.content}".strip()
+            raise ProxmoxError(call, f"{reason}{f' ({detail})' if detail else ''}") from None
+        except requests.exceptions.RequestException as error:
+            raise transport_error(call, self.settings, error) from None
+
+    def get(self, path: str, **params):
+        return self.request("GET", path, **params)
+
+    def run_task(self, method: str, path: str, **params) -> str:
+        """A call that starts a Proxmox task: wait for it; its exit status (OK or WARNINGS: n)."""
+        upid = self.request(method, path, **params)
+        return self.wait(upid, f"{method} /{path}")
+
+    def wait(self, upid: str, call: str) -> str:
+        node = upid.split(":")[1]
+        deadline = time.monotonic() + self.settings.task_timeout_s
+        while True:
+            status = self.get(f"nodes/{node}/tasks/{upid}/status")
+            if status.get("status") == "stopped":
+                break
+            if time.monotonic() > deadline:
+                raise ProxmoxError(call, f"task {upid} still running after {self.settings.task_timeout_s}s "
+                                         "(proxmox_api.task_timeout_s); it goes on on the node: check its task log, "
+                                         "then run again")
+            time.sleep(POLL_INTERVAL_S)
+        exitstatus = status.get("exitstatus")
+        if not task_succeeded(exitstatus):
+            raise ProxmoxError(call, f"task failed: {exitstatus}{self._log_tail(node, upid)}")
+        if exitstatus != "OK":  # "WARNINGS: n": done, but say what Proxmox warned about
+            logging.getLogger("pyinfra").warning(f"{call}: task ended with {exitstatus}{self._log_tail(node, upid)}")
+        return exitstatus
+
+    def _log_tail(self, node: str, upid: str) -> str:
+        try:
+            lines = [entry.get("t", "") for entry in self.get(f"nodes/{node}/tasks/{upid}/log", start=0, limit=500)]
+        except ProxmoxError:
+            return ""
+        tail = [line for line in lines if line and line != "TASK OK"][-3:]
+        return f" (task log: {' | '.join(tail)})" if tail else ""
+
+
+def transport_error(call: str, settings: ApiSettings, error: requests.exceptions.RequestException) -> ProxmoxError:
+    where = f"{settings.host}:{settings.port}"
+    if isinstance(error, requests.exceptions.SSLError):
+        return ProxmoxError(call, f"TLS verification of {where} failed: {_root_cause(error)}. Fix: compare "
+                                  "proxmox_api.fingerprint/ca_file with the node's certificate (pvenode cert info)")
+    if isinstance(error, requests.exceptions.Timeout):
+        return ProxmoxError(call, f"no answer from {where} within {settings.timeout_s}s (proxmox_api.timeout_s)")
+    return ProxmoxError(call, f"node unreachable at {where}: {_root_cause(error)}")
+
+
+def _root_cause(error: BaseException) -> str:
+    """The innermost reason requests/urllib3 wrapped ("Fingerprints did not match ...", "Connection refused")."""
+    for _ in range(10):
+        inner = error.args[0] if error.args and isinstance(error.args[0], BaseException) else error.__context__
+        if inner is None:
+            break
+        error = inner
+    text = str(error)
+    return text.split("] ", 1)[-1] if text.startswith("[") else (text or type(error).__name__)
+
+
+def connect(settings: ApiSettings, credential: Credential) -> Api:
+    """A client for one node's API; a password logs in at once (POST /access/ticket)."""
+    base_url = f"https://{settings.host}:{settings.port}/api2/json"
+    if not settings.verify:
+        logging.getLogger("pyinfra").warning(
+            f"{settings.host}:{settings.port}: TLS verification is off (proxmox_api.verify: false): whoever sits "
+            "on the path sees the API password or token; pin the fingerprint instead (pvenode cert info)")
+    session = ProxmoxHttpSession()
+    trust(session, f"https://{settings.host}:{settings.port}/", settings.ca_file, settings.fingerprint, settings.verify)
+    session.headers["accept"] = JsonSerializer().get_accept_types()
+    if credential.token_name:
+        session.auth = ProxmoxHTTPApiTokenAuth(credential.user, credential.token_name, credential.secret,
+                                               verify_ssl=session.verify, timeout=settings.timeout_s)
+    else:
+        try:
+            session.auth = _PinnedTicketAuth(session, credential.user, credential.secret, base_url, settings.timeout_s)
+        except requests.exceptions.RequestException as error:
+            raise transport_error("POST /access/ticket", settings, error) from None
+    root = ProxmoxResource(base_url=base_url, session=session, serializer=JsonSerializer())
+    return Api(root, settings, credential)

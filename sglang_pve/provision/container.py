@@ -1,0 +1,213 @@
+"""The LXC container on its Proxmox node, through the API (and SSH to the node for what the API
+cannot write): created when absent; otherwise only the keys that differ are changed, sent with
+the config digest; a snapshot first; raw lxc lines edited in the config file; started (restarted
+when a change needs it); its SSH host key learnt through the node and pinned.
+
+All reads happen when the operation is prepared (so --dry --diff shows the config diff and calls
+no mutating endpoint); all writes happen in one callback when it executes.
+"""
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyinfra import host, logger, state
+from pyinfra.api import FunctionCommand, OperationError, QuoteString, StringCommand, operation
+
+from sglang_pve.config.errors import ConfigError
+from sglang_pve.config.proxmox import ContainerSpec
+from sglang_pve.deploy.facts.gpu import GpuDeviceInfo
+from sglang_pve.provision import conffile, hostkeys, snapshots
+from sglang_pve.provision.client import ProxmoxError
+from sglang_pve.provision.desired import create_parameters, owned_raw_line, passthrough, wanted_config, wanted_raw_lines
+from sglang_pve.provision.diff import Change, ConfigDiff, diff_config, token_refusals
+from sglang_pve.provision.nodes import Node
+
+HOT_KEYS = {"cores", "memory", "swap", "onboot", "startup", "net0", "hostname"}  # applied to a running CT
+HOST_KEY = "/etc/ssh/ssh_host_ed25519_key.pub"
+HOST_KEY_WAIT_S = 120
+
+
+@dataclass(frozen=True)
+class Guest:
+    """How the controller reaches the container once it runs (from the container host's data)."""
+
+    ssh_hostname: str
+    known_hosts: str
+    public_keys: str | None = None  # authorized for root at create (ssh-public-keys)
+
+
+@dataclass
+class Plan:
+    spec: ContainerSpec
+    exists: bool
+    running: bool
+    diff: ConfigDiff
+    current: dict  # GET .../config as read when planned (digest included)
+    key_pinned: bool
+    create: dict = field(default_factory=dict)
+
+    @property
+    def needs_restart(self) -> bool:
+        return self.running and (self.diff.raw_changed or any(c.key not in HOT_KEYS for c in self.diff.changes))
+
+    @property
+    def idle(self) -> bool:
+        return self.exists and self.running and self.diff.empty and self.key_pinned
+
+
+def plan(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest) -> Plan:
+    """Read the node (cached for the run) and decide; raises ConfigError for anything refused."""
+    listed = node.containers().get(spec.vmid)
+    dev_options, raw_devices, problems = passthrough(spec, gpus.gpu_indices, gpus.majors)
+    wanted, raw_wanted = wanted_config(spec, dev_options), wanted_raw_lines(spec, raw_devices)
+    if listed:
+        current = node.config(spec.vmid)
+        majors = {m for name, m in gpus.majors.items() if name.startswith("nvidia")} | {195}
+        raw_now = [(k, v) for k, v in current.get("lxc", []) if owned_raw_line(k, v, majors)]
+        diff = diff_config(wanted, current, raw_wanted, raw_now, spec.rootfs)
+        problems += diff.refusals
+    else:
+        current = {}
+        diff = ConfigDiff(changes=[Change(k, None, v) for k, v in wanted.items()],
+                          raw_new=[f"{k}: {v}" for k, v in raw_wanted])
+    if node.api.uses_token:
+        problems += token_refusals(diff, spec.unprivileged)
+    if problems:
+        raise ConfigError(node.host_name, problems)
+    return Plan(spec=spec, exists=bool(listed), running=bool(listed) and listed.get("status") == "running",
+                diff=diff, current=current, key_pinned=hostkeys.is_pinned(guest.known_hosts, guest.ssh_hostname),
+                create={} if listed else create_parameters(spec, wanted, guest.public_keys))
+
+
+@operation()
+def container(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest):
+    """
+    Make container ``spec.vmid`` on this Proxmox node what ``spec`` says, and running.
+
+    + spec: the validated ContainerSpec (host data ``container`` of the container's host)
+    + node: the node's API (sglang_pve.provision.nodes.node_for)
+    + gpus: the node's GpuDevices fact (which /dev/nvidiaN exist, the nvidia-uvm major)
+    + guest: Guest(ssh_hostname, known_hosts, public_keys): where its SSH host key gets pinned
+
+    **Example:**
+
+    .. code:: python
+
+        container(name="CT 129", spec=spec, node=node_for("pve1", host.data.dict()),
+                  gpus=host.get_fact(GpuDevices), guest=Guest("10.0.0.129", "~/.ssh/known_hosts_pve"))
+    """
+    try:
+        wanted = plan(spec, node, gpus, guest)
+    except (ConfigError, ProxmoxError) as error:
+        raise OperationError(str(error)) from None
+    if wanted.idle:
+        host.noop(f"container {spec.vmid} ({spec.hostname}) up to date and running")
+        return
+    if state.config.DIFF:
+        verb = "modify" if wanted.exists else "create"
+        logger.info(f"{host.print_prefix}Will {verb} container {spec.vmid} ({spec.hostname}) on {node.name}")
+        for line in wanted.diff.lines():
+            logger.info(f"    {line}")
+        if wanted.needs_restart:
+            logger.info("    (restart: a changed key only applies at start)")
+    yield FunctionCommand(_apply, (node, wanted, guest), {})
+
+
+def _apply(state, host, node: Node, wanted: Plan, guest: Guest) -> bool:
+    """Every write, in an order that leaves nothing half applied on an API fault: snapshot, config
+    (one PUT with the digest), root volume, raw lines, start/restart, host key."""
+    try:
+        _converge(host, node, wanted, guest)
+    except (ProxmoxError, OperationError) as error:
+        host.log_styled(str(error), fg="red", log_func=logger.error)
+        return False
+    finally:
+        node.forget(wanted.spec.vmid)
+    return True
+
+
+def _converge(host, node: Node, wanted: Plan, guest: Guest) -> None:
+    spec, diff, api = wanted.spec, wanted.diff, node.api
+    if not wanted.exists:
+        host.log(f"creating container {spec.vmid} from {spec.template}", logger.info)
+        api.run_task("POST", node.path(), **wanted.create)
+    elif not diff.empty:
+        digest = wanted.current["digest"]
+        if spec.snapshots_keep:
+            snapshots.take(node, spec.vmid, spec.snapshots_keep, "config", "before changing " + ", ".join(diff.keys))
+            digest = _unchanged_since_planned(node, spec.vmid, wanted.current)
+        if diff.put_parameters or diff.deleted:
+            _put(node, spec.vmid, diff, digest)
+        if diff.resize_gb:
+            api.run_task("PUT", node.path(spec.vmid, "resize"), disk="rootfs", size=f"{diff.resize_gb}G")
+    if diff.raw_changed:
+        node.forget(spec.vmid)
+        _edit_raw_lines(host, node, spec.vmid, diff.raw_old if wanted.exists else [], diff.raw_new)
+    if wanted.needs_restart:
+        api.run_task("POST", node.path(spec.vmid, "status", "reboot"))
+    elif not wanted.running:
+        api.run_task("POST", node.path(spec.vmid, "status", "start"))
+    if not wanted.key_pinned or not wanted.exists:
+        _pin_host_key(host, spec.vmid, guest)
+
+
+CONFLICT = ("the config changed since it was read (someone else edited it); nothing was overwritten: "
+            "run again to review the new state")
+
+
+def _unchanged_since_planned(node: Node, vmid: int, planned: dict) -> str:
+    """The digest after our own snapshot (which rewrites the file), if nothing else changed the
+    current config since it was planned; a conflict otherwise."""
+    node.forget(vmid)
+    fresh = node.config(vmid)
+    if _settings(fresh) != _settings(planned):
+        raise ProxmoxError(f"PUT /{node.path(vmid, 'config')}", f"not sent: {CONFLICT}")
+    return fresh["digest"]
+
+
+def _settings(config: dict) -> dict:
+    """A config without what a snapshot itself changes (digest, parent)."""
+    return {k: v for k, v in config.items() if k not in ("digest", "parent")}
+
+
+def _put(node: Node, vmid: int, diff: ConfigDiff, digest: str) -> None:
+    try:
+        node.api.request("PUT", node.path(vmid, "config"), **diff.put_parameters,
+                         delete=",".join(diff.deleted) or None, digest=digest)
+    except ProxmoxError as error:
+        if "detected modified configuration" in str(error):
+            raise ProxmoxError(error.call, f"{str(error).split(': ', 1)[1]}: {CONFLICT}") from None
+        raise
+
+
+def _edit_raw_lines(host, node: Node, vmid: int, remove: list[str], add: list[str]) -> None:
+    digest = node.config(vmid)["digest"]
+    request = json.dumps({"path": f"{node.conf_dir}/{vmid}.conf", "digest": digest, "remove": remove, "add": add})
+    source = Path(conffile.__file__).read_text()
+    ok, output = host.run_shell_command(StringCommand("python3", "-c", QuoteString(source), QuoteString(request)))
+    if not ok:
+        raise OperationError(f"editing {node.conf_dir}/{vmid}.conf on {host.name} failed: {output.stderr.strip()}")
+
+
+# The key once sshd listens (port 22 = 0x0016, state 0A = LISTEN): then the deploy can connect.
+_KEY_WHEN_LISTENING = ("awk '$2 ~ /:0016$/ && $4 == \"0A\" {found = 1} END {exit !found}' /proc/net/tcp /proc/net/tcp6 "
+                       f"2>/dev/null && cat {HOST_KEY}")
+
+
+def _pin_host_key(host, vmid: int, guest: Guest) -> None:
+    """Read the container's host key through the node (pct exec: the node is trusted, the new
+    container is not yet) once its sshd listens, then pin it for the address the inventory uses."""
+    deadline = time.monotonic() + HOST_KEY_WAIT_S
+    while True:
+        ok, output = host.run_shell_command(StringCommand("pct", "exec", str(vmid), "--", "sh", "-c",
+                                                          QuoteString(_KEY_WHEN_LISTENING)))
+        if ok and output.stdout.strip().startswith("ssh-"):
+            break
+        if time.monotonic() > deadline:
+            raise OperationError(f"container {vmid}: no sshd listening with a {HOST_KEY} after {HOST_KEY_WAIT_S}s "
+                                 f"(pct exec: {output.stderr.strip() or 'nothing'}): is openssh-server in its template?")
+        time.sleep(1)
+    if hostkeys.pin(guest.known_hosts, guest.ssh_hostname, output.stdout.strip()):
+        host.log(f"pinned the SSH host key of container {vmid} for {guest.ssh_hostname} in {guest.known_hosts}", logger.info)

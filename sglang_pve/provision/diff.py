@@ -1,0 +1,152 @@
+"""The pure config diff: what a container should have vs what GET .../config says it has.
+
+Property strings are compared as PVE reads them (key order and 1/on/true do not matter), keys PVE
+fills in by itself (a generated MAC, type=veth) only when asked for, and only keys the toolkit
+owns are ever changed or deleted. Keys that cannot change in place are refused with the reason.
+
+>>> d = diff_config({"cores": "8", "memory": "4096"}, {"cores": 4, "memory": 4096, "digest": "ab"}, [], [],
+...                 rootfs=None)
+>>> d.lines()
+['cores: 4 -> 8']
+"""
+
+import re
+from dataclasses import dataclass, field
+
+from sglang_pve.config.errors import Problem
+from sglang_pve.config.proxmox import RootFs
+from sglang_pve.provision.desired import OWNED_SCALARS, format_of, owned_key
+
+# Absent from a config file, these read as PVE's default (pve-container Config.pm).
+_ABSENT_MEANS = {"onboot": "0", "unprivileged": "0"}
+_UNITS_GB = {"K": 1 / 1024**2, "M": 1 / 1024, "G": 1, "T": 1024}
+
+
+@dataclass(frozen=True)
+class Change:
+    key: str
+    old: str | None
+    new: str | None  # None: delete the key
+
+    def line(self) -> str:
+        return f"{self.key}: {self.old if self.old is not None else '(unset)'} -> {self.new if self.new is not None else '(deleted)'}"
+
+
+@dataclass(frozen=True)
+class ConfigDiff:
+    changes: list[Change] = field(default_factory=list)
+    raw_old: list[str] = field(default_factory=list)  # the toolkit's raw lxc lines now, "key: value"
+    raw_new: list[str] = field(default_factory=list)
+    resize_gb: int | None = None  # grow the root volume to this size
+    refusals: list[Problem] = field(default_factory=list)
+
+    @property
+    def raw_changed(self) -> bool:
+        return self.raw_old != self.raw_new
+
+    @property
+    def empty(self) -> bool:
+        return not (self.changes or self.raw_changed or self.resize_gb)
+
+    @property
+    def put_parameters(self) -> dict[str, str]:
+        return {c.key: c.new for c in self.changes if c.new is not None}
+
+    @property
+    def deleted(self) -> list[str]:
+        return [c.key for c in self.changes if c.new is None]
+
+    @property
+    def keys(self) -> list[str]:
+        return [c.key for c in self.changes] + (["lxc"] if self.raw_changed else []) + (["rootfs"] if self.resize_gb else [])
+
+    def lines(self) -> list[str]:
+        """Human-readable: ``key: old -> new``; raw lines as ``lxc: - line`` / ``lxc: + line``."""
+        lines = [c.line() for c in self.changes]
+        if self.resize_gb:
+            lines.append(f"rootfs: size -> {self.resize_gb}G")
+        if self.raw_changed:
+            lines += [f"lxc: - {line}" for line in self.raw_old if line not in self.raw_new]
+            lines += [f"lxc: + {line}" for line in self.raw_new if line not in self.raw_old]
+        return lines
+
+
+def same(key: str, wanted: str, current: object) -> bool:
+    if current is None:
+        current = _ABSENT_MEANS.get(key)
+    if current is None:
+        return False
+    fmt = format_of(key)
+    if fmt is None:
+        return str(current) == wanted
+    wanted_values = fmt.normalized(wanted)
+    compared = set(wanted_values) | (set(fmt.normalized(str(current))) - fmt.filled_by_pve)
+    return fmt.normalized(str(current), compared) == wanted_values
+
+
+def _size_gb(text: str) -> float | None:
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGT]?)", text)
+    return float(match.group(1)) * _UNITS_GB[match.group(2) or "G"] if match else None
+
+
+def _rootfs(wanted: RootFs, current: str | None) -> tuple[int | None, list[Problem]]:
+    """(size to grow to, refusals) for the root volume ``storage:volume,size=200G``."""
+    if current is None:
+        return None, []
+    volume, _, options = current.partition(",")
+    storage = volume.split(":", 1)[0]
+    problems = []
+    if storage != wanted.storage:
+        problems.append(Problem("container.rootfs.storage", wanted.storage,
+                                f"the root volume is on storage {storage}; moving it is not a config change",
+                                f"move it first (pct move-volume <vmid> rootfs {wanted.storage}) or set storage back to {storage}"))
+    size = _size_gb(dict(o.split("=", 1) for o in options.split(",") if "=" in o).get("size", ""))
+    if size is not None and size > wanted.size_gb:
+        problems.append(Problem("container.rootfs.size_gb", wanted.size_gb,
+                                f"the root volume already has {size:g} GB and volumes cannot shrink",
+                                f"set size_gb to at least {size:g}"))
+    grow = wanted.size_gb if size is not None and size < wanted.size_gb else None
+    return grow, problems
+
+
+def diff_config(wanted: dict[str, str], current: dict, raw_wanted: list[tuple[str, str]],
+                raw_current: list[tuple[str, str]], rootfs: RootFs | None) -> ConfigDiff:
+    """Compare; `raw_current` holds only the raw lines the toolkit owns (desired.owned_raw_line)."""
+    changes = [Change(k, None if current.get(k) is None else str(current[k]), v)
+               for k, v in wanted.items() if not same(k, v, current.get(k))]
+    changes += [Change(k, str(current[k]), None) for k in sorted(current, key=_natural)
+                if owned_key(k) and k != "rootfs" and k not in wanted and (k not in OWNED_SCALARS or k in ("features", "startup"))]
+    refusals = []
+    if any(c.key == "unprivileged" for c in changes):
+        old = "privileged" if _ABSENT_MEANS["unprivileged"] == str(current.get("unprivileged", "0")) else "unprivileged"
+        refusals.append(Problem("container.unprivileged", wanted["unprivileged"] == "1",
+                                f"the container is {old}; Proxmox cannot change that in place (every file's owner "
+                                "would have to be shifted)", f"set unprivileged back to {old == 'unprivileged'}, or "
+                                "recreate the container (vzdump, then restore with --unprivileged)"))
+    grow, problems = _rootfs(rootfs, current.get("rootfs")) if rootfs else (None, [])
+    return ConfigDiff(changes=changes, raw_old=[f"{k}: {v}" for k, v in raw_current],
+                      raw_new=[f"{k}: {v}" for k, v in raw_wanted], resize_gb=grow, refusals=refusals + problems)
+
+
+def _natural(key: str) -> tuple[str, int]:
+    match = re.match(r"^(\D+)(\d*)$", key)
+    return (match.group(1), int(match.group(2) or -1)) if match else (key, -1)
+
+
+def token_refusals(diff: ConfigDiff, unprivileged: bool) -> list[Problem]:
+    """What an API token may not do even for root@pam (the authuser is root@pam!name): device
+    passthrough, and features beyond nesting or on a privileged container (pve-container LXC.pm)."""
+    problems = []
+    devices = [c.key for c in diff.changes if c.key.startswith("dev")]
+    if devices:
+        problems.append(Problem("proxmox_api.token_name", ", ".join(devices),
+                                "an API token cannot configure device passthrough (devN), even for root@pam: "
+                                "Proxmox allows it only for root@pam itself",
+                                "use root@pam with a password (password_env or password_file), or passthrough: raw"))
+    features = next((c for c in diff.changes if c.key == "features"), None)
+    if features and (not unprivileged or set((features.new or "").replace("=1", "").replace("=0", "").split(",")) - {"nesting", ""}):
+        problems.append(Problem("proxmox_api.token_name", features.new,
+                                "an API token cannot change features other than nesting, nor any feature of a "
+                                "privileged container: Proxmox allows it only for root@pam",
+                                "use root@pam with a password (password_env or password_file)"))
+    return problems

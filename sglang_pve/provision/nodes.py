@@ -1,0 +1,70 @@
+"""The Proxmox nodes of one pyinfra run: one API client per node, and what it read, shared by the
+guest connector (does the container exist yet?) and the operations (what does it look like?).
+
+A no-change run reads one list per node (GET /nodes/{node}/lxc: every container and its status)
+and one config per container; the execute pass reuses what the prepare pass read, so what was
+reviewed is what gets applied, and a concurrent edit in between is caught by the config digest.
+Anything a write touches is read again.
+"""
+
+from dataclasses import dataclass, field
+
+from sglang_pve.config.proxmox import ApiSettings, load_api_settings
+from sglang_pve.provision.client import Api, connect
+from sglang_pve.provision.credentials import read_credential
+
+
+@dataclass
+class Node:
+    host_name: str  # the node's inventory name
+    settings: ApiSettings
+    conf_dir: str = "/etc/pve/lxc"  # on the node: the containers' config files (pmxcfs)
+    _api: Api | None = None
+    _containers: dict[int, dict] | None = None
+    _configs: dict[int, dict] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The Proxmox node name (in API paths)."""
+        return self.settings.node or self.host_name
+
+    @property
+    def api(self) -> Api:
+        if self._api is None:
+            self._api = connect(self.settings, read_credential(self.host_name, self.settings))
+        return self._api
+
+    def path(self, vmid: int | None = None, *parts: str) -> str:
+        """nodes/pve1/lxc[/129[/config]]"""
+        return "/".join([f"nodes/{self.name}/lxc", *([str(vmid)] if vmid is not None else []), *parts])
+
+    def containers(self) -> dict[int, dict]:
+        """{vmid: {"status": "running", "name": ...}} of every container on the node."""
+        if self._containers is None:
+            self._containers = {int(entry["vmid"]): entry for entry in self.api.get(self.path())}
+        return self._containers
+
+    def config(self, vmid: int) -> dict:
+        if vmid not in self._configs:
+            self._configs[vmid] = self.api.get(self.path(vmid, "config"))
+        return self._configs[vmid]
+
+    def forget(self, vmid: int) -> None:
+        """After a write: the next read asks the node again."""
+        self._containers = None
+        self._configs.pop(vmid, None)
+
+
+_nodes: dict[str, Node] = {}
+
+
+def node_for(host_name: str, data: dict) -> Node:
+    """The run's Node for inventory host `host_name` (its settings validated: ConfigError)."""
+    if host_name not in _nodes:
+        _nodes[host_name] = Node(host_name, load_api_settings(host_name, data))
+    return _nodes[host_name]
+
+
+def forget_all() -> None:
+    """A fresh start (tests running several deploys in one process)."""
+    _nodes.clear()

@@ -1,0 +1,99 @@
+"""Who provisions whom: container hosts name their node (host data ``container.node``); a node
+provisions every container of the inventory that names it. Used by deploy.py and tasks/."""
+
+import os
+
+from pyinfra import host
+from pyinfra.api.exceptions import PyinfraError
+
+from sglang_pve.config.errors import ConfigError
+from sglang_pve.config.proxmox import ContainerSpec
+from sglang_pve.deploy.facts.gpu import GpuDeviceInfo, GpuDevices
+from sglang_pve.provision.connector import NODE_GROUP, GuestConnector, known_hosts_file, node_host, validated_spec
+from sglang_pve.provision.container import Guest
+from sglang_pve.provision.nodes import Node, node_for
+
+
+def is_node() -> bool:
+    return NODE_GROUP in host.groups
+
+
+def pending() -> str | None:
+    """Why the current container host cannot be reached yet (None: it can)."""
+    return host.connector.pending if isinstance(host.connector, GuestConnector) else None
+
+
+def _checked(call, *args):
+    try:
+        return call(*args)
+    except ConfigError as error:
+        raise PyinfraError(str(error)) from None  # pyinfra prints it plainly, no traceback
+
+
+def this_node() -> Node:
+    return _checked(node_for, host.name, host.data.dict())
+
+
+def own_spec() -> ContainerSpec | None:
+    """The current host's container spec (None: not a provisioned container), validated with its
+    deploy data: every problem of the host in one report."""
+    return _checked(validated_spec, host)
+
+
+def container_node(spec: ContainerSpec) -> Node:
+    """The API of the node the current container host lives on."""
+    node = _checked(node_host, host, spec)
+    return _checked(node_for, node.name, node.data.dict())
+
+
+def node_driver() -> tuple[str, str | None] | None:
+    """(node name, its NVIDIA driver version) for the current container host, read on the node
+    (GpuDevices fact); None for a host that is not a provisioned container or whose node is not
+    in this run (--limit)."""
+    spec = own_spec()
+    node = _checked(node_host, host, spec) if spec else None
+    if node is None or not node.connected:
+        return None
+    return node.name, node_gpus(node).driver
+
+
+_gpus: dict[str, GpuDeviceInfo] = {}
+
+
+def node_gpus(node=None) -> GpuDeviceInfo:
+    """A node's GpuDevices fact, read once per run (host preparation, provisioning and every
+    container's driver check need it; pyinfra 3 has no fact cache)."""
+    node = node or host
+    if node.name not in _gpus:
+        _gpus[node.name] = node.get_fact(GpuDevices)
+    return _gpus[node.name]
+
+
+def containers() -> list[tuple[str, ContainerSpec, Guest]]:
+    """(host name, spec, guest access) of every inventory host whose container lives on this node."""
+    found = []
+    for other in host.inventory:
+        spec = _checked(validated_spec, other)
+        if spec is None or spec.node != host.name:
+            continue
+        key = other.data.get("ssh_key")
+        public = _public_key(other.name, key) if key else None
+        found.append((other.name, spec, Guest(ssh_hostname=other.data.get("ssh_hostname") or other.name,
+                                              known_hosts=_checked(known_hosts_file, other), public_keys=public)))
+    vmids = [spec.vmid for _, spec, _ in found]
+    if len(set(vmids)) != len(vmids):
+        raise PyinfraError(f"{host.name}: two containers of the inventory share vmid "
+                           f"{next(v for v in vmids if vmids.count(v) > 1)}: give each its own")
+    return found
+
+
+def _public_key(host_name: str, private_key: str) -> str:
+    """The .pub beside the inventory's private key: authorized for root at create (ssh-public-keys)."""
+    path = os.path.expanduser(private_key) + ".pub"
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip()
+    except OSError as error:
+        raise PyinfraError(f"{host_name}: ssh_key = {private_key!r}: its public half {path} cannot be read "
+                           f"({error.strerror}); a new container authorizes it for root. Fix: "
+                           f"ssh-keygen -y -f {private_key} > {path}") from None

@@ -1,0 +1,176 @@
+"""One benchmark run on one host (the python.call of tasks/bench.py, at execution time).
+
+For each configuration: a fresh start (switch.py), then the client on the target (client.py):
+warm-up, the single-stream decode run, the optional concurrency sweep. The configuration that
+ran before is started again at the end, in a `finally`, also when a configuration fails, the
+client fails, or the run is interrupted: SIGINT/SIGTERM on the controller kill this greenlet
+with BenchInterrupted at whatever it waits for, the finally block restores, and the run fails.
+Results (partial ones too) go to the history, the table, the markdown file and the chart.
+"""
+
+import json
+import signal
+import time
+from dataclasses import dataclass, field
+from io import BytesIO
+from pathlib import Path
+
+import gevent
+from pyinfra import logger
+from pyinfra.api import StringCommand
+
+from sglang_pve.agent import bench_client as client
+from sglang_pve.deploy import paths
+from sglang_pve.tools.bench import chart, metrics, results, switch
+
+REMOTE_DIR = f"{paths.STATE_DIR}/bench"
+CLIENT = f"{REMOTE_DIR}/bench-client.py"
+
+
+class BenchInterrupted(Exception):
+    """SIGINT or SIGTERM reached the controller during the benchmark."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """What tasks/bench.py decided at load time, for one host."""
+
+    run_id: str
+    configs: list[str]
+    endpoints: dict  # configuration -> (host, port) as seen on the target
+    all_servers: list[str]
+    plan: dict  # prompts, output_len, warmup, num_prompts, concurrency, seed, input_words
+    nccl_profile: str
+    sglang_version: str
+    results_dir: Path
+    compare: str | None = None
+    release: str | None = None  # the host's current release (the Releases fact, read once per run)
+    api_key: bool = False  # the servers want sglang_secrets.api-key: the client reads it on the target
+    extra: dict = field(default_factory=dict)
+
+
+def _say(host, text: str) -> None:
+    logger.info(f"{host.print_prefix}bench: {text}")
+
+
+def run(job: Job) -> None:
+    from pyinfra import host
+
+    previous = switch.active_server(host, job.all_servers)
+    _say(host, f"run {job.run_id}: {len(job.configs)} configuration(s): {', '.join(job.configs)}; "
+               f"running now: {previous or 'none'} (started again at the end)")
+    records = []
+    previous_handlers = _on_interrupt(gevent.getcurrent(), host)
+    try:
+        host.run_shell_command(StringCommand("mkdir", "-p", "-m", "700", REMOTE_DIR), print_output=False)
+        host.put_file(BytesIO(Path(client.__file__).read_bytes()), CLIENT, print_output=False)
+        for index, name in enumerate(job.configs, 1):
+            records.append(_measure(host, job, name, f"{index}/{len(job.configs)}"))
+    except BenchInterrupted as interrupt:
+        _say(host, f"interrupted by {interrupt}")
+        raise
+    finally:
+        _restore(host, job, previous)
+        for sig, handler in previous_handlers.items():
+            signal.signal(sig, handler)
+        if records:
+            _report(host, job, records)
+
+
+def _on_interrupt(worker, host) -> dict:
+    """SIGINT/SIGTERM -> BenchInterrupted in `worker` where it waits (once: a second signal must not
+    cut the restore short). A Python-level handler, since pyinfra's CLI replaces gevent's own for
+    SIGINT with one that only exits; returns the handlers to put back."""
+    fired = []
+
+    def handler(signum, frame):
+        if fired:
+            logger.warning(f"{host.print_prefix}bench: still putting the previous configuration back, please wait")
+            return
+        fired.append(signum)
+        worker.kill(BenchInterrupted(signal.Signals(signum).name), block=False)
+
+    return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _restore(host, job: Job, previous: str | None) -> None:
+    if previous:
+        _say(host, f"restoring {previous} (fresh start)")
+        started = switch.start(host, previous, job.all_servers)
+        _say(host, f"{previous} is running again" if started.ok else f"{previous} FAILED to start again: {started.diagnosis}")
+    else:
+        _say(host, "nothing ran before: stopping the benchmarked configurations")
+        switch.stop(host, job.configs)
+
+
+def _measure(host, job: Job, name: str, position: str) -> dict:
+    tic = time.monotonic()
+    _say(host, f"{name} ({position}): fresh start, waiting for the readiness gate")
+    started = switch.start(host, name, job.all_servers)
+    record = {
+        "run_id": job.run_id, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": host.name,
+        "configuration": name, "status": "failed", "diagnosis": None, "sglang_version": job.sglang_version,
+        "nccl_profile": job.nccl_profile, "release": job.release, "plan": {k: v for k, v in job.plan.items() if k != "prompts"},
+        "startup": {"phases": started.record.get("startup_phases") or {}, "total_s": started.record.get("startup_s"),
+                    "switch_s": round(started.seconds, 3), "stop_previous_s": round(started.stop_seconds, 3)},
+        "single_stream": None, "sweep": [], **job.extra,
+    }
+    if not started.ok:
+        record.update(diagnosis=started.diagnosis, diagnosis_file=started.record.get("diagnosis"))
+        _say(host, f"{name}: FAILED to start: {started.diagnosis}")
+        return record
+    _say(host, f"{name}: ready after {started.seconds:.1f}s; measuring")
+    raw = _run_client(host, job, name)
+    if raw is None:
+        record["diagnosis"] = "the benchmark client produced no result (its output is above)"
+        return record
+    runs = raw["runs"]
+    info = raw.get("server_info") or {}
+    record.update(
+        status="ok" if runs and not any(r.get("error") for r in runs[0]["requests"]) else "failed",
+        sglang_version=info.get("version") or job.sglang_version,
+        single_stream=metrics.run_metrics(runs[0], info) if runs else None,
+        sweep=[metrics.run_metrics(run) for run in runs[1:]],
+    )
+    if record["status"] == "failed":
+        record["diagnosis"] = "; ".join(record["single_stream"]["errors"]) if record["single_stream"] else "no run"
+    measured = sum(run["duration_s"] for run in runs) + sum(r["latency"] for r in raw.get("warmup", []))
+    startup = record["startup"]["total_s"] or started.seconds
+    record["overhead_s"] = round(time.monotonic() - tic - started.stop_seconds - startup - measured, 3)
+    single = record["single_stream"] or {}
+    accept = single.get("accept_length")
+    _say(host, f"{name}: {single.get('output_throughput', 0):.1f} output tok/s, TPOT {single.get('mean_tpot_ms', 0):.2f} ms"
+               + (f", accept length {accept:.2f}" if accept else ""))
+    return record
+
+
+def _run_client(host, job: Job, name: str) -> dict | None:
+    endpoint_host, port = job.endpoints[name]
+    plan_path, out_path = f"{REMOTE_DIR}/plan-{name}.json", f"{REMOTE_DIR}/result-{name}.json"
+    plan = {**job.plan, "server": name, "host": endpoint_host, "port": port,
+            "api_key_file": paths.secret_config_path(name) if job.api_key else None}
+    host.put_file(BytesIO(json.dumps(plan).encode()), plan_path, print_output=False)
+    host.run_shell_command(StringCommand("rm", "-f", out_path), print_output=False)
+    # Progress lines of the client stream back live (print_output).
+    host.run_shell_command(StringCommand("python3", CLIENT, "--plan", plan_path, "--out", out_path), print_output=True)
+    ok, output = host.run_shell_command(StringCommand("cat", out_path), print_output=False)
+    try:
+        return json.loads(output.stdout) if ok else None
+    except ValueError:
+        return None
+
+
+def _report(host, job: Job, records: list[dict]) -> None:
+    history_path = results.append(job.results_dir, records)
+    title = f"sglang-pve bench {job.run_id} on {host.name}, release {job.release or '-'}"
+    markdown = job.results_dir / f"{job.run_id}.md"
+    markdown.write_text(results.render_markdown(records, title), encoding="utf-8")
+    png = chart.write_png(records, job.results_dir / f"{job.run_id}.png", title)
+    lines = [title, results.render_text(records)]
+    if job.compare:
+        history = results.load(job.results_dir)
+        earlier = results.earlier_run(history, job.run_id, host.name, job.compare)
+        lines.append(results.render_change(records, results.run_records(history, earlier, host.name)) if earlier
+                     else f"no earlier run {job.compare!r} of {host.name} in {history_path}")
+    lines.append(f"history: {history_path}; table: {markdown}; chart: {png}")
+    logger.info("\n".join(lines))

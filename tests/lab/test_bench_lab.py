@@ -1,0 +1,104 @@
+"""tasks/bench.py in the real lab: every configuration started fresh through its unit and measured
+by the client on the target; the simulator streams at the seed's rates, so the ratios to the
+baseline must match them; a configuration whose startup hangs is a failed row with its
+diagnosis while the others are measured; the previously active configuration runs again."""
+
+import json
+
+import pytest
+
+from sglang_pve.deploy import paths
+from tests.conftest import PROJECT
+from tests.lab.conftest import on_target, pyinfra, refresh_simulator, set_faults, unit_state
+
+pytestmark = pytest.mark.lab
+
+SEED_TOK_S = {"baseline": 82.5, "eagle3-2step": 94.0, "eagle3-3step": 90.0, "eagle3-5step": 86.7}
+SHORT = ("--data", "num_prompts=3", "--data", "output_len=128", "--data", "warmup=1")
+
+
+@pytest.fixture(scope="module")
+def deployed(lab, tmp_path_factory):
+    set_faults({})
+    pyinfra()  # converge: baseline active
+    if refresh_simulator():
+        pyinfra("--data", "active_server=eagle3-2step")
+        pyinfra()
+    return tmp_path_factory.mktemp("bench-results")
+
+
+def _history(results_dir) -> list[dict]:
+    return [json.loads(line) for line in (results_dir / "history.jsonl").read_text().splitlines()]
+
+
+def test_all_four_configurations_measured_at_the_simulators_rates(deployed):
+    _, output = pyinfra(*SHORT, "--data", f"bench_results_dir={deployed}", deploy="tasks/bench.py")
+    records = _history(deployed)
+    assert [r["configuration"] for r in records] == list(SEED_TOK_S)
+    assert all(r["status"] == "ok" and r["single_stream"]["completed"] == 3 for r in records)
+    base = records[0]["single_stream"]["output_throughput"]
+    for r in records:
+        expected = SEED_TOK_S[r["configuration"]] / SEED_TOK_S["baseline"]
+        assert r["single_stream"]["output_throughput"] / base == pytest.approx(expected, rel=0.02), r["configuration"]
+        assert set(r["startup"]["phases"]) >= {"dist_init", "weights", "cuda_graph", "warmup"}
+    speculative = records[1:]
+    assert all(2.0 < r["single_stream"]["accept_length"] < 3.5 and r["single_stream"]["request_accept_length"]
+               for r in speculative)
+    run_id = records[0]["run_id"]
+    assert (deployed / f"{run_id}.png").read_bytes()[:4] == b"\x89PNG"
+    assert "| eagle3-5step | ok |" in (deployed / f"{run_id}.md").read_text()
+    current = json.loads(on_target("python3", "-I", paths.AGENT, "releases", "--dir", paths.RELEASES_DIR).stdout)["current"]
+    assert current and {r["release"] for r in records} == {current}  # the host's release, in every row
+    assert f"release {current}" in (deployed / f"{run_id}.md").read_text() and f"release {current}" in output
+    assert "x baseline" in output and "single-stream decode 3/3 requests done" in output
+    assert unit_state("sglang-baseline.service")["ActiveState"] == "active"  # running again
+
+
+def test_a_startup_hang_is_a_failed_row_with_its_diagnosis_and_the_others_are_measured(deployed):
+    set_faults({"eagle3-3step": {"hang": "cuda_graph"}})
+    try:
+        _, output = pyinfra(*SHORT, "--data", "configs=eagle3-3step,baseline", "--data", f"bench_results_dir={deployed}",
+                            "--data", "compare=previous", "--data", "sweep=2", deploy="tasks/bench.py")
+    finally:
+        set_faults({})
+    history = _history(deployed)
+    latest = [r for r in history if r["run_id"] == history[-1]["run_id"]]
+    hung, baseline = latest
+    assert hung["status"] == "failed" and "stalled in cuda_graph" in hung["diagnosis"] and hung["diagnosis_file"]
+    assert baseline["status"] == "ok" and baseline["single_stream"]["output_throughput"] > 0
+    assert unit_state("sglang-baseline.service")["ActiveState"] == "active"
+    assert [s["concurrency"] for s in baseline["sweep"]] == [2] and baseline["sweep"][0]["completed"] == 4  # max(num_prompts, 2 x concurrency)
+    assert f"change against {history[0]['run_id']}" in output  # the first test's run
+    markdown = (deployed / f"{hung['run_id']}.md").read_text()
+    assert "| eagle3-3step | failed |" in markdown and "stalled in cuda_graph" in markdown
+
+
+def test_bench_options_are_refused_before_anything_runs(deployed):
+    code, output = pyinfra("--data", "configs=baseline,eagle9", "--data", "sweep=1", deploy="tasks/bench.py",
+                           check=False)
+    assert code != 0 and "configs = 'eagle9': no such server configuration" in output and "sweep" in output
+    assert not (PROJECT / "bench-results" / "nothing").exists()
+
+
+def test_an_interrupted_run_puts_the_previous_configuration_back(deployed):
+    import os
+    import signal
+    import subprocess
+
+    from tests.lab.conftest import PYINFRA
+
+    command = [PYINFRA, "-y", "inventory/lab.py", "tasks/bench.py", *SHORT, "--data", "configs=eagle3-2step,eagle3-5step",
+               "--data", f"bench_results_dir={deployed}"]
+    proc = subprocess.Popen(command, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if "single-stream decode 1/3" in line:
+            proc.send_signal(signal.SIGINT)  # our own child, by PID
+            break
+    output = "".join(seen) + proc.stdout.read()
+    assert proc.wait(timeout=120) != 0, output
+    assert "interrupted" in output and "restoring baseline" in output and "baseline is running again" in output
+    assert unit_state("sglang-baseline.service")["ActiveState"] == "active"
+    assert unit_state("sglang-eagle3-2step.service")["ActiveState"] != "active"

@@ -1,0 +1,157 @@
+"""The deploy against the real lab over SSH: idempotency, dry-run purity, diffs, NCCL persistence,
+one unit per configuration, exactly one running, clean stop, bad input refused before any change."""
+
+import json
+
+import pytest
+
+from sglang_pve.deploy import paths
+from tests.conftest import group_data
+from tests.lab.conftest import grand_total, on_target, pyinfra, sh, snapshot
+
+pytestmark = pytest.mark.lab
+
+SERVERS = ("baseline", "eagle3-2step", "eagle3-3step", "eagle3-5step")
+VENV = paths.venv_path(group_data("all")["sglang_venvs_dir"], group_data("all")["sglang_version"])
+TUNED = group_data("all")["nccl_profiles"]["pcie-tuned"]
+
+
+@pytest.fixture(scope="module")
+def deployed(lab):
+    pyinfra()
+    return lab
+
+
+def main_pid_environ(server: str) -> dict[str, str]:
+    pid = sh(f"systemctl show -p MainPID --value {paths.unit_name(server)}").strip()
+    assert pid != "0", f"{server} is not running"
+    raw = sh(f"tr '\\0' '\\n' < /proc/{pid}/environ")
+    return dict(line.split("=", 1) for line in raw.splitlines() if "=" in line)
+
+
+def active_units() -> set[str]:
+    return {s for s in SERVERS if sh(f"systemctl is-active {paths.unit_name(s)}", check=False).strip() == "active"}
+
+
+def test_second_run_reports_zero_changes(deployed):
+    _, output = pyinfra()
+    totals = grand_total(output)
+    assert totals["changed"] == 0 and totals["error"] == 0 and totals["unchanged"] == totals["operations"] > 0, output
+
+
+def test_dry_run_changes_nothing_on_the_target(deployed):
+    before = snapshot()
+    _, output = pyinfra("--dry", "--data", "nccl_profile=p2p-disabled", "--data", "active_server=eagle3-2step", yes=False)
+    assert "Detected changes" in output and "1 (sglang1)" in output  # it saw the changes...
+    assert snapshot() == before  # ...and made none
+
+
+def test_dry_diff_shows_one_changed_nccl_variable(deployed):
+    profiles = group_data("all")["nccl_profiles"]
+    profiles["pcie-tuned"] = TUNED | {"NCCL_NTHREADS": 256}
+    before = snapshot()
+    _, output = pyinfra("--dry", "--diff", "--data", f"nccl_profiles={json.dumps(profiles)}", yes=False)
+    for path in (paths.NCCL_ENV, paths.NCCL_CONF):
+        section = output.split(f"Will modify {path}", 1)[1].split("Will ", 1)[0]
+        assert "- NCCL_NTHREADS=512" in section and "+ NCCL_NTHREADS=256" in section, output
+        assert "@@ " in section and "  NCCL_BUFFSIZE=16777216" in section  # a unified hunk with context
+    assert 'Will modify the nccl-profile block in /root/.zshrc' in output
+    assert "+ export NCCL_NTHREADS=256" in output
+    assert snapshot() == before
+
+
+def test_profile_reaches_every_place_a_process_starts_from(deployed):
+    python = f"{VENV}/bin/python"
+    clean = on_target("env", "-i", python, "-c", "import os; print(os.environ.get('NCCL_PROTO'), os.environ.get('NCCL_NTHREADS'))")
+    assert clean.stdout.split() == ["LL", "512"]
+    spawn = (
+        "import multiprocessing as mp, os\n"
+        "def child(q): q.put(os.environ.get('NCCL_ALGO'))\n"
+        "if __name__ == '__main__':\n"
+        "    ctx = mp.get_context('spawn'); q = ctx.Queue(); p = ctx.Process(target=child, args=(q,)); p.start()\n"
+        "    print(q.get(timeout=60)); p.join()\n"
+    )
+    sh(f"cat > /tmp/spawn_probe.py <<'EOF'\n{spawn}EOF")
+    assert on_target("env", "-i", python, "/tmp/spawn_probe.py").stdout.strip() == "Ring"
+    zsh = on_target("env", "-i", "HOME=/root", "TERM=dumb", "zsh", "-i", "-c", "echo $NCCL_P2P_LEVEL $NCCL_BUFFSIZE")
+    assert zsh.stdout.split()[-2:] == ["SYS", "16777216"]
+    assert paths.NCCL_ENV in sh(f"systemctl show -p EnvironmentFiles {paths.unit_name('baseline')}")
+    environ = main_pid_environ("baseline")
+    assert {k: environ.get(k) for k in TUNED} == {k: str(v) for k, v in TUNED.items()}
+
+
+def test_switching_profile_changes_all_four_places_and_restarts_the_server(deployed):
+    sh("printf '# my own line\\nalias ll=\"ls -l\"\\n' >> /root/.zshrc")
+    old_pid = sh("systemctl show -p MainPID --value sglang-baseline.service").strip()
+    try:
+        _, output = pyinfra("--data", "nccl_profile=p2p-disabled")
+        assert grand_total(output)["error"] == 0
+        site = sh(f"ls {VENV}/lib/python3*/site-packages/{paths.NCCL_PROFILE_MODULE}.py").strip()
+        for path in (paths.NCCL_ENV, paths.NCCL_CONF, site, "/root/.zshrc"):
+            text = sh(f"cat {path}")
+            assert "NCCL_P2P_DISABLE" in text and "NCCL_PROTO" not in text, path
+        assert "alias ll=\"ls -l\"" in sh("cat /root/.zshrc")  # the user's own lines stay
+        environ = main_pid_environ("baseline")
+        assert environ.get("NCCL_P2P_DISABLE") == "1" and "NCCL_PROTO" not in environ
+        assert sh("systemctl show -p MainPID --value sglang-baseline.service").strip() != old_pid
+    finally:
+        pyinfra()
+    assert main_pid_environ("baseline").get("NCCL_PROTO") == "LL"
+    assert sh("tail -2 /root/.zshrc").strip().endswith('alias ll="ls -l"')
+
+
+def test_one_verified_unit_per_configuration(deployed):
+    for server in SERVERS:
+        unit = sh(f"systemctl cat {paths.unit_name(server)}")
+        assert f"--config {paths.server_config_path(server)}" in unit and f"append:{paths.log_path(server)}" in unit
+        assert "KillMode=mixed" in unit and "LimitNOFILE=" in unit and "LimitMEMLOCK=" in unit
+        conflicts = next(line for line in unit.splitlines() if line.startswith("Conflicts="))
+        assert set(conflicts.removeprefix("Conflicts=").split()) == {paths.unit_name(s) for s in SERVERS if s != server}
+    verify = on_target("systemd-analyze", "verify", *(paths.unit_path(s) for s in SERVERS), check=False)
+    assert verify.returncode == 0 and "sglang" not in verify.stdout + verify.stderr, verify.stdout + verify.stderr
+
+
+def test_active_server_is_data_and_exactly_one_runs(deployed):
+    assert active_units() == {"baseline"}
+    try:
+        _, output = pyinfra("--data", "active_server=eagle3-3step")
+        assert grand_total(output)["error"] == 0
+        assert active_units() == {"eagle3-3step"}
+        assert sh("systemctl is-enabled sglang-baseline.service", check=False).strip() == "disabled"
+        flags = sh(f"cat {paths.server_config_path('eagle3-3step')}")
+        assert "speculative-num-steps: 3" in flags and "speculative-num-draft-tokens: 4" in flags
+    finally:
+        pyinfra()
+    assert active_units() == {"baseline"}
+
+
+def test_started_unit_is_ready_and_stop_leaves_no_process(deployed):
+    unit = paths.unit_name("baseline")
+    assert "The server is fired up and ready to roll!" in sh(f"cat {paths.log_path('baseline')}")
+    health = on_target(f"{VENV}/bin/python", "-c", "import urllib.request as u; print(u.urlopen('http://127.0.0.1:8000/health').status)")
+    assert health.stdout.strip() == "200"
+    cgroup_pids = sh(f"systemctl show -p ControlGroup --value {unit}").strip()
+    assert cgroup_pids
+    try:
+        sh(f"systemctl stop {unit}")
+        leftovers = sh("for p in /proc/[0-9]*; do grep -qz SGLANG_PVE_UNIT= $p/environ 2>/dev/null && echo ${p#/proc/}; done", check=False)
+        assert leftovers.strip() == ""
+        holders = sh("find /proc/[0-9]*/fd -lname '/dev/nvidia*' 2>/dev/null", check=False)
+        assert holders.strip() == ""
+    finally:
+        pyinfra()
+    assert active_units() == {"baseline"}
+
+
+@pytest.mark.parametrize("data, key", [
+    ("nccl_profile=fast", "nccl_profile"),
+    ('nccl_profiles={"pcie-tuned": {"NCCL_PROTO": "LL256"}}', "NCCL_PROTO"),
+    ("sglang_version=0.5", "sglang_version"),
+    ("active_server=eagle4", "active_server"),
+])
+def test_bad_input_is_refused_before_any_remote_change(deployed, data, key):
+    before = snapshot()
+    code, output = pyinfra("--data", data, check=False)
+    assert code != 0 and key in output and "Fix:" in output, output
+    assert "Starting operation" not in output
+    assert snapshot() == before

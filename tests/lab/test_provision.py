@@ -1,0 +1,182 @@
+"""Provisioning through the lab node's Proxmox API, for real: pve1 (the emulator validating every
+request against the real schema) creates sglang1 as a real LXC container, and the same deploy goes
+on into it over SSH through pve1. One deploy from nothing; a second run writes nothing; a change is
+reviewed with --dry --diff, snapshotted, rolled back; API faults leave nothing half applied."""
+
+import json
+from itertools import takewhile
+
+import pytest
+
+from lab import layout
+from lab.pve import requestlog
+from tests.conftest import PROJECT, group_data
+from tests.lab.conftest import grand_total, lab_node, on_target, pyinfra, sh, snapshot
+
+pytestmark = pytest.mark.lab
+
+VMID = 129
+TUNED = group_data("all")["nccl_profiles"]["pcie-tuned"]
+
+
+def log_entries() -> list[dict]:
+    return requestlog.read(layout.PVE_REQUEST_LOG) if layout.PVE_REQUEST_LOG.exists() else []
+
+
+def api_calls_since(start: int) -> list[str]:
+    """`METHOD path` of every request since `start`, the ticket login left out."""
+    return [f"{e['method']} {e['path']}" for e in log_entries()[start:] if e["path"] != "/access/ticket"]
+
+
+def destroy_guest() -> None:
+    node = lab_node()
+    listed = node.containers().get(VMID)
+    if listed and listed["status"] == "running":
+        node.api.run_task("POST", node.path(VMID, "status", "stop"))
+    if listed:
+        node.api.run_task("DELETE", node.path(VMID))
+
+
+def variant(tmp_path, **container) -> str:
+    """inventory/lab.py with the container spec changed; named lab.py so group_data/lab.py applies."""
+    path = tmp_path / "lab.py"
+    path.write_text(
+        "import runpy\n"
+        f"_lab = runpy.run_path({str(PROJECT / 'inventory' / 'lab.py')!r})\n"
+        "pve_nodes = _lab['pve_nodes']\n"
+        "_name, _data = _lab['sglang_hosts'][0]\n"
+        f"sglang_hosts = [(_name, {{**_data, 'container': {{**_data['container'], **{container!r}}}}})]\n")
+    return str(path)
+
+
+def faults(rules: list) -> None:
+    layout.PVE_FAULTS.write_text(json.dumps(rules))
+
+
+@pytest.fixture(scope="module")
+def from_nothing(lab):
+    """pve1 without container 129, then ONE deploy; the request-log offset before it."""
+    destroy_guest()
+    start = len(log_entries())
+    _, output = pyinfra()
+    return start, output
+
+
+def test_one_deploy_creates_the_container_with_8_gpus_and_deploys_the_rest(from_nothing):
+    start, output = from_nothing
+    calls = api_calls_since(start)
+    assert "POST /nodes/pve1/lxc" in calls and "POST /nodes/pve1/lxc/129/status/start" in calls
+    assert "connected: running the deploy in the new container" in output
+    listed = on_target("nvidia-smi", "-L").stdout.splitlines()
+    assert len(listed) == 8 and all(line.startswith(f"GPU {i}: ") for i, line in enumerate(listed))
+    nodes = sh("stat -c '%n %t:%T %a' /dev/nvidia*").split("\n")
+    assert {line.split()[0] for line in nodes if line} == {*(f"/dev/nvidia{i}" for i in range(8)), "/dev/nvidiactl",
+                                                           "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}
+    assert all(line.endswith(" 666") for line in nodes if line)
+    assert sh("systemctl is-active sglang-baseline").strip() == "active"
+    assert sh("findmnt -n -o OPTIONS /shared").split(",")[0] == "ro"  # raw bind mount line, read-only
+
+
+def test_second_run_makes_no_api_write_and_reports_no_change(from_nothing):
+    start = len(log_entries())
+    _, output = pyinfra()
+    totals = grand_total(output)
+    assert totals["changed"] == 0 and totals["error"] == 0, output
+    assert api_calls_since(start) == ["GET /nodes/pve1/lxc", "GET /nodes/pve1/lxc/129/config"]
+
+
+def test_dry_diff_lists_exactly_the_changed_cores_and_nccl_value(from_nothing, tmp_path):
+    profiles = group_data("all")["nccl_profiles"]
+    profiles["pcie-tuned"] = TUNED | {"NCCL_NTHREADS": 256}
+    before, start = snapshot(), len(log_entries())
+    _, output = pyinfra("--dry", "--diff", "--data", f"nccl_profiles={json.dumps(profiles)}", yes=False,
+                        inventory=variant(tmp_path, cores=6))
+    after = output.split("Will modify container 129 (sglang1) on pve1\n", 1)[1].splitlines()
+    section = list(takewhile(lambda line: line.strip() and not line.strip().startswith("["), after))
+    assert [line.strip() for line in section] == ["cores: 4 -> 6"], output
+    changed = [line for line in output.splitlines() if line.lstrip().startswith(("- ", "+ ")) and "NCCL" in line]
+    assert changed and all("NCCL_NTHREADS" in line for line in changed), changed
+    assert snapshot() == before  # nothing changed in the container...
+    assert [c for c in api_calls_since(start) if not c.startswith("GET ")] == []  # ...nor through the API
+
+
+def test_snapshot_before_a_change_and_rollback_restores_config_and_root_filesystem(from_nothing, tmp_path):
+    node = lab_node()
+    before = {s["name"] for s in node.api.get(node.path(VMID, "snapshot"))}
+    pyinfra(inventory=variant(tmp_path, cores=6))
+    taken = [s for s in lab_node().api.get(node.path(VMID, "snapshot")) if s["name"] not in before]
+    assert len(taken) == 1 and taken[0]["name"].startswith("sgpve-") and taken[0]["name"].endswith("-config")
+    assert taken[0]["description"] == "sglang-pve: before changing cores"
+    assert lab_node().config(VMID)["cores"] == 6
+    sh("echo after-the-snapshot > /root/rollback-marker")
+
+    start = len(log_entries())
+    _, output = pyinfra("--dry", "--diff", "--data", "rollback=snapshot", deploy="tasks/rollback.py", yes=False)
+    assert f"Will roll back container 129 to {taken[0]['name']}" in output, output
+    assert [c for c in api_calls_since(start) if not c.startswith("GET ")] == []  # --dry: nothing rolled back
+    assert sh("cat /root/rollback-marker").strip() == "after-the-snapshot"
+
+    pyinfra("--data", "rollback=snapshot", deploy="tasks/rollback.py")
+
+    assert lab_node().config(VMID)["cores"] == 4  # the config...
+    assert sh("cat /root/rollback-marker 2>/dev/null || echo gone").strip() == "gone"  # ...and the root filesystem
+    _, output = pyinfra()  # back where the data says: nothing to do
+    assert grand_total(output)["changed"] == 0, output
+
+
+@pytest.mark.parametrize("rule, call, message", [
+    ({"method": "POST", "path": "/nodes/*/lxc/*/snapshot", "task_error": "snapshot feature is not available"},
+     "POST /nodes/pve1/lxc/129/snapshot", "task failed: snapshot feature is not available"),
+    ({"method": "PUT", "path": "/nodes/*/lxc/*/config", "http_status": 500, "message": "got timeout"},
+     "PUT /nodes/pve1/lxc/129/config", "500 got timeout"),
+    ({"method": "PUT", "path": "/nodes/*/lxc/*/config", "http_status": 500,
+      "message": "detected modified configuration - file changed by other user? Try again."},
+     "PUT /nodes/pve1/lxc/129/config", "nothing was overwritten: run again to review the new state"),
+])
+def test_an_api_fault_names_the_call_leaves_nothing_half_applied_and_the_rerun_converges(from_nothing, tmp_path,
+                                                                                         rule, call, message):
+    conf_before = lab_node().config(VMID)
+    faults([rule])
+    try:
+        code, output = pyinfra(inventory=variant(tmp_path, cores=6), check=False)
+    finally:
+        faults([])
+    assert code != 0 and f"{call}: " in output and message in output, output
+    after = lab_node().config(VMID)
+    assert after["cores"] == conf_before["cores"] == 4  # nothing half applied
+    _, output = pyinfra()
+    assert grand_total(output)["changed"] == 0, output
+
+
+def test_a_slow_or_unreachable_node_names_the_call(from_nothing, tmp_path):
+    faults([{"method": "GET", "path": "/nodes/*/lxc", "delay_s": 4}])
+    try:
+        inventory = tmp_path / "lab.py"
+        inventory.write_text(open(variant(tmp_path)).read() + "pve_nodes[0][1]['proxmox_api']['timeout_s'] = 2\n")
+        code, output = pyinfra(inventory=str(inventory), check=False)
+    finally:
+        faults([])
+    assert code != 0 and f"GET /nodes/pve1/lxc: no answer from {layout.NODE_ADDRESS}:8006 within 2s" in output, output
+    inventory.write_text(open(variant(tmp_path)).read() + "pve_nodes[0][1]['proxmox_api']['port'] = 8007\n")
+    code, output = pyinfra(inventory=str(inventory), check=False)
+    assert code != 0 and f"POST /access/ticket: node unreachable at {layout.NODE_ADDRESS}:8007" in output, output
+
+
+def test_preflight_refuses_a_user_space_driver_other_than_the_nodes(from_nothing):
+    library = "/etc/sglang-sim/driver-version"
+    installed = sh(f"cat {library}")
+    try:
+        sh(f"echo 570.00.01 > {library}")
+        code, output = pyinfra(deploy="tasks/preflight.py", check=False)
+    finally:
+        sh(f"printf %s '{installed}' > {library}")
+    assert code != 0 and "the container's user-space NVIDIA driver is 570.00.01 but node pve1 runs " \
+        f"{layout.DRIVER_VERSION}" in output, output
+    assert "Fix: install exactly" in output
+
+
+def test_every_request_the_toolkit_made_passed_the_schema(from_nothing):
+    start = from_nothing[0]
+    entries = log_entries()[start:]
+    assert entries and requestlog.schema_violations(entries) == []
+    assert all(e["user"] in ("root@pam", None) for e in entries)

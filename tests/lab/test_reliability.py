@@ -1,0 +1,153 @@
+"""Reliability of the deploy and the units against the real lab (issue 8): an operator's own
+sglang-router.service survives every deploy; a deploy killed anywhere converges on the next run
+with no half file; a requested stop ends the unit inactive with no process left while a crash
+still fails it; a manual switch under load drains the first configuration and starts the second.
+"""
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from sglang_pve.deploy import paths
+from tests.conftest import PROJECT, group_data
+from tests.lab.conftest import PYINFRA, on_target, pyinfra, sh, unit_state
+
+pytestmark = pytest.mark.lab
+
+PROFILES = ("pcie-tuned", "p2p-disabled")
+ROUTER = "/etc/systemd/system/sglang-router.service"
+ROUTER_UNIT = """[Unit]
+Description=An operator's own router, not made by sglang-pve
+
+[Service]
+ExecStart=/bin/sleep infinity
+"""
+ROUTER_CONFIG = "/etc/sglang/servers/router.yaml"
+LOAD = r"""
+import json, sys, threading, urllib.request
+codes = []
+def request():
+    body = json.dumps({"text": "The capital city of France is", "sampling_params": {"max_new_tokens": int(sys.argv[1])}}).encode()
+    try:
+        codes.append(urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:8000/generate", body), timeout=120).status)
+    except Exception as error:
+        codes.append(repr(error))
+threads = [threading.Thread(target=request) for _ in range(4)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print(json.dumps(codes))
+"""
+
+
+@pytest.fixture(scope="module")
+def deployed(lab):
+    pyinfra()
+    yield lab
+    pyinfra()
+
+
+def sha1(path: str) -> str:
+    return sh(f"sha1sum < {path} | cut -d' ' -f1").strip()
+
+
+def main_env(server: str, name: str) -> str | None:
+    pid = sh(f"systemctl show -p MainPID --value {paths.unit_name(server)}").strip()
+    raw = sh(f"tr '\\0' '\\n' < /proc/{pid}/environ", check=False)
+    return next((line.split("=", 1)[1] for line in raw.splitlines() if line.startswith(name + "=")), None)
+
+
+def profile_value(profile: str) -> str:
+    return str(group_data("all")["nccl_profiles"][profile].get("NCCL_P2P_DISABLE", ""))
+
+
+def test_an_operators_router_unit_and_its_files_survive_every_deploy(deployed):
+    sh(f"cat > {ROUTER} <<'EOF'\n{ROUTER_UNIT}EOF\nprintf 'router: mine\\n' > {ROUTER_CONFIG}; "
+       "systemctl daemon-reload; systemctl start sglang-router.service")
+    before = (sha1(ROUTER), sha1(ROUTER_CONFIG))
+    try:
+        for data in ((), ("--data", "active_server=eagle3-2step"), ()):
+            _, output = pyinfra(*data)
+            assert "left alone, not managed by sglang-pve (no marker): sglang-router.service" in output
+            assert (sha1(ROUTER), sha1(ROUTER_CONFIG)) == before
+            assert unit_state("sglang-router.service")["ActiveState"] == "active"
+    finally:
+        sh(f"systemctl stop sglang-router.service; rm -f {ROUTER} {ROUTER_CONFIG}; systemctl daemon-reload")
+
+
+def deploy_killed_after(seconds: float, profile: str) -> None:
+    """Start a deploy and SIGKILL it (our own child, by its PID) after `seconds`."""
+    child = subprocess.Popen([PYINFRA, "-y", "inventory/lab.py", "deploy.py", "--data", f"nccl_profile={profile}"],
+                             cwd=PROJECT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        child.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
+def test_a_deploy_killed_anywhere_converges_on_the_next_run(deployed):
+    """Killed at six points spread over a deploy that changes the NCCL profile (which changes the
+    running server's unit, so it must restart): every managed file is whole (old or new, never a
+    prefix), and the next run leaves the server running with the new profile (a switch killed
+    midway leaves its release pending, so the rerun switches again: agent/release_store.py)."""
+    texts = {}
+    for profile in PROFILES:
+        pyinfra("--data", f"nccl_profile={profile}")
+        texts[profile] = {path: sha1(path) for path in (paths.NCCL_ENV, paths.unit_path("baseline"))}
+    started = time.monotonic()
+    pyinfra("--data", f"nccl_profile={PROFILES[0]}")
+    full_s = time.monotonic() - started
+    for index, fraction in enumerate((0.1, 0.25, 0.4, 0.55, 0.7, 0.85)):
+        target = PROFILES[(index + 1) % 2]
+        deploy_killed_after(full_s * fraction, target)
+        for path in (paths.NCCL_ENV, paths.unit_path("baseline")):
+            assert sha1(path) in {texts[p][path] for p in PROFILES}, f"half file {path} after a kill at {fraction:.0%}"
+        pyinfra("--data", f"nccl_profile={target}")
+        assert unit_state(paths.unit_name("baseline"))["ActiveState"] == "active"
+        assert sh("systemctl show -p NeedDaemonReload --value sglang-baseline.service").strip() == "no"
+        assert main_env("baseline", "NCCL_P2P_DISABLE") == (profile_value(target) or None), \
+            f"the server kept the old profile after a rerun following a kill at {fraction:.0%}"
+
+
+def test_a_requested_stop_ends_inactive_and_a_crash_still_fails(deployed):
+    unit = paths.unit_name("baseline")
+    sh(f"systemctl stop {unit}")
+    state = unit_state(unit)
+    assert (state["ActiveState"], state["Result"]) == ("inactive", "success"), state
+    leftovers = sh("for p in /proc/[0-9]*; do grep -qz SGLANG_PVE_UNIT= $p/environ 2>/dev/null && echo ${p#/proc/}; done", check=False)
+    assert leftovers.strip() == ""
+    pyinfra()
+    pid = sh(f"systemctl show -p MainPID --value {unit}").strip()
+    sh(f"kill -KILL {pid}")  # the server's main process dies by itself, as SGLang's own crash path ends
+    deadline = time.monotonic() + 60
+    while unit_state(unit)["ActiveState"] not in ("failed", "inactive") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert unit_state(unit)["ActiveState"] == "failed"
+    pyinfra()
+
+
+def test_a_manual_switch_under_load_drains_the_first_and_starts_the_second(deployed):
+    """Requests in flight on the first configuration when `systemctl start` of the second comes:
+    they complete (the drain), the first ends inactive, then the second starts and is ready."""
+    first, second = paths.unit_name("baseline"), paths.unit_name("eagle3-2step")
+    log_size = int(sh(f"stat -c %s {paths.log_path('baseline')}").strip())
+    load = subprocess.Popen([sys.executable, "-m", "lab", "exec", "sglang1", "--", "python3", "-c", LOAD, "400"],
+                            cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        time.sleep(1.5)
+        started = on_target("systemctl", "start", second, check=False)
+        assert started.returncode == 0, started.stderr
+        assert unit_state(second)["ActiveState"] == "active"
+        state = unit_state(first)
+        assert (state["ActiveState"], state["Result"]) == ("inactive", "success"), state
+        assert "Draining requests" in sh(f"tail -c +{log_size + 1} {paths.log_path('baseline')}")
+        assert json.loads(load.communicate(timeout=120)[0]) == [200] * 4  # every request in flight completed
+    finally:
+        load.kill()
+        load.wait()
+        pyinfra()

@@ -1,0 +1,268 @@
+"""Security in the real lab: systemd's own reading of hostile values, planted links, the dotfiles rc."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from sglang_pve.config import ConfigError, load_deployment
+from sglang_pve.deploy import paths
+from sglang_pve.deploy.render import server_files
+from tests.conftest import PROJECT
+from tests.hostile import VALUES, data_for, systemd_words
+from tests.lab.conftest import (
+    grand_total,
+    on_target,
+    put_file,
+    pyinfra,
+    refresh_simulator,
+    restore_servers,
+    set_faults,
+    sh,
+)
+
+pytestmark = pytest.mark.lab
+
+PROBE_UNIT = "/etc/systemd/system/sgpve-hostile-probe.service"  # not sglang-*: the deploy never sees it
+
+
+def test_systemd_reads_every_accepted_hostile_value_back_exactly(lab, tmp_path):
+    accepted = {}
+    for value in VALUES:
+        try:
+            load_deployment("sglang1", data_for("env value", value, tmp_path), PROJECT)
+        except ConfigError:
+            continue
+        accepted[f"SGLANG_HOSTILE_{len(accepted)}"] = value
+    assert len(accepted) >= 25  # quotes, $(...), backticks, ;, %, spaces, backslashes, non-ASCII digits...
+    deployment = load_deployment("sglang1", data_for("env value", "x", tmp_path), PROJECT)
+    server = deployment.servers["baseline"]
+    server = type(server)(server.name, server.args, accepted, server.lifecycle)
+    unit = server_files(deployment, server, "/opt/sglang/venvs/x")[0].content
+    put_file(PROBE_UNIT, unit)
+    try:
+        sh("systemctl daemon-reload")
+        shown = sh(f"systemctl show -p Environment -p Description --value {PROBE_UNIT.rsplit('/', 1)[1]}").splitlines()
+        environment = dict(word.split("=", 1) for word in systemd_words(shown[0]))
+        assert {name: environment.get(name) for name in accepted} == accepted
+        plain = server_files(deployment, type(server)(server.name, server.args, {}, server.lifecycle), "/opt/sglang/venvs/x")[0].content
+        assert set(environment) - set(accepted) == {w.split("=", 1)[0] for line in plain.splitlines() if line.startswith("Environment=")
+                                                    for w in systemd_words(line.removeprefix("Environment="))}  # nothing split, nothing added
+        assert shown[1] == f"SGLang server baseline ({server.args.served_model_name})"
+    finally:
+        sh(f"rm -f {PROBE_UNIT}; systemctl daemon-reload")
+
+
+CANARY = "/root/canary"
+USER_DATA = ["--data", "shell_user=dev", "--data", "shell_rc=/home/dev/.zshrc"]
+
+
+@pytest.fixture
+def dev_user(lab):
+    sh("id dev >/dev/null 2>&1 || useradd -m -s /usr/bin/zsh dev; rm -rf /home/dev/.zshrc /home/dev/dotfiles; "
+       f"printf 'CANARY root-only\\n' > {CANARY}; chmod 600 {CANARY}; for n in 1 2 3; do cp -p {CANARY} {CANARY}$n; done")
+    yield "dev"
+    sh(f"rm -f {CANARY} {CANARY}1 {CANARY}2 {CANARY}3 /etc/nccl.conf.sglang-pve-new; rm -rf /home/dev/.zshrc /home/dev/dotfiles "
+       "/home/dev/.zshrc.sglang-pve-new")
+    pyinfra(deploy="tasks/nccl_env.py")  # managed files back as the shipped deploy leaves them
+
+
+def canaries() -> str:
+    return sh(f"stat -c '%n %a %U %s %Y' {CANARY} {CANARY}1 {CANARY}2 {CANARY}3; cat {CANARY}*")
+
+
+def test_a_planted_link_at_the_rc_towards_a_root_file_is_refused_untouched(dev_user):
+    sh(f"runuser -u dev -- ln -s {CANARY} /home/dev/.zshrc")
+    before = canaries()
+    code, output = pyinfra(*USER_DATA, deploy="tasks/nccl_env.py", check=False)
+    assert code != 0 and "belongs to root, not dev" in output and "a link to /root/canary" in output, output
+    assert "CANARY" not in output  # the root-only file was never read back
+    assert canaries() == before and sh("readlink /home/dev/.zshrc").strip() == CANARY
+
+
+def test_links_at_managed_paths_and_old_temp_names_leave_their_targets_untouched(dev_user):
+    # a dotfiles user: the rc is a link into their own repository, mode 600
+    sh("runuser -u dev -- sh -c 'mkdir ~/dotfiles && printf \"alias ll=ls\\n\" > ~/dotfiles/zshrc && chmod 600 ~/dotfiles/zshrc "
+       "&& ln -s dotfiles/zshrc ~/.zshrc'")
+    # links at a managed path and at the temporary names the deploy used to write through
+    sh(f"ln -sfn {CANARY}1 /etc/nccl.conf; ln -s {CANARY}2 /etc/nccl.conf.sglang-pve-new; "
+       f"runuser -u dev -- ln -s {CANARY}3 /home/dev/.zshrc.sglang-pve-new")
+    before = canaries()
+    pyinfra(*USER_DATA, deploy="tasks/nccl_env.py")
+    assert canaries() == before
+    assert sh("stat -c '%F %U %a' /etc/nccl.conf").strip() == "regular file root 644"
+    assert "NCCL_PROTO=LL" in sh("cat /etc/nccl.conf")
+    assert sh("readlink /home/dev/.zshrc").strip() == "dotfiles/zshrc"  # the link survives...
+    target = sh("cat /home/dev/dotfiles/zshrc")
+    assert target.startswith("alias ll=ls\n") and "# >>> sglang-pve nccl-profile >>>" in target  # ...the block is inside
+    assert sh("stat -c '%U %a' /home/dev/dotfiles/zshrc").strip() == "dev 600"
+    # zsh itself reads the block back: exactly the profile's values
+    assert on_target("runuser", "-u", "dev", "--", "zsh", "-i", "-c", "printenv NCCL_PROTO NCCL_NTHREADS").stdout.split() == ["LL", "512"]
+    assert not sh("ls -A /home/dev/dotfiles /etc | grep -c '^\\.sglang-pve' || true").strip().strip("0")  # no temp left
+    _, again = pyinfra(*USER_DATA, deploy="tasks/nccl_env.py")
+    assert grand_total(again)["changed"] == 0  # and the next deploy finds it up to date
+
+
+# --- Secrets: canaries through every channel, then 401 without the key and 200 with it ----------
+
+API_KEY, ADMIN_KEY, HF_TOKEN = "canary-api-0c9f3e71", "canary-admin-77ab1d42", "hf_canary5e2d9a08"
+CANARIES = (API_KEY, ADMIN_KEY, HF_TOKEN)
+SAMPLES = "/root/argv-samples"
+SAMPLER = (f"rm -f {SAMPLES}.stop; while [ ! -e {SAMPLES}.stop ]; do for f in /proc/[0-9]*/cmdline; do "
+           f"tr '\\0' ' ' < $f 2>/dev/null; echo; done; sleep 0.05; done > {SAMPLES}")
+# Everything a user other than root may read (the dynamic server user reads its own credential only)
+READABLE_ROOTS = "/etc /opt /var /tmp /run /home /srv /shared /data /usr/local"
+
+
+def http_status(path: str, key: str | None = None) -> int:
+    headers = f"{{'Authorization': 'Bearer {key}'}}" if key else "{}"
+    script = ("import urllib.request, urllib.error\n"
+              f"req = urllib.request.Request('http://127.0.0.1:8000{path}', headers={headers})\n"
+              "try:\n    print(urllib.request.urlopen(req, timeout=10).status)\n"
+              "except urllib.error.HTTPError as e:\n    print(e.code)\n")
+    return int(on_target("python3", "-c", script).stdout)
+
+
+@pytest.fixture(scope="module")
+def keyed(lab, tmp_path_factory):
+    """A deploy with every secret channel in use (file and environment on the controller); the
+    target's process argv sampled all the while; afterwards the lab's keyless deploy again."""
+    key_file = tmp_path_factory.mktemp("secrets") / "api-key"
+    key_file.write_text(API_KEY + "\n")
+    key_file.chmod(0o600)
+    secrets = {"api-key": {"file": str(key_file)}, "admin-api-key": {"env": "SGLANG_PVE_TEST_ADMIN_KEY"},
+               "env": {"HF_TOKEN": {"env": "SGLANG_PVE_TEST_HF_TOKEN"}}}
+    os.environ.update(SGLANG_PVE_TEST_ADMIN_KEY=ADMIN_KEY, SGLANG_PVE_TEST_HF_TOKEN=HF_TOKEN)
+    refresh_simulator()  # the venv's simulator must know --admin-api-key
+    sh(f"rm -rf {paths.SECRETS_DIR}")  # so that the dry run has secret files to announce
+    sampler = subprocess.Popen([sys.executable, "-m", "lab", "exec", "sglang1", "--", "sh", "-c", SAMPLER], cwd=PROJECT,
+                               stderr=subprocess.DEVNULL)
+    try:
+        data = ["--data", f"sglang_secrets={json.dumps(secrets)}"]
+        _, diff = pyinfra("--dry", "--diff", *data, yes=False)
+        _, verbose = pyinfra("-vv", "--diff", *data)
+        _, again = pyinfra(*data)
+    finally:
+        sh(f"touch {SAMPLES}.stop")
+        sampler.wait(timeout=30)
+    yield {"dry diff": diff, "-vv --diff": verbose, "second run": again, "data": data}
+    del os.environ["SGLANG_PVE_TEST_ADMIN_KEY"], os.environ["SGLANG_PVE_TEST_HF_TOKEN"]
+    sh(f"rm -rf {paths.SECRETS_DIR} {SAMPLES} {SAMPLES}.stop")
+    restore_servers()  # the lab's keyless deploy
+
+
+def test_the_server_answers_401_without_the_key_and_200_with_it(keyed):
+    assert sh(f"systemctl is-active {paths.unit_name('baseline')}").strip() == "active"  # the gate passed with a key
+    assert http_status("/v1/models") == 401 and http_status("/v1/models", "wrong") == 401
+    assert http_status("/v1/models", API_KEY) == 200
+    assert http_status("/flush_cache", API_KEY) == 401 and http_status("/flush_cache", ADMIN_KEY) == 200  # admin key
+    assert http_status("/health") == 200 and http_status("/health_generate") == 200  # probes need no key
+    status = json.loads(on_target("python3", "-I", paths.AGENT, "status", "--json").stdout)
+    assert next(s for s in status["servers"] if s["server"] == "baseline")["health"]["status"] == 200
+
+
+def test_the_server_gets_its_secrets(keyed):
+    pid = sh(f"systemctl show -p MainPID --value {paths.unit_name('baseline')}").strip()
+    environ = sh(f"tr '\\0' '\\n' < /proc/{pid}/environ")
+    assert f"HF_TOKEN={HF_TOKEN}" in environ.splitlines()
+    assert API_KEY not in sh(f"tr '\\0' ' ' < /proc/{pid}/cmdline")
+
+
+def test_no_canary_in_output_argv_journal_units_or_anything_a_user_can_read(keyed):
+    for name, output in keyed.items():
+        if name != "data":
+            assert not [c for c in CANARIES if c in output], f"a secret in the {name} output"
+    assert "holds secrets: content not shown" in keyed["dry diff"]  # --diff says it changes, not how
+    samples = sh(f"wc -l < {SAMPLES}; grep -c sglang {SAMPLES} || true").split()
+    assert int(samples[0]) > 1000 and int(samples[1]) > 0  # the sampler really watched the deploy
+    leaks = sh(f"grep -l -e {API_KEY} -e {ADMIN_KEY} -e {HF_TOKEN} {SAMPLES} /etc/systemd/system/* 2>/dev/null; "
+               f"journalctl --no-pager -o cat | grep -c -e {API_KEY} -e {ADMIN_KEY} -e {HF_TOKEN}; "
+               f"runuser -u nobody -- grep -rIl -e {API_KEY} -e {ADMIN_KEY} -e {HF_TOKEN} {READABLE_ROOTS} 2>/dev/null",
+               check=False)
+    assert leaks.split() == ["0"], leaks  # no argv sample, unit file, journal line or user-readable file
+    # where they are: root-only files, and SGLang's own log (its server_args), root-only too
+    assert sh(f"stat -c '%a %U' {paths.secret_config_path('baseline')} {paths.secret_env_path('baseline')} "
+              f"{paths.LOG_DIR}").split() == ["600", "root", "600", "root", "700", "root"]
+    assert API_KEY in sh(f"grep -h server_args {paths.log_path('baseline')} | tail -1")
+
+
+def test_the_benchmark_authenticates_with_the_key_it_reads_on_the_target(keyed, tmp_path):
+    _, output = pyinfra(*keyed["data"], "--data", "configs=baseline", "--data", "num_prompts=2", "--data", "output_len=16",
+                        "--data", "warmup=0", "--data", f"bench_results_dir={tmp_path}", deploy="tasks/bench.py")
+    (record,) = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
+    assert record["status"] == "ok" and record["single_stream"]["completed"] == 2, record["diagnosis"]  # not 401
+    assert not [c for c in CANARIES if c in output + (tmp_path / "history.jsonl").read_text()]
+    assert sh(f"systemctl is-active {paths.unit_name('baseline')}").strip() == "active"  # running again
+
+
+def test_status_and_diagnoses_hide_the_key_that_the_log_holds(keyed):
+    # a start that stalls: the gate's diagnosis carries the log's tail, SGLang's server_args line included
+    sh(f"rm -f {paths.DIAGNOSES_DIR}/baseline-*.json")
+    set_faults({"baseline": {"hang": "weights"}})
+    try:
+        sh(f"systemctl restart {paths.unit_name('baseline')}", check=False)  # fails: stalled in weights
+        diagnosis = sh(f"cat {paths.DIAGNOSES_DIR}/baseline-*.json")
+        status = sh(f"python3 -I {paths.AGENT} status --json")
+        _, table = pyinfra(deploy="tasks/status.py")
+    finally:
+        restore_servers()
+    assert "api_key='<hidden>'" in diagnosis and "admin_api_key='<hidden>'" in diagnosis  # the line was there...
+    assert not [c for c in CANARIES if c in diagnosis + status + table]  # ...its keys were not
+    from sglang_pve.agent import logfollow
+    assert logfollow.redact(f"server_args=ServerArgs(api_key='{API_KEY}', port=8000)") == \
+        "server_args=ServerArgs(api_key='<hidden>', port=8000)"
+    assert logfollow.redact(f"error: unrecognized arguments: --admin-api-key {ADMIN_KEY}") == \
+        "error: unrecognized arguments: --admin-api-key <hidden>"
+
+
+def test_a_bad_secret_is_refused_without_echoing_it(keyed, tmp_path):
+    bad = tmp_path / "bad-key"
+    bad.write_text("canary with spaces $(id)\n")
+    bad.chmod(0o600)
+    code, output = pyinfra("--data", f"sglang_secrets={json.dumps({'api-key': {'file': str(bad)}})}", check=False)
+    assert code != 0 and "sglang_secrets.api-key" in output and "canary with spaces" not in output
+
+
+# --- SSH: a changed host key on the jump host is refused -----------------------------------------
+
+def _through_jump(tmp_path, jump_known_hosts: str) -> tuple[int, str]:
+    """`pyinfra ... exec -- true` to sglang1 through the node pve1 as jump host, whose key is checked
+    against `jump_known_hosts` the way inventory/ssh_config.example does (alias and address)."""
+    from lab import layout
+
+    (tmp_path / "jump_known_hosts").write_text(jump_known_hosts)
+    (tmp_path / "ssh_config").write_text(
+        f"Host jump {layout.NODE_ADDRESS}\n    HostName {layout.NODE_ADDRESS}\n    User root\n    IdentityFile {layout.SSH_KEY}\n"
+        f"    UserKnownHostsFile {tmp_path / 'jump_known_hosts'}\n    StrictHostKeyChecking yes\n\n"
+        f"Host behind-jump\n    HostName {layout.SGLANG_HOSTS['sglang1']}\n    ProxyJump jump\n    ConnectTimeout 10\n")
+    (tmp_path / "inventory.py").write_text(
+        f"hosts = [('behind-jump', {{'ssh_user': 'root', 'ssh_key': {str(layout.SSH_KEY)!r}, "
+        f"'ssh_config_file': {str(tmp_path / 'ssh_config')!r}, 'ssh_known_hosts_file': {str(layout.KNOWN_HOSTS)!r}, "
+        "'ssh_strict_host_key_checking': 'yes'})]\n")
+    result = subprocess.run([str(PROJECT / ".venv" / "bin" / "pyinfra"), "-y", str(tmp_path / "inventory.py"), "exec", "--", "true"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    return result.returncode, result.stdout + result.stderr
+
+
+def test_a_changed_host_key_on_the_jump_host_is_refused(lab, tmp_path):
+    from lab import layout
+
+    address = layout.NODE_ADDRESS
+    pinned = [line for line in layout.KNOWN_HOSTS.read_text().splitlines() if line.split()[0] in (address, layout.NODE)]
+    code, output = _through_jump(tmp_path, "".join(f"{address} {line.split(' ', 1)[1]}\n" for line in pinned))
+    assert code == 0, output  # the right key on both hops: connected
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "impostor")], check=True)
+    impostor = " ".join((tmp_path / "impostor.pub").read_text().split()[:2])
+    code, output = _through_jump(tmp_path, f"{address} {impostor}\n")  # the jump host's key "changed"
+    assert code != 0 and "[behind-jump] Connected" not in output, output
+    # paramiko refuses the jump hop (pyinfra 3.x then trips over its own error path, still exit 1)
+    assert f"Host key for server '{address}' does not match" in output, output
+
+
+def test_preflight_refuses_an_open_bind_without_a_key_before_any_change(lab):
+    before = sh(f"stat -c '%Y' {paths.unit_path('baseline')}")
+    code, output = pyinfra("--data", "allow_unauthenticated=false", deploy="tasks/preflight.py", check=False)
+    assert code != 0 and "binds beyond the loopback without an API key" in output and "nothing was changed" in output, output
+    assert sh(f"stat -c '%Y' {paths.unit_path('baseline')}") == before
