@@ -28,8 +28,9 @@ if not is_node():
     own_spec()  # its container spec and deploy data: every problem at once, before any operation
     deployment()
     if pending():
-        deploy_when_provisioned(name="Deploy into the container once its node provisioned it",
-                                tasks=GUEST_TASKS, waiting_for=pending())
+        deploy_when_provisioned(
+            name="Deploy into the container once its node provisioned it", tasks=GUEST_TASKS, waiting_for=pending()
+        )
     else:
         for task in GUEST_TASKS:
             local.include(task)

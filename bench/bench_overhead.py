@@ -37,8 +37,19 @@ def main() -> int:
     walls = []
     for run in range(args.runs):
         tic = time.monotonic()
-        pyinfra("--data", f"configs={args.configs}", "--data", "num_prompts=3", "--data", "output_len=128",
-                "--data", "warmup=1", "--data", f"bench_results_dir={results_dir}", deploy="tasks/bench.py")
+        pyinfra(
+            "--data",
+            f"configs={args.configs}",
+            "--data",
+            "num_prompts=3",
+            "--data",
+            "output_len=128",
+            "--data",
+            "warmup=1",
+            "--data",
+            f"bench_results_dir={results_dir}",
+            deploy="tasks/bench.py",
+        )
         walls.append(time.monotonic() - tic)
         print(f"run {run + 1}/{args.runs}: {walls[-1]:.1f}s", flush=True)
     records = [json.loads(line) for line in (results_dir / "history.jsonl").read_text().splitlines()]
@@ -58,8 +69,14 @@ def main() -> int:
     print(line("start as seen by the controller", switch))
     print(line("single-stream run (3 x 128 tokens)", measured))
     print(line("bench overhead per configuration", overhead))
-    task_rest = [wall - sum(r["startup"]["stop_previous_s"] + r["startup"]["total_s"] + r["overhead_s"] for r in records[i * per_run:(i + 1) * per_run])
-                 for i, wall in enumerate(walls)]
+    task_rest = [
+        wall
+        - sum(
+            r["startup"]["stop_previous_s"] + r["startup"]["total_s"] + r["overhead_s"]
+            for r in records[i * per_run : (i + 1) * per_run]
+        )
+        for i, wall in enumerate(walls)
+    ]
     print(line("whole task wall time", walls))
     print(line("  of which outside the configurations' own", task_rest))
     print("(the latter still includes the measured requests and warm-ups, the restore of the previous")

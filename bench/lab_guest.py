@@ -27,8 +27,14 @@ def api():
     from proxmoxer import ProxmoxAPI
 
     password = json.loads(layout.PVE_CREDENTIALS.read_text())["users"]["root@pam"]["password"]
-    return ProxmoxAPI(layout.NODE_ADDRESS, port=layout.API_PORT, user="root@pam", password=password,
-                      verify_ssl=str(layout.PVE_CA), timeout=60)
+    return ProxmoxAPI(
+        layout.NODE_ADDRESS,
+        port=layout.API_PORT,
+        user="root@pam",
+        password=password,
+        verify_ssl=str(layout.PVE_CA),
+        timeout=60,
+    )
 
 
 def wait(client, upid: str) -> None:
@@ -51,10 +57,21 @@ def one_run(client, unprivileged: bool) -> dict[str, float]:
         action()
         times[name] = time.perf_counter() - start
 
-    step("create", lambda: wait(client, ct.post(
-        vmid=VMID, hostname=HOSTNAME, ostemplate=layout.TEMPLATE, rootfs="local-lvm:4",
-        unprivileged=int(unprivileged), dev0="/dev/nvidia0,mode=0666",
-        net0=f"name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:01:90,ip={layout.SUBNET}.90/24")))
+    step(
+        "create",
+        lambda: wait(
+            client,
+            ct.post(
+                vmid=VMID,
+                hostname=HOSTNAME,
+                ostemplate=layout.TEMPLATE,
+                rootfs="local-lvm:4",
+                unprivileged=int(unprivileged),
+                dev0="/dev/nvidia0,mode=0666",
+                net0=f"name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:01:90,ip={layout.SUBNET}.90/24",
+            ),
+        ),
+    )
     step("start", lambda: wait(client, ct(VMID).status.start.post()))
 
     def boot() -> None:

@@ -26,18 +26,37 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGETS = {
     "sglang_pve/agent/gate.py": ["tests/unit/test_agent_gate.py", "tests/unit/test_agent_logs.py"],
     "sglang_pve/agent/reaper.py": ["tests/unit/test_agent_reaper.py", "tests/unit/test_agent_stopping.py"],
-    "sglang_pve/agent/watchdog.py": ["tests/unit/test_agent_watchdog.py", "tests/unit/test_agent_logs.py",
-                                     "tests/unit/test_agent_stopping.py"],
+    "sglang_pve/agent/watchdog.py": [
+        "tests/unit/test_agent_watchdog.py",
+        "tests/unit/test_agent_logs.py",
+        "tests/unit/test_agent_stopping.py",
+    ],
     "sglang_pve/agent/bounded.py": ["tests/unit/test_agent_bounded.py"],
-    "sglang_pve/agent/logfollow.py": ["tests/unit/test_agent_logfollow.py", "tests/unit/test_agent_logs.py",
-                                      "tests/unit/test_agent_real_logs.py"],
-    "sglang_pve/agent/phases.py": ["tests/unit/test_agent_phases.py", "tests/unit/test_agent_logs.py",
-                                   "tests/unit/test_agent_real_logs.py"],
+    "sglang_pve/agent/logfollow.py": [
+        "tests/unit/test_agent_logfollow.py",
+        "tests/unit/test_agent_logs.py",
+        "tests/unit/test_agent_real_logs.py",
+    ],
+    "sglang_pve/agent/phases.py": [
+        "tests/unit/test_agent_phases.py",
+        "tests/unit/test_agent_logs.py",
+        "tests/unit/test_agent_real_logs.py",
+    ],
     "sglang_pve/deploy/operations/files.py": ["tests/unit/test_operations.py", "tests/unit/test_json_cases.py"],
     "sglang_pve/deploy/operations/systemd.py": ["tests/unit/test_operations.py", "tests/unit/test_json_cases.py"],
 }
-_FLIP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
-         ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is}
+_FLIP = {
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+}
 _QUOTERS = {"QuoteString", "quote"}
 
 
@@ -65,8 +84,6 @@ def sites(tree: ast.AST) -> list:
 
 def _name(func) -> str:
     return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-
-
 
 
 def mutate(source: str, site: tuple) -> tuple:
@@ -130,7 +147,11 @@ def main() -> int:
         for module, site in candidates:
             print(module, *site)
         return 0
-    chosen = candidates if args.sample == 0 else random.Random(args.seed).sample(candidates, min(args.sample, len(candidates)))
+    chosen = (
+        candidates
+        if args.sample == 0
+        else random.Random(args.seed).sample(candidates, min(args.sample, len(candidates)))
+    )
     results, started = [], time.monotonic()
     for module, site in sorted(chosen, key=lambda c: (c[0], c[1][2])):
         path = ROOT / module
@@ -144,8 +165,10 @@ def main() -> int:
         results.append({"module": module, "mutant": what, "outcome": outcome})
         print(f"{outcome:17} {module} {what}", flush=True)
     killed = sum(1 for r in results if r["outcome"].startswith("killed"))
-    print(f"\nscore: {killed}/{len(results)} killed ({100 * killed / max(len(results), 1):.0f} %), "
-          f"{len(candidates)} sites, {time.monotonic() - started:.0f}s")
+    print(
+        f"\nscore: {killed}/{len(results)} killed ({100 * killed / max(len(results), 1):.0f} %), "
+        f"{len(candidates)} sites, {time.monotonic() - started:.0f}s"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0

@@ -33,8 +33,9 @@ def requests() -> list[dict]:
 def deploy() -> tuple[float, Counter, Counter, str]:
     before = len(requests())
     start = time.perf_counter()
-    result = subprocess.run([str(PYINFRA), "--debug", "-y", "inventory/lab.py", "deploy.py"], cwd=PROJECT,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [str(PYINFRA), "--debug", "-y", "inventory/lab.py", "deploy.py"], cwd=PROJECT, capture_output=True, text=True
+    )
     elapsed = time.perf_counter() - start
     log = result.stdout + result.stderr
     if result.returncode != 0:

@@ -39,14 +39,16 @@ TIMINGS = re.compile(r"switch-timings (\{.*?\})")
 
 INSTALL = {
     "uv": f"{paths.UV_VENV}/bin/uv pip install --quiet --require-hashes --no-deps --python $V/bin/python "
-          "--index-url $INDEX -r $LOCK",
+    "--index-url $INDEX -r $LOCK",
     "pip": "$V/bin/pip install --quiet --disable-pip-version-check --no-input --no-compile --require-hashes "
-           "--no-deps --index-url $INDEX -r $LOCK",
+    "--no-deps --index-url $INDEX -r $LOCK",
 }
 
 
 def own_startup(server: str) -> float:
-    out = sh(f"systemctl show -p ExecMainStartTimestampMonotonic -p ActiveEnterTimestampMonotonic {paths.unit_name(server)}")
+    out = sh(
+        f"systemctl show -p ExecMainStartTimestampMonotonic -p ActiveEnterTimestampMonotonic {paths.unit_name(server)}"
+    )
     values = dict(line.split("=", 1) for line in out.splitlines())
     return (int(values["ActiveEnterTimestampMonotonic"]) - int(values["ExecMainStartTimestampMonotonic"])) / 1e6
 
@@ -60,8 +62,13 @@ def timed(*args: str, deploy: str) -> tuple[float, dict]:
 
 
 def row(label: str, wall: float, startup: float, agent: dict) -> dict:
-    entry = {"what": label, "wall_s": round(wall, 2), "own_startup_s": round(startup, 2),
-             "overhead_s": round(wall - startup, 2), **{f"agent_{k}": v for k, v in agent.items()}}
+    entry = {
+        "what": label,
+        "wall_s": round(wall, 2),
+        "own_startup_s": round(startup, 2),
+        "overhead_s": round(wall - startup, 2),
+        **{f"agent_{k}": v for k, v in agent.items()},
+    }
     print(json.dumps(entry), flush=True)
     return entry
 
@@ -98,20 +105,24 @@ def bench_installers() -> list[dict]:
     from lab.layout import INDEX_URL
 
     lock = f"{VENVS}/sglang-{PINNED}.lock"
-    script = "\n".join([
-        f"LOCK={lock}; INDEX={INDEX_URL}",
-        "for tool in uv pip; do for cache in cold warm; do",
-        "  V=/tmp/bench-venv-$tool; rm -rf $V; python3 -m venv $V",
-        "  [ $cache = cold ] && rm -rf /root/.cache/uv /root/.cache/pip",
-        "  start=$(date +%s.%N)",
-        f"  if [ $tool = uv ]; then {INSTALL['uv']}; else {INSTALL['pip']}; fi",
-        "  end=$(date +%s.%N); echo \"$tool $cache $start $end\"; rm -rf $V",
-        "done; done",
-    ])
+    script = "\n".join(
+        [
+            f"LOCK={lock}; INDEX={INDEX_URL}",
+            "for tool in uv pip; do for cache in cold warm; do",
+            "  V=/tmp/bench-venv-$tool; rm -rf $V; python3 -m venv $V",
+            "  [ $cache = cold ] && rm -rf /root/.cache/uv /root/.cache/pip",
+            "  start=$(date +%s.%N)",
+            f"  if [ $tool = uv ]; then {INSTALL['uv']}; else {INSTALL['pip']}; fi",
+            '  end=$(date +%s.%N); echo "$tool $cache $start $end"; rm -rf $V',
+            "done; done",
+        ]
+    )
     rows = []
     for line in sh(script).splitlines():
         tool, cache, start, end = line.split()
-        rows.append({"what": f"install lock with {tool} ({cache} cache)", "wall_s": round(float(end) - float(start), 2)})
+        rows.append(
+            {"what": f"install lock with {tool} ({cache} cache)", "wall_s": round(float(end) - float(start), 2)}
+        )
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -129,9 +140,11 @@ def main() -> None:
         measured = [r for r in rows if r["what"].startswith(label)]
         overheads = [r["overhead_s"] for r in measured]
         stops = [r.get("agent_stop_s", 0) for r in measured]
-        print(f"{label}: overhead beyond the server's own startup, median {statistics.median(overheads):.2f} s "
-              f"(min {min(overheads):.2f}, max {max(overheads):.2f}, n={len(overheads)}); of it the old server's "
-              f"stop (drain), median {statistics.median(stops):.2f} s")
+        print(
+            f"{label}: overhead beyond the server's own startup, median {statistics.median(overheads):.2f} s "
+            f"(min {min(overheads):.2f}, max {max(overheads):.2f}, n={len(overheads)}); of it the old server's "
+            f"stop (drain), median {statistics.median(stops):.2f} s"
+        )
     noop = [r["wall_s"] for r in rows if r["what"].startswith("no-op")]
     print(f"no-op switch task (pyinfra start, SSH, facts): median {statistics.median(noop):.2f} s")
 

@@ -102,8 +102,9 @@ def stop_all() -> None:
 def one_run(server: str, phase: str, idle_mib: float) -> dict:
     stop_all()
     set_faults({server: {"hang": phase}})
-    out = on_target_python(PROBE, paths.unit_name(server), paths.log_path(server), paths.DIAGNOSES_DIR,
-                           str(idle_mib), "120", timeout=180)
+    out = on_target_python(
+        PROBE, paths.unit_name(server), paths.log_path(server), paths.DIAGNOSES_DIR, str(idle_mib), "120", timeout=180
+    )
     probe = json.loads(out)
     t = probe["t"]
     missing = [k for k in ("progress", "diagnosis", "released", "gpus_free", "failed") if k not in t]
@@ -134,8 +135,7 @@ COLUMNS = [
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--phase", default="cuda_graph",
-                        choices=STALL_PHASES)
+    parser.add_argument("--phase", default="cuda_graph", choices=STALL_PHASES)
     parser.add_argument("--server", default=None, help="default baseline (eagle3-2step for --phase draft)")
     args = parser.parse_args()
     server = args.server or ("eagle3-2step" if args.phase == "draft" else "baseline")
@@ -153,8 +153,10 @@ def main() -> None:
     finally:
         restore_servers()
 
-    print(f"\nstall -> GPUs free, lab, {server} hung in {args.phase} "
-          f"(stall timeout {life['stall_timeout_s'][args.phase]} s, gate poll 0.5 s), {args.runs} runs, seconds")
+    print(
+        f"\nstall -> GPUs free, lab, {server} hung in {args.phase} "
+        f"(stall timeout {life['stall_timeout_s'][args.phase]} s, gate poll 0.5 s), {args.runs} runs, seconds"
+    )
     width = max(len(title) for _, title in COLUMNS)
     print(f"  {'':{width}}  {'median':>7}  {'min':>7}  {'max':>7}")
     for key, title in COLUMNS:

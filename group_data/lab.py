@@ -20,8 +20,15 @@ lifecycle = {
     "startup_timeout_s": 120,
     "stop_timeout_s": 20,
     "stall_timeout_s": dict.fromkeys(STALL_PHASES, 10),
-    "watchdog": {"interval_s": 2, "timeout_s": 3, "failures": 3, "max_restarts": 2, "window_s": 600,
-                 "backoff_s": 1, "backoff_max_s": 4},
+    "watchdog": {
+        "interval_s": 2,
+        "timeout_s": 3,
+        "failures": 3,
+        "max_restarts": 2,
+        "window_s": 600,
+        "backoff_s": 1,
+        "backoff_max_s": 4,
+    },
     "gpu_free_timeout_s": 15,
 }
 

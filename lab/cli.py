@@ -20,16 +20,12 @@ from lab.shell import LabError
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m lab", description="The sglang-pve local test lab."
-    )
+    parser = argparse.ArgumentParser(prog="python -m lab", description="The sglang-pve local test lab.")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("up", help="start the lab (idempotent)")
     commands.add_parser("down", help="stop the lab and remove what runs")
     commands.add_parser("status", help="show what runs")
-    exec_parser = commands.add_parser(
-        "exec", help="run a command in a container: exec HOST -- CMD..."
-    )
+    exec_parser = commands.add_parser("exec", help="run a command in a container: exec HOST -- CMD...")
     exec_parser.add_argument("host", help=f"{', '.join(layout.HOSTS)} or a guest's name or vmid")
     return parser
 
@@ -48,9 +44,7 @@ def _container_name(host: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # split at the first "--" ourselves: argparse would reinterpret CMD's own options
-    head, command = (
-        (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
-    )
+    head, command = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
     args = _parser().parse_args(head)
     try:
         if args.command == "exec":

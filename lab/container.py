@@ -43,7 +43,11 @@ def base_lines(name: str, hostname: str, rootfs_path: str) -> list[str]:
 
 
 def net_lines(
-    index: int, veth: str, hwaddr: str, address: str | None, gateway: str | None = None,
+    index: int,
+    veth: str,
+    hwaddr: str,
+    address: str | None,
+    gateway: str | None = None,
     name: str = "eth0",
 ) -> list[str]:
     """A veth on the lab bridge with a fixed MAC (a random one per boot leaves a stale ARP
@@ -72,15 +76,17 @@ def cgroup_v1_twins(rules: list[str]) -> list[str]:
 
 
 def render_config(
-    name: str, ip: str, lower: Path, devices: list[DeviceNode], with_lxcfs: bool,
+    name: str,
+    ip: str,
+    lower: Path,
+    devices: list[DeviceNode],
+    with_lxcfs: bool,
     extra: list[str] = (),
 ) -> str:
     """The LXC config of one lab container (``extra``: lines the node adds)."""
     lines = ["# Written by `python -m lab up`; recreated on every fresh start."]
     lines += base_lines(name, name, f"overlay:{lower}:{container_dir(name) / 'upper'}")
-    lines += net_lines(
-        0, layout.veth_name(name), layout.mac_address(ip), f"{ip}/{layout.PREFIX_LENGTH}"
-    )
+    lines += net_lines(0, layout.veth_name(name), layout.mac_address(ip), f"{ip}/{layout.PREFIX_LENGTH}")
     if with_lxcfs:
         lines += ["# the container's own /proc/uptime etc. (pyinfra's server.reboot reads uptime)"]
         lines += lxcfs.mount_entries()
@@ -170,8 +176,14 @@ def start(name: str, config: str) -> None:
 
 
 def ensure_running(
-    name: str, ip: str, lower: Path, devices: list[DeviceNode], with_lxcfs: bool, restart: bool,
-    extra: list[str] = (), files: dict[str, tuple[bytes | str, int]] | None = None,
+    name: str,
+    ip: str,
+    lower: Path,
+    devices: list[DeviceNode],
+    with_lxcfs: bool,
+    restart: bool,
+    extra: list[str] = (),
+    files: dict[str, tuple[bytes | str, int]] | None = None,
 ) -> bool:
     """Start the container on a fresh upper dir unless it already runs this config and no
     ``restart`` is asked for; True when it was (re)started. ``files`` (path -> content, mode)

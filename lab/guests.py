@@ -266,9 +266,7 @@ def _identity_files(hostname: str) -> dict[str, tuple[bytes, int]]:
 # -- the backend's actions --------------------------------------------------------------------
 
 
-def create(
-    vmid: int, config: dict, template_volid: str, rootfs_volume: str, ssh_public_keys: str | None
-) -> None:
+def create(vmid: int, config: dict, template_volid: str, rootfs_volume: str, ssh_public_keys: str | None) -> None:
     """Allocate the rootfs volume over the cached rootfs (our only template), with new SSH
     host keys, root's authorized_keys from ``ssh-public-keys`` and the lab's user-space GPU
     driver (nvidia-smi), like a template with the driver installed."""
@@ -434,4 +432,3 @@ def destroy_all() -> None:
     for vmid in known():
         destroy(vmid)
     shutil.rmtree(layout.VOLUMES_DIR, ignore_errors=True)
-

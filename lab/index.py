@@ -101,12 +101,11 @@ def _cached(key: str, fill: Callable[[Path], None]) -> list[Path]:
 _REGRESSION = 'FAULTS = {"hang": "weights"}\n'
 
 
-
 def _set_version(source: Path, version: str) -> None:
     pyproject = source / "pyproject.toml"
     text, count = re.subn(r'(?m)^version = ".*"$', f'version = "{version}"', pyproject.read_text(), count=1)
     if count != 1:
-        raise LabError(f"{pyproject}: no `version = \"...\"` line to set")
+        raise LabError(f'{pyproject}: no `version = "..."` line to set')
     pyproject.write_text(text)
 
 
@@ -211,7 +210,11 @@ def publish(sim_dir: Path, rootfs: Path) -> str:
     """Build or reuse the wheels and write the index; returns the sglang version published."""
     version, requirements = sim_metadata(sim_dir)
     python = container_python(rootfs)
-    write_index(sim_wheel(sim_dir) + dependency_wheels(requirements, python) + dependency_wheels(installer_requirements(), python))
+    write_index(
+        sim_wheel(sim_dir)
+        + dependency_wheels(requirements, python)
+        + dependency_wheels(installer_requirements(), python)
+    )
     return version
 
 

@@ -45,14 +45,9 @@ FAULTS_FILE = f"{node.SIM_CONFIG_DIR}/faults.yaml"
 def require_host() -> None:
     if os.geteuid() != 0:
         raise LabError("the lab needs root (LXC containers, bridge, device nodes)")
-    missing = [
-        tool for tool in ("lxc-start", "debootstrap", "ssh-keygen", "ip") if not shutil.which(tool)
-    ]
+    missing = [tool for tool in ("lxc-start", "debootstrap", "ssh-keygen", "ip") if not shutil.which(tool)]
     if missing:
-        raise LabError(
-            f"missing {', '.join(missing)}: apt-get install lxc lxcfs debootstrap "
-            "openssh-client iproute2"
-        )
+        raise LabError(f"missing {', '.join(missing)}: apt-get install lxc lxcfs debootstrap openssh-client iproute2")
 
 
 @contextlib.contextmanager
@@ -97,9 +92,7 @@ def _up() -> None:
         extra, files = [], None
         if name == layout.NODE:
             extra, files = node.config_lines(schema), node.files(with_emulator=bool(schema))
-        if container.ensure_running(
-            name, ip, lower, devices, with_lxcfs, rootfs_changed, extra, files
-        ):
+        if container.ensure_running(name, ip, lower, devices, with_lxcfs, rootfs_changed, extra, files):
             print(f"lab: {name} started at {ip}", flush=True)
     version = index.publish(layout.SIM_DIR, lower)
     index_pid = index.serve()

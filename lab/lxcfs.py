@@ -52,6 +52,5 @@ def stop() -> None:
 
 def mount_entries() -> list[str]:
     return [
-        f"lxc.mount.entry = {layout.LXCFS_DIR}/proc/{name} proc/{name} none bind,optional 0 0"
-        for name in PROC_FILES
+        f"lxc.mount.entry = {layout.LXCFS_DIR}/proc/{name} proc/{name} none bind,optional 0 0" for name in PROC_FILES
     ]

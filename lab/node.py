@@ -168,16 +168,13 @@ def warn_missing_schema() -> None:
     )
 
 
-
 def wait_for_api(timeout: float = 30.0) -> None:
     """Wait until the emulator answers HTTPS on the node's address with the pinned CA."""
     context = ssl.create_default_context(cafile=str(layout.PVE_CA))
     deadline = time.monotonic() + timeout
     error: Exception | None = None
     while time.monotonic() < deadline:
-        connection = http.client.HTTPSConnection(
-            layout.NODE_ADDRESS, layout.API_PORT, context=context, timeout=2
-        )
+        connection = http.client.HTTPSConnection(layout.NODE_ADDRESS, layout.API_PORT, context=context, timeout=2)
         try:
             connection.request("GET", "/api2/json/version")
             connection.getresponse().read()  # 401 without a ticket: it answers

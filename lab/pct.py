@@ -48,8 +48,7 @@ class Api:
     def request(self, method: str, path: str, params: dict | None = None):
         data = urllib.parse.urlencode(params or {}).encode() if method != "GET" else None
         url = API + path + (f"?{urllib.parse.urlencode(params)}" if method == "GET" and params else "")
-        request = urllib.request.Request(url, data=data, method=method,
-                                         headers=getattr(self, "headers", {}))
+        request = urllib.request.Request(url, data=data, method=method, headers=getattr(self, "headers", {}))
         try:
             with urllib.request.urlopen(request, context=self.context, timeout=60) as response:
                 return json.load(response).get("data")
@@ -176,8 +175,7 @@ def cmd_push(api, args) -> None:
     with open(args.file, "rb") as source:
         script = 'cat > "$1" && chmod "$2" "$1"'
         mode = args.perms or oct(os.fstat(source.fileno()).st_mode & 0o7777)[2:]
-        code = attach(args.vmid, ["sh", "-c", script, "push", args.destination, mode],
-                      (source.fileno(), 1, 2))
+        code = attach(args.vmid, ["sh", "-c", script, "push", args.destination, mode], (source.fileno(), 1, 2))
     sys.exit(code)
 
 

@@ -84,10 +84,7 @@ def host_mirror(sources: list[Path] | None = None) -> str:
             return uri
         for stanza in re.split(r"\n\s*\n", text):
             fields = dict(re.findall(r"^(\w[\w-]*):\s*(.*)$", stanza, re.M))
-            if (
-                SUITE in fields.get("Suites", "").split()
-                and "deb" in fields.get("Types", "deb").split()
-            ):
+            if SUITE in fields.get("Suites", "").split() and "deb" in fields.get("Types", "deb").split():
                 return fields["URIs"].split()[0]
     return DEFAULT_MIRROR
 
@@ -98,9 +95,7 @@ def installed_packages(root: Path) -> set[str]:
         return set()
     return {
         package
-        for package, state in re.findall(
-            r"^Package: (\S+)\n(?:.+\n)*?Status: (.+)$", status.read_text(), re.M
-        )
+        for package, state in re.findall(r"^Package: (\S+)\n(?:.+\n)*?Status: (.+)$", status.read_text(), re.M)
         if state == "install ok installed"
     }
 

@@ -21,7 +21,5 @@ def run(argv: list[str], check: bool = True, **kwargs) -> subprocess.CompletedPr
     """subprocess.run with text output captured; raises LabError when ``check`` and it fails."""
     result = subprocess.run(argv, capture_output=True, text=True, **kwargs)
     if check and result.returncode != 0:
-        raise LabError(
-            f"{shlex.join(argv)} failed (exit {result.returncode}): {result.stderr.strip()}"
-        )
+        raise LabError(f"{shlex.join(argv)} failed (exit {result.returncode}): {result.stderr.strip()}")
     return result

@@ -30,10 +30,6 @@ def write_known_hosts(rootfs: Path) -> None:
     ours = set(layout.HOSTS.values())
     current = layout.KNOWN_HOSTS.read_text().splitlines() if layout.KNOWN_HOSTS.exists() else []
     lines = [line for line in current if line.split() and line.split()[0] not in ours]
-    lines += [
-        f"{ip} {' '.join(key.read_text().split()[:2])}"
-        for ip in layout.HOSTS.values()
-        for key in keys
-    ]
+    lines += [f"{ip} {' '.join(key.read_text().split()[:2])}" for ip in layout.HOSTS.values() for key in keys]
     layout.KNOWN_HOSTS.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     write_file(layout.KNOWN_HOSTS, ("\n".join(lines) + "\n").encode(), 0o644)

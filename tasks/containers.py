@@ -7,7 +7,6 @@ through as devN, or raw lines; model storage as raw bind-mount lines, so snapsho
 otherwise changed key by key after a snapshot, started, its SSH host key pinned.
 """
 
-
 from sglang_pve.provision.container import container
 from sglang_pve.provision.roles import containers, is_node, node_gpus, this_node
 

@@ -2,7 +2,6 @@
 /etc/nccl.conf, a startup hook in the venv's site-packages (a .pth importing the profile module:
 Debian/Ubuntu's own sitecustomize.py shadows a venv's), and a managed block in the user's shell rc."""
 
-
 from sglang_pve.deploy import paths
 from sglang_pve.deploy.context import deployment, site_packages
 from sglang_pve.deploy.operations import files
@@ -14,7 +13,13 @@ if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and
     profile = config.data.nccl_profile
     purelib = site_packages()
 
-    files.file_set(name=f"NCCL profile {profile}: nccl.env, nccl.conf, venv startup hook",
-                  files=nccl_files(config, purelib))
-    files.block(name=f"NCCL profile {profile}: {config.data.shell_rc}", path=config.data.shell_rc,
-                 marker=paths.NCCL_BLOCK_MARKER, body=nccl_block(config), user=config.data.shell_user)
+    files.file_set(
+        name=f"NCCL profile {profile}: nccl.env, nccl.conf, venv startup hook", files=nccl_files(config, purelib)
+    )
+    files.block(
+        name=f"NCCL profile {profile}: {config.data.shell_rc}",
+        path=config.data.shell_rc,
+        marker=paths.NCCL_BLOCK_MARKER,
+        body=nccl_block(config),
+        user=config.data.shell_user,
+    )

@@ -16,8 +16,19 @@ from sglang_pve.provision.roles import is_node, node_gpus
 
 if is_node():
     gpus = node_gpus()
-    prep = files.file_set(name="NVIDIA modules at boot, device-node unit before pve-guests", files=node_prep_files(gpus))
-    systemd.service(name="nvidia-persistenced enabled and running", service="nvidia-persistenced.service",
-                    running=True, enabled=True)
-    systemd.service(name=f"{DEVICE_NODES_UNIT} enabled (runs at boot)", service=DEVICE_NODES_UNIT,
-                    running=None, enabled=True, daemon_reload=prep.will_change)
+    prep = files.file_set(
+        name="NVIDIA modules at boot, device-node unit before pve-guests", files=node_prep_files(gpus)
+    )
+    systemd.service(
+        name="nvidia-persistenced enabled and running",
+        service="nvidia-persistenced.service",
+        running=True,
+        enabled=True,
+    )
+    systemd.service(
+        name=f"{DEVICE_NODES_UNIT} enabled (runs at boot)",
+        service=DEVICE_NODES_UNIT,
+        running=None,
+        enabled=True,
+        daemon_reload=prep.will_change,
+    )

@@ -15,6 +15,7 @@ MODES = {"release": "tasks/rollback_release.py", "snapshot": "tasks/rollback_sna
 
 mode = host.data.get("rollback", "release")
 if mode not in MODES:
-    raise PyinfraError(f"{host.name}: rollback = {mode!r}: not a rollback mode. "
-                       f"Fix: add --data rollback={'|'.join(MODES)}")
+    raise PyinfraError(
+        f"{host.name}: rollback = {mode!r}: not a rollback mode. Fix: add --data rollback={'|'.join(MODES)}"
+    )
 local.include(MODES[mode])

@@ -42,8 +42,13 @@ if not is_node():  # a container's task; a node's rollback is the snapshot mode
             lock=report.lock,
         )
         for path, block in target["blocks"].items():
-            files.block(name=f"{block['marker']} block in {path} of release {target['id']}", path=path,
-                        marker=block["marker"], body=block["body"], user=config.data.shell_user)
+            files.block(
+                name=f"{block['marker']} block in {path} of release {target['id']}",
+                path=path,
+                marker=block["marker"],
+                body=block["body"],
+                user=config.data.shell_user,
+            )
         releases.rolled_back(
             name=f"Roll back to release {target['id']}",
             to=target["id"],

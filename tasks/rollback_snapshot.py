@@ -13,5 +13,9 @@ from sglang_pve.provision.snapshot_rollback import rolled_back
 
 spec = own_spec()
 if spec is not None:
-    rolled_back(name=f"Roll back container {spec.vmid}", spec=spec, node=container_node(spec),
-                snapshot=host.data.get("snapshot"))
+    rolled_back(
+        name=f"Roll back container {spec.vmid}",
+        spec=spec,
+        node=container_node(spec),
+        snapshot=host.data.get("snapshot"),
+    )

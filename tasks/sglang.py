@@ -1,7 +1,6 @@
 """The SGLang build in its own virtualenv, built beside its final path from a hash lock and moved
 into place only when complete (earlier versions' venvs are kept while a release needs them)."""
 
-
 from sglang_pve.deploy.context import deployment, package_source, site_packages, venv
 from sglang_pve.deploy.operations import venvs
 from sglang_pve.deploy.render import nccl_files

@@ -15,4 +15,6 @@ from sglang_pve.provision.roles import is_node
 from sglang_pve.tools.status_render import render, render_release
 
 if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and tasks/containers.py
-    logger.info(render_release(host.name, host.get_fact(Releases)) + "\n" + render(host.name, host.get_fact(ServerStatus)))
+    logger.info(
+        render_release(host.name, host.get_fact(Releases)) + "\n" + render(host.name, host.get_fact(ServerStatus))
+    )

@@ -13,7 +13,13 @@ def group_data(*names: str) -> dict:
     data = {}
     for name in names:
         module = runpy.run_path(str(PROJECT / "group_data" / f"{name}.py"))
-        data.update({k: v for k, v in module.items() if not k.startswith("_") and not callable(v) and not hasattr(v, "__file__")})
+        data.update(
+            {
+                k: v
+                for k, v in module.items()
+                if not k.startswith("_") and not callable(v) and not hasattr(v, "__file__")
+            }
+        )
     return data
 
 

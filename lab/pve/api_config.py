@@ -16,8 +16,21 @@ from .validate import property_schema
 # cgroup values); the rest waits in [pve:pending] until the next start. Unlike PVE, new devN/mpN
 # and netN of a running CT wait too: the backend has no hotplug, and a config claiming a device
 # the running container lacks would lie.
-HOTPLUG = {"description", "onboot", "startup", "protection", "hostname", "hookscript", "cores",
-           "tags", "lock", "cpulimit", "cpuunits", "memory", "swap"}
+HOTPLUG = {
+    "description",
+    "onboot",
+    "startup",
+    "protection",
+    "hostname",
+    "hookscript",
+    "cores",
+    "tags",
+    "lock",
+    "cpulimit",
+    "cpuunits",
+    "memory",
+    "swap",
+}
 
 
 @route("GET", "/nodes/{node}/lxc/{vmid}/config")
@@ -56,16 +69,12 @@ def config_put(node: Node, req: Request):
         node.check_lock(config)
         ctconf.assert_if_modified(digest, text)
         unprivileged = config.current.get("unprivileged", "0") == "1"
-        rules.check_modify_perm(node, req.ident, vmid, config.current, {}, delete + revert,
-                                unprivileged)
+        rules.check_modify_perm(node, req.ident, vmid, config.current, {}, delete + revert, unprivileged)
         # PVE's texts, unbalanced quote included
-        _check_listed("revert", revert, p, props, "you can't use '-{}' and '-revert {}' at the "
-                      "same time")
-        _check_listed("delete", delete, p, props, "you can't use '-{}' and -delete {}' at the "
-                      "same time")
+        _check_listed("revert", revert, p, props, "you can't use '-{}' and '-revert {}' at the same time")
+        _check_listed("delete", delete, p, props, "you can't use '-{}' and -delete {}' at the same time")
         for opt in set(delete) & set(revert):
-            raise param_error({"delete": f"you can't use '-delete {opt}' and '-revert {opt}' "
-                                         "at the same time"})
+            raise param_error({"delete": f"you can't use '-delete {opt}' and '-revert {opt}' at the same time"})
         rules.check_modify_perm(node, req.ident, vmid, config.current, p, [], unprivileged)
         _update(node, vmid, config, p, delete, revert)
         node.write(vmid, config)
@@ -109,8 +118,7 @@ def _update(node: Node, vmid: int, config, p: dict, delete: list, revert: list) 
                 if node.storages.get(sid) is None:
                     raise ApiError(f"storage '{sid}' does not exist")
                 if "rootdir" not in node.storages.content(sid):
-                    raise ApiError(f"storage '{sid}' does not allow content type 'rootdir' "
-                                   "(Container)")
+                    raise ApiError(f"storage '{sid}' does not allow content type 'rootdir' (Container)")
         elif re.match(r"^dev\d+$", opt):
             node.device_check(rules.dev_path(value))
         pending[opt] = value
@@ -147,8 +155,7 @@ def pending(node: Node, req: Request):
     vmid = ct_vmid(node, req)
     text, config = node.read(vmid)
     pend = dict(config.pending)
-    deletes = {k.lstrip("!"): 2 if k.startswith("!") else 1
-               for k in split_list(pend.pop("delete", ""))}
+    deletes = {k.lstrip("!"): 2 if k.startswith("!") else 1 for k in split_list(pend.pop("delete", ""))}
     current = dict(config.current, digest=ctconf.digest(text))
     res = []
     for key in sorted(k for k in current if k != "lxc"):
@@ -182,8 +189,7 @@ def resize(node: Node, req: Request):
         value = config.current.get(disk)
         if value is None:
             raise ApiError(f"unable to parse volume '{disk}' - not set")
-        size = parse_size(re.search(r"(?:^|,)size=([^,]+)", value)[1]) \
-            if "size=" in value else 0
+        size = parse_size(re.search(r"(?:^|,)size=([^,]+)", value)[1]) if "size=" in value else 0
         newsize = size + requested if grow else requested
         if newsize < size:
             raise ApiError("unable to shrink disk size")

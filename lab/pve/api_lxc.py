@@ -10,10 +10,25 @@ from .errors import ApiError
 from .node import UNPRIVILEGED_DEFAULT, Node, Request
 from .routes import route
 
-CREATE_ONLY = {"ostemplate", "password", "ssh-public-keys", "storage", "pool", "start", "force",
-               "restore", "unique", "ignore-unpack-errors", "bwlimit", "ha-managed", "unprivileged"}
-SSH_KEY_RE = re.compile(r"^\s*(\S+\s+)?(ssh-(rsa|dss|ed25519)|ecdsa-sha2-\S+|sk-\S+)\s+"
-                        r"[A-Za-z0-9+/]+=*(\s.*)?$")
+CREATE_ONLY = {
+    "ostemplate",
+    "password",
+    "ssh-public-keys",
+    "storage",
+    "pool",
+    "start",
+    "force",
+    "restore",
+    "unique",
+    "ignore-unpack-errors",
+    "bwlimit",
+    "ha-managed",
+    "unprivileged",
+}
+SSH_KEY_RE = re.compile(
+    r"^\s*(\S+\s+)?(ssh-(rsa|dss|ed25519)|ecdsa-sha2-\S+|sk-\S+)\s+"
+    r"[A-Za-z0-9+/]+=*(\s.*)?$"
+)
 
 
 @route("GET", "/nodes/{node}/lxc")
@@ -26,10 +41,17 @@ def ct_list(node: Node, req: Request):
         except ApiError:
             continue  # removed meanwhile
         cur = config.current
-        item = {"vmid": vmid, "status": node.backend.status(vmid), "type": "lxc",
-                "name": cur.get("hostname", f"CT{vmid}"), "cpus": int(cur.get("cores", 1)),
-                "maxmem": int(cur.get("memory", 512)) << 20,
-                "maxswap": int(cur.get("swap", 512)) << 20, "maxdisk": 0, "uptime": 0}
+        item = {
+            "vmid": vmid,
+            "status": node.backend.status(vmid),
+            "type": "lxc",
+            "name": cur.get("hostname", f"CT{vmid}"),
+            "cpus": int(cur.get("cores", 1)),
+            "maxmem": int(cur.get("memory", 512)) << 20,
+            "maxswap": int(cur.get("swap", 512)) << 20,
+            "maxdisk": 0,
+            "uptime": 0,
+        }
         for key in ("lock", "tags"):
             if key in cur:
                 item[key] = cur[key]
@@ -45,8 +67,7 @@ def ct_create(node: Node, req: Request):
     unprivileged = p.pop("unprivileged", None)
     if p.get("restore") not in (None, "0"):
         raise ApiError("restore is not emulated")
-    unprivileged = UNPRIVILEGED_DEFAULT[node.version] if unprivileged is None else \
-        int(unprivileged)
+    unprivileged = UNPRIVILEGED_DEFAULT[node.version] if unprivileged is None else int(unprivileged)
     if not unprivileged:
         node.check_priv(ident, "/", "Sys.Modify")
     if node.exists(vmid):
@@ -67,8 +88,7 @@ def ct_create(node: Node, req: Request):
     if tsid is None:
         raise ApiError(f"unable to parse volume ID '{ostemplate}'")
     if "vztmpl" not in node.storages.content(ostemplate.split(":", 1)[0]):
-        raise ApiError(f"storage '{ostemplate.split(':', 1)[0]}' does not support content-type "
-                       "'vztmpl'")
+        raise ApiError(f"storage '{ostemplate.split(':', 1)[0]}' does not support content-type 'vztmpl'")
 
     p.setdefault("rootfs", f"{storage}:4")  # PVE: a 4 GiB rootfs on the default storage
     allocations = {}
@@ -90,8 +110,7 @@ def ct_create(node: Node, req: Request):
     config.current["lock"] = "create"
     with node.locked(vmid):
         if node.exists(vmid):  # create_and_lock_config
-            raise ApiError(f"unable to create CT {vmid} - CT {vmid} already exists on node "
-                           f"'{node.name}'")
+            raise ApiError(f"unable to create CT {vmid} - CT {vmid} already exists on node '{node.name}'")
         node.write(vmid, config)
 
     def work(log):
@@ -102,8 +121,7 @@ def ct_create(node: Node, req: Request):
             cur = config.current
             for key, value in p.items():
                 cur[key] = value
-            for index, (key, (sid, size)) in enumerate(sorted(allocations.items(),
-                                                              key=lambda kv: kv[0] != "rootfs")):
+            for index, (key, (sid, size)) in enumerate(sorted(allocations.items(), key=lambda kv: kv[0] != "rootfs")):
                 volid = node.storages.new_volume(sid, vmid, index)
                 rest = p[key].split(",", 1)[1:] if "," in p[key] else []
                 cur[key] = ",".join([volid, *rest, f"size={size}G"])
@@ -116,12 +134,10 @@ def ct_create(node: Node, req: Request):
             if unprivileged:
                 cur["unprivileged"] = "1"
             if not node.storages.template_exists(ostemplate):
-                raise ApiError(f"unable to create CT {vmid} - volume '{ostemplate}' does not "
-                               "exist")
+                raise ApiError(f"unable to create CT {vmid} - volume '{ostemplate}' does not exist")
             log.log(f"extracting archive '{ostemplate}'")
             created = True
-            node.backend.create(vmid, plain(cur), ostemplate, rules.mp_volume(cur["rootfs"]),
-                                ssh_public_keys=ssh_keys)
+            node.backend.create(vmid, plain(cur), ostemplate, rules.mp_volume(cur["rootfs"]), ssh_public_keys=ssh_keys)
             cur.pop("lock", None)
             node.write(vmid, config)
         except Exception:

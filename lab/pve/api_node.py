@@ -15,10 +15,22 @@ def version(node: Node, req: Request):
 
 @route("GET", "/nodes")
 def nodes(node: Node, req: Request):
-    return [{"node": node.name, "status": "online", "type": "node", "id": f"node/{node.name}",
-             "level": "", "maxcpu": os.cpu_count(), "cpu": 0.01, "maxmem": 1 << 37,
-             "mem": 1 << 33, "maxdisk": 1 << 40, "disk": 1 << 32,
-             "uptime": int(time.time() - node.started)}]
+    return [
+        {
+            "node": node.name,
+            "status": "online",
+            "type": "node",
+            "id": f"node/{node.name}",
+            "level": "",
+            "maxcpu": os.cpu_count(),
+            "cpu": 0.01,
+            "maxmem": 1 << 37,
+            "mem": 1 << 33,
+            "maxdisk": 1 << 40,
+            "disk": 1 << 32,
+            "uptime": int(time.time() - node.started),
+        }
+    ]
 
 
 @route("GET", "/nodes/{node}/status")
@@ -27,20 +39,26 @@ def node_status(node: Node, req: Request):
     info = VERSIONS[node.version]
     uname = os.uname()
     total, used = 1 << 37, 1 << 33
-    return {"pveversion": f"pve-manager/{info['version']}/{info['repoid']}",
-            "kversion": f"{uname.sysname} {uname.release} {uname.version}",
-            "current-kernel": {"sysname": uname.sysname, "release": uname.release,
-                               "version": uname.version, "machine": uname.machine},
-            "boot-info": {"mode": "efi", "secureboot": 0},
-            "uptime": int(time.time() - node.started), "loadavg": ["0.00", "0.00", "0.00"],
-            "cpu": 0.01, "wait": 0, "idle": 0,
-            "cpuinfo": {"cpus": os.cpu_count(), "sockets": 1, "cores": os.cpu_count(),
-                        "model": "emulated"},
-            "memory": {"total": total, "used": used, "free": total - used,
-                       "available": total - used},
-            "swap": {"total": 0, "used": 0, "free": 0},
-            "rootfs": {"total": 1 << 40, "used": 1 << 32, "avail": (1 << 40) - (1 << 32),
-                       "free": (1 << 40) - (1 << 32)}}
+    return {
+        "pveversion": f"pve-manager/{info['version']}/{info['repoid']}",
+        "kversion": f"{uname.sysname} {uname.release} {uname.version}",
+        "current-kernel": {
+            "sysname": uname.sysname,
+            "release": uname.release,
+            "version": uname.version,
+            "machine": uname.machine,
+        },
+        "boot-info": {"mode": "efi", "secureboot": 0},
+        "uptime": int(time.time() - node.started),
+        "loadavg": ["0.00", "0.00", "0.00"],
+        "cpu": 0.01,
+        "wait": 0,
+        "idle": 0,
+        "cpuinfo": {"cpus": os.cpu_count(), "sockets": 1, "cores": os.cpu_count(), "model": "emulated"},
+        "memory": {"total": total, "used": used, "free": total - used, "available": total - used},
+        "swap": {"total": 0, "used": 0, "free": 0},
+        "rootfs": {"total": 1 << 40, "used": 1 << 32, "avail": (1 << 40) - (1 << 32), "free": (1 << 40) - (1 << 32)},
+    }
 
 
 @route("GET", "/cluster/nextid")
@@ -58,8 +76,7 @@ def nextid(node: Node, req: Request):
 def storage_index(node: Node, req: Request):
     node.check_node(req.params["node"])
     content = req.params.get("content")
-    return [s for s in node.storages.listing()
-            if not content or content in s["content"].split(",")]
+    return [s for s in node.storages.listing() if not content or content in s["content"].split(",")]
 
 
 @route("GET", "/nodes/{node}/storage/{storage}/content")
@@ -91,4 +108,4 @@ def task_log(node: Node, req: Request):
     lines = _task(node, req).log.lines
     start = int(req.params.get("start", 0))
     limit = int(req.params.get("limit", 50))
-    return [{"n": i + 1, "t": t} for i, t in enumerate(lines)][start:start + limit]
+    return [{"n": i + 1, "t": t} for i, t in enumerate(lines)][start : start + limit]

@@ -16,8 +16,7 @@ NOT_COPIED = {"snapstate", "snaptime", "vmstate", "lock", "digest", "description
 
 
 def _copy(source: dict) -> dict:
-    return {k: v for k, v in source.items()
-            if k not in NOT_COPIED and not k.startswith("unused")}
+    return {k: v for k, v in source.items() if k not in NOT_COPIED and not k.startswith("unused")}
 
 
 def _reserved(snapname: str) -> None:
@@ -34,14 +33,21 @@ def snapshot_list(node: Node, req: Request):
     text, config = node.read(vmid)
     res = []
     for name, snap in sorted(config.snapshots.items()):
-        item = {"name": name, "snaptime": int(snap.get("snaptime") or 0),
-                "description": (snap.get("description") or "").rstrip("\n")}
+        item = {
+            "name": name,
+            "snaptime": int(snap.get("snaptime") or 0),
+            "description": (snap.get("description") or "").rstrip("\n"),
+        }
         for key in ("parent", "snapstate"):
             if snap.get(key):
                 item[key] = snap[key]
         res.append(item)
-    current = {"name": "current", "digest": ctconf.digest(text),
-               "running": int(node.running(vmid)), "description": "You are here!"}
+    current = {
+        "name": "current",
+        "digest": ctconf.digest(text),
+        "running": int(node.running(vmid)),
+        "description": "You are here!",
+    }
     if "parent" in config.current:
         current["parent"] = config.current["parent"]
     return res + [current]
@@ -134,15 +140,13 @@ def snapshot_rollback(node: Node, req: Request):
                 if storage and storage["type"] == "zfspool" and most_recent(config) != snapname:
                     raise ApiError(f"can't rollback, '{snapname}' is not most recent snapshot")
         if snap.get("snapstate"):
-            raise ApiError("unable to rollback to incomplete snapshot "
-                           f"(snapstate = {snap['snapstate']})")
+            raise ApiError(f"unable to rollback to incomplete snapshot (snapstate = {snap['snapstate']})")
         node.check_lock(config)
         config.current["lock"] = "rollback"
 
     def apply(config):
         snap = config.snapshots[snapname]
-        keep = {k: v for k, v in config.current.items()
-                if k == "description" or k.startswith("unused")}
+        keep = {k: v for k, v in config.current.items() if k == "description" or k.startswith("unused")}
         config.current.clear()
         config.current.update(keep)
         config.current.update(_copy(snap))
@@ -214,8 +218,7 @@ def snapshot_config_get(node: Node, req: Request):
     snap = config.snapshots.get(req.params["snapname"])
     if snap is None:
         raise ApiError(f"snapshot '{req.params['snapname']}' does not exist")
-    return typed({k: v for k, v in snap.items() if k != "snapstate"},
-                 req.info.get("returns", {}))
+    return typed({k: v for k, v in snap.items() if k != "snapstate"}, req.info.get("returns", {}))
 
 
 @route("PUT", "/nodes/{node}/lxc/{vmid}/snapshot/{snapname}/config")
@@ -248,5 +251,4 @@ def feature(node: Node, req: Request):
 def snapshot_possible(node: Node, section: dict) -> bool:
     """has_feature('snapshot'): every mount point (rootfs, mpN) on a snapshot-capable storage;
     a bind mount or device mount point never is."""
-    return all(node.storages.can_snapshot(rules.mp_volume(v))
-               for k, v in section.items() if is_mountpoint(k))
+    return all(node.storages.can_snapshot(rules.mp_volume(v)) for k, v in section.items() if is_mountpoint(k))

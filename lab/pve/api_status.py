@@ -17,10 +17,18 @@ def status_current(node: Node, req: Request):
     vmid = ct_vmid(node, req)
     _, config = node.read(vmid)
     cur = config.current
-    res = {"vmid": vmid, "status": node.backend.status(vmid), "type": "lxc",
-           "name": cur.get("hostname", f"CT{vmid}"), "cpus": int(cur.get("cores", 1)),
-           "maxmem": int(cur.get("memory", 512)) << 20, "maxswap": int(cur.get("swap", 512)) << 20,
-           "maxdisk": 0, "uptime": 0, "ha": {"managed": 0}}
+    res = {
+        "vmid": vmid,
+        "status": node.backend.status(vmid),
+        "type": "lxc",
+        "name": cur.get("hostname", f"CT{vmid}"),
+        "cpus": int(cur.get("cores", 1)),
+        "maxmem": int(cur.get("memory", 512)) << 20,
+        "maxswap": int(cur.get("swap", 512)) << 20,
+        "maxdisk": 0,
+        "uptime": 0,
+        "ha": {"managed": 0},
+    }
     if "lock" in cur:
         res["lock"] = cur["lock"]
     return res
@@ -50,20 +58,17 @@ def _status_action(node: Node, req: Request, dtype: str, want_running: bool, wor
     if not want_running and not running:
         raise ApiError(f"CT {vmid} not running")
     node.check_lock(config)
-    return node.tasks.start(dtype, str(vmid), req.ident.user, lambda log: work(vmid, log),
-                            req.task_error)
+    return node.tasks.start(dtype, str(vmid), req.ident.user, lambda log: work(vmid, log), req.task_error)
 
 
 @route("POST", "/nodes/{node}/lxc/{vmid}/status/start")
 def start(node: Node, req: Request):
-    return _status_action(node, req, "vzstart", True,
-                          lambda vmid, log: start_work(node, vmid, log))
+    return _status_action(node, req, "vzstart", True, lambda vmid, log: start_work(node, vmid, log))
 
 
 @route("POST", "/nodes/{node}/lxc/{vmid}/status/stop")
 def stop(node: Node, req: Request):
-    return _status_action(node, req, "vzstop", False,
-                          lambda vmid, log: node.backend.stop(vmid))
+    return _status_action(node, req, "vzstop", False, lambda vmid, log: node.backend.stop(vmid))
 
 
 @route("POST", "/nodes/{node}/lxc/{vmid}/status/shutdown")

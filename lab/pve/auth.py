@@ -66,8 +66,7 @@ class Authenticator:
             username = f"{username}@{realm}"
         user = self.credentials["users"].get(username)
         renewed = self._ticket_user(password) if password.startswith("PVE:") else None
-        if renewed != username and not (
-            user and hmac.compare_digest(user.get("password", ""), password)):
+        if renewed != username and not (user and hmac.compare_digest(user.get("password", ""), password)):
             raise ApiError("authentication failure", 401)
         stamp = f"{int(time.time()):08X}"
         plain = f"PVE:{username}:{stamp}"
@@ -91,11 +90,12 @@ class Authenticator:
         if not m or not hmac.compare_digest(self._sign(f"{m[1]}:{user}"), m[2]):
             raise ApiError("Permission denied - invalid csrf token", 401)
 
-    def authenticate(self, method: str, cookie_ticket: str | None, csrf: str | None,
-                     authorization: str | None) -> Identity:
+    def authenticate(
+        self, method: str, cookie_ticket: str | None, csrf: str | None, authorization: str | None
+    ) -> Identity:
         """The caller of one request, or ApiError 401 with PVE's message."""
         if authorization and authorization.startswith("PVEAPIToken="):
-            return self._token(authorization[len("PVEAPIToken="):])
+            return self._token(authorization[len("PVEAPIToken=") :])
         if not cookie_ticket:
             raise ApiError("No ticket", 401)
         user = self._ticket_user(cookie_ticket)

@@ -42,8 +42,9 @@ class BackendError(Exception):
 
 
 class Backend(Protocol):
-    def create(self, vmid: int, config: dict, template_volid: str, rootfs_volume: str,
-               ssh_public_keys: str | None = None) -> None:
+    def create(
+        self, vmid: int, config: dict, template_volid: str, rootfs_volume: str, ssh_public_keys: str | None = None
+    ) -> None:
         """Allocate ``rootfs_volume`` and unpack ``template_volid`` into it (task vzcreate);
         ``ssh_public_keys`` (the create call's ``ssh-public-keys``, one key per line) go into
         the rootfs's /root/.ssh/authorized_keys as pve-container's setup does."""
@@ -63,7 +64,7 @@ class Backend(Protocol):
         when it did not stop in time (the emulator then applies forceStop if asked)."""
 
     def status(self, vmid: int) -> str:
-        """"running" or "stopped" (a container the backend does not know is "stopped")."""
+        """ "running" or "stopped" (a container the backend does not know is "stopped")."""
 
     def snapshot(self, vmid: int, name: str) -> None:
         """Snapshot the root filesystem volume (task vzsnapshot)."""

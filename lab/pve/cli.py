@@ -28,12 +28,18 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python3 -m lab.pve", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="serve the PVE API over HTTPS")
-    s.add_argument("--version", type=int, choices=sorted(VERSIONS), required=True,
-                   help="emulated PVE major version (schema, defaults)")
+    s.add_argument(
+        "--version",
+        type=int,
+        choices=sorted(VERSIONS),
+        required=True,
+        help="emulated PVE major version (schema, defaults)",
+    )
     s.add_argument("--node", default="pve1")
     s.add_argument("--state-root", default="/etc/pve", help="holds lxc/<vmid>.conf")
-    s.add_argument("--schema-dir", default=None,
-                   help=f"folder of pve8/pve9-api-schema.json (default {default_schema_dir()})")
+    s.add_argument(
+        "--schema-dir", default=None, help=f"folder of pve8/pve9-api-schema.json (default {default_schema_dir()})"
+    )
     s.add_argument("--cert", required=True)
     s.add_argument("--key", required=True)
     s.add_argument("--credentials", required=True, help="root-only JSON (auth.py)")
@@ -50,18 +56,19 @@ def parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     if not is_private(args.credentials):
-        print(f"refusing {args.credentials}: readable by group/others (chmod 600 it)",
-              file=sys.stderr)
+        print(f"refusing {args.credentials}: readable by group/others (chmod 600 it)", file=sys.stderr)
         return 2
     schema = Schema.load(args.version, args.schema_dir)
     backend = make_backend(args.backend, json.loads(args.backend_options))
     storages = Storages.from_file(args.storage) if args.storage else Storages()
     node = Node(args.node, args.version, args.state_root, backend, storages)
-    emulator = Emulator(node, schema, load_credentials(args.credentials), args.request_log,
-                        args.faults)
+    emulator = Emulator(node, schema, load_credentials(args.credentials), args.request_log, args.faults)
     server = emulator.make_server(args.listen, args.port, args.cert, args.key)
-    print(f"PVE {args.version} API emulator for node {args.node} on https://{args.listen}:"
-          f"{args.port}/api2/json ({len(schema.routes)} schema paths)", flush=True)
+    print(
+        f"PVE {args.version} API emulator for node {args.node} on https://{args.listen}:"
+        f"{args.port}/api2/json ({len(schema.routes)} schema paths)",
+        flush=True,
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:

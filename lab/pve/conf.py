@@ -2,7 +2,8 @@
 write_pct_config): ``key: value`` lines, raw ``lxc.*`` lines, ``#`` description lines, then
 ``[pve:pending]`` and ``[snapname]`` sections. The digest is the SHA1 of the whole file text.
 
->>> text = "#GPU box\\narch: amd64\\ncores: 4\\nparent: pre\\nlxc.cgroup2.devices.allow: c 195:* rwm\\n\\n[pre]\\ncores: 2\\nsnaptime: 1700000000\\n"
+>>> text = "#GPU box\\narch: amd64\\ncores: 4\\nparent: pre\\nlxc.cgroup2.devices.allow: c 195:* rwm\\n"
+>>> text += "\\n[pre]\\ncores: 2\\nsnaptime: 1700000000\\n"
 >>> conf = parse(text)
 >>> conf.current["cores"], conf.current["lxc"], conf.description, sorted(conf.snapshots)
 ('4', [['lxc.cgroup2.devices.allow', 'c 195:* rwm']], 'GPU box\\n', ['pre'])

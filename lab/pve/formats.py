@@ -58,8 +58,7 @@ def _vmid(v):  # pve_verify_vmid
 
 
 def _node(v):  # pve_verify_node_name
-    _match(r"^([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?)$", v,
-           "value does not look like a valid node name")
+    _match(r"^([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?)$", v, "value does not look like a valid node name")
 
 
 def _configid(v):  # pve_verify_configid
@@ -69,8 +68,7 @@ def _configid(v):  # pve_verify_configid
 def _storage_id(v):  # parse_storage_id -> parse_id
     if len(v) < 2:
         raise FormatError(f"storage ID '{v}' cannot be shorter than 2 characters")
-    _match(r"^[a-z][a-z0-9\-_.]*[a-z0-9]$", v, f"storage ID '{v}' contains illegal characters",
-           re.I)
+    _match(r"^[a-z][a-z0-9\-_.]*[a-z0-9]$", v, f"storage ID '{v}' contains illegal characters", re.I)
 
 
 def _dns_name(v):  # pve_verify_dns_name

@@ -50,8 +50,14 @@ class GuestdBackend:
 
     # -- Backend (lab/pve/backend.py) ---------------------------------------------------------
     def create(self, vmid, config, template_volid, rootfs_volume, ssh_public_keys=None):
-        self.call("create", vmid=vmid, config=config, template_volid=template_volid,
-                  rootfs_volume=rootfs_volume, ssh_public_keys=ssh_public_keys)
+        self.call(
+            "create",
+            vmid=vmid,
+            config=config,
+            template_volid=template_volid,
+            rootfs_volume=rootfs_volume,
+            ssh_public_keys=ssh_public_keys,
+        )
 
     def destroy(self, vmid):
         self.call("destroy", vmid=vmid)

@@ -18,8 +18,10 @@ from .storage import Storages
 from .tasks import Tasks
 
 # What GET /version answers per emulated major version (a recent point release of each).
-VERSIONS = {8: {"version": "8.4.1", "release": "8.4", "repoid": "2a5fa54a8503f96d"},
-            9: {"version": "9.1.1", "release": "9.1", "repoid": "42db4a6cf33dac83"}}
+VERSIONS = {
+    8: {"version": "8.4.1", "release": "8.4", "repoid": "2a5fa54a8503f96d"},
+    9: {"version": "9.1.1", "release": "9.1", "repoid": "42db4a6cf33dac83"},
+}
 # POST /nodes/{node}/lxc without `unprivileged`: PVE 9 creates an unprivileged CT (pve-container
 # 103068a), PVE 7/8 a privileged one.
 UNPRIVILEGED_DEFAULT = {8: 0, 9: 1}
@@ -29,6 +31,7 @@ UNPRIVILEGED_DEFAULT = {8: 0, 9: 1}
 class Request:
     """What a handler gets: the caller, the validated parameters (path ones included), the
     schema's method info, and a task error injected by a fault rule."""
+
     ident: object
     params: dict
     info: dict = field(default_factory=dict)
@@ -57,8 +60,7 @@ class Node:
     def vmids(self) -> list[int]:
         if not self.conf_dir.is_dir():
             return []
-        return sorted(int(m[1]) for p in self.conf_dir.iterdir()
-                      if (m := re.match(r"^(\d+)\.conf$", p.name)))
+        return sorted(int(m[1]) for p in self.conf_dir.iterdir() if (m := re.match(r"^(\d+)\.conf$", p.name)))
 
     def exists(self, vmid: int) -> bool:
         return self.conf_path(vmid).is_file()
@@ -68,8 +70,7 @@ class Node:
         try:
             text = self.conf_path(vmid).read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise ApiError(f"Configuration file 'nodes/{self.name}/lxc/{vmid}.conf' "
-                           "does not exist") from None
+            raise ApiError(f"Configuration file 'nodes/{self.name}/lxc/{vmid}.conf' does not exist") from None
         return text, ctconf.parse(text)
 
     def write(self, vmid: int, config: ctconf.CTConfig) -> str:
@@ -108,13 +109,16 @@ class Node:
                 config.current.pop("lock", None)
             else:
                 config.current["lock"] = lock
+
         self.update(vmid, change)
 
     # -- checks shared by the handlers --------------------------------------------------------
     def check_node(self, name: str) -> None:
         if name != self.name:  # a single-node cluster: any other name is unknown
-            raise ApiError(f"hostname lookup '{name}' failed - failed to get address info for: "
-                           f"{name}: Name or service not known", 500)
+            raise ApiError(
+                f"hostname lookup '{name}' failed - failed to get address info for: {name}: Name or service not known",
+                500,
+            )
 
     @staticmethod
     def check_lock(config: ctconf.CTConfig) -> None:
@@ -151,6 +155,5 @@ class Node:
         if self.storages.get(sid) is None:
             raise ApiError(f"storage '{sid}' does not exist")
         if "rootdir" not in self.storages.content(sid):
-            raise param_error({"storage": f"storage '{sid}' does not support container "
-                                          "directories"})
+            raise param_error({"storage": f"storage '{sid}' does not support container directories"})
         return sid, size

@@ -32,13 +32,27 @@ class RequestLog:
         self.secrets = secrets
         self._lock = threading.Lock()
 
-    def write(self, method: str, path: str, user: str | None, params: dict, status: int,
-              message: str | None = None, schema_errors: dict | None = None) -> None:
+    def write(
+        self,
+        method: str,
+        path: str,
+        user: str | None,
+        params: dict,
+        status: int,
+        message: str | None = None,
+        schema_errors: dict | None = None,
+    ) -> None:
         if not self.path:
             return
-        entry = {"time": round(time.time(), 3), "method": method, "path": path, "user": user,
-                 "params": mask(params, self.secrets), "status": status,
-                 "schema_ok": not schema_errors}
+        entry = {
+            "time": round(time.time(), 3),
+            "method": method,
+            "path": path,
+            "user": user,
+            "params": mask(params, self.secrets),
+            "status": status,
+            "schema_ok": not schema_errors,
+        }
         if schema_errors:
             entry["schema_errors"] = schema_errors
         if message and (status >= 400 or status == 0):

@@ -9,9 +9,11 @@ def route(method: str, template: str):
     def register(fn):
         ROUTES[(method, template)] = fn
         return fn
+
     return register
 
 
 def handler(method: str, template: str):
     from . import api_config, api_lxc, api_node, api_snapshot, api_status  # noqa: F401
+
     return ROUTES.get((method, template))

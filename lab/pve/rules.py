@@ -22,7 +22,7 @@ def default_key_value(value: str, key: str) -> str:
         if "=" not in part:
             return part
         if part.startswith(f"{key}="):
-            return part[len(key) + 1:]
+            return part[len(key) + 1 :]
     return ""
 
 
@@ -45,8 +45,7 @@ def parse_features(value: str | None) -> dict:
     return res
 
 
-def check_modify_perm(node, ident, vmid: int, old: dict | None, new: dict, delete: list,
-                      unprivileged) -> None:
+def check_modify_perm(node, ident, vmid: int, old: dict | None, new: dict, delete: list, unprivileged) -> None:
     """check_ct_modify_config_perm: root@pam may change anything; everyone else gets PVE's
     403 for devN, non-volume mount points, feature flags and hookscripts, and needs the
     privileges the emulator grants (all or none, see auth.py)."""
@@ -63,14 +62,12 @@ def check_modify_perm(node, ident, vmid: int, old: dict | None, new: dict, delet
             raise perm_error("configuring device passthrough is only allowed for root@pam")
         elif key == "features":
             if not unprivileged:
-                raise perm_error("changing feature flags for privileged container is only "
-                                 "allowed for root@pam")
+                raise perm_error("changing feature flags for privileged container is only allowed for root@pam")
             before = parse_features((old or {}).get("features"))
             after = {} if is_delete else parse_features(new.get("features"))
             changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
             if changed - {"nesting"}:
-                raise perm_error("changing feature flags (except nesting) is only allowed for "
-                                 "root@pam")
+                raise perm_error("changing feature flags (except nesting) is only allowed for root@pam")
             node.check_priv(ident, f"/vms/{vmid}", "VM.Allocate")
         elif key == "hookscript":
             raise perm_error("changing the hookscript is only allowed for root@pam")

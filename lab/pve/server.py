@@ -37,8 +37,9 @@ def decode_params(query: str, body: bytes, content_type: str | None) -> dict:
                 raise ApiError("JSON body must be an object", 400)
             for key, value in decoded.items():
                 # JSON numbers are Perl scalars: their decimal text
-                params[key] = value if isinstance(value, (str, bool, list, dict)) or \
-                    value is None else json.dumps(value)
+                params[key] = (
+                    value if isinstance(value, (str, bool, list, dict)) or value is None else json.dumps(value)
+                )
         else:
             _merge(params, parse_qsl(body.decode("utf-8"), keep_blank_values=True))
     _merge(params, parse_qsl(query, keep_blank_values=True))
@@ -76,8 +77,16 @@ class Emulator:
         self.log = RequestLog(request_log, secret_values(credentials))
         self.faults = Faults(faults_file)
 
-    def handle(self, method: str, rel_path: str, params: dict, cookie: str | None,
-               csrf: str | None, authorization: str | None, fault: dict | None = None):
+    def handle(
+        self,
+        method: str,
+        rel_path: str,
+        params: dict,
+        cookie: str | None,
+        csrf: str | None,
+        authorization: str | None,
+        fault: dict | None = None,
+    ):
         """-> (status, reason, body dict, user); logs the request."""
         user, schema_errors = None, None
         try:
@@ -88,8 +97,7 @@ class Emulator:
                 user = ident.user
             found = self.schema.find(method, rel_path)
             if found is None or found[1] is None:
-                schema_errors = {"_path": f"no {method} {rel_path} in the PVE "
-                                          f"{self.schema.version} schema"}
+                schema_errors = {"_path": f"no {method} {rel_path} in the PVE {self.schema.version} schema"}
                 raise not_implemented(method, rel_path)
             route, info, path_params = found
             values = {**params, **path_params}
@@ -98,8 +106,7 @@ class Emulator:
                 schema_errors = errors
                 raise param_error(errors)
             if (method, rel_path) == ("POST", "/access/ticket"):
-                data = self.auth.login(values["username"], values["password"],
-                                       values.get("realm"))
+                data = self.auth.login(values["username"], values["password"], values.get("realm"))
                 user = data["username"]
             else:
                 if ident is not None:
@@ -108,8 +115,7 @@ class Emulator:
                 if handler is None:
                     raise not_implemented(method, rel_path)
                 if fault and "http_status" in fault:
-                    raise ApiError(fault.get("message", "injected fault"),
-                                   int(fault["http_status"]))
+                    raise ApiError(fault.get("message", "injected fault"), int(fault["http_status"]))
                 req = Request(ident, values, info, (fault or {}).get("task_error"))
                 data = handler(self.node, req)
             status, reason, body = 200, "OK", {"data": data}
@@ -157,13 +163,12 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         if not url.path.startswith(PREFIX + "/") and url.path != PREFIX:
             return self._send(501, "no such uri", {"data": None})
-        rel_path = url.path[len(PREFIX):] or "/"
+        rel_path = url.path[len(PREFIX) :] or "/"
         fault = self.emulator.faults.match(self.command, rel_path)
         if fault and fault.get("delay_s"):
             time.sleep(float(fault["delay_s"]))
         if fault and fault.get("drop"):
-            self.emulator.log.write(self.command, rel_path, None, {}, 0,
-                                    "connection dropped (fault injection)")
+            self.emulator.log.write(self.command, rel_path, None, {}, 0, "connection dropped (fault injection)")
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
             return
@@ -171,8 +176,7 @@ class _Handler(BaseHTTPRequestHandler):
             params = decode_params(url.query, body, self.headers.get("Content-Type"))
         except (ValueError, ApiError) as e:
             reason = str(e).split("\n")[0]
-            self.emulator.log.write(self.command, rel_path, None, {}, 400, reason,
-                                    {"_body": reason})
+            self.emulator.log.write(self.command, rel_path, None, {}, 400, reason, {"_body": reason})
             return self._send(400, reason, {"data": None})
         cookie = None
         for part in (self.headers.get("Cookie") or "").split(";"):
@@ -180,8 +184,14 @@ class _Handler(BaseHTTPRequestHandler):
             if name == "PVEAuthCookie":
                 cookie = value
         status, reason, payload, _ = self.emulator.handle(
-            self.command, rel_path, params, cookie, self.headers.get("CSRFPreventionToken"),
-            self.headers.get("Authorization"), fault)
+            self.command,
+            rel_path,
+            params,
+            cookie,
+            self.headers.get("CSRFPreventionToken"),
+            self.headers.get("Authorization"),
+            fault,
+        )
         self._send(status, reason, payload)
 
     def _send(self, status: int, reason: str, payload: dict):

@@ -14,14 +14,11 @@ import re
 
 DEFAULT_STORAGES = {
     "local": {"type": "dir", "path": "/var/lib/vz", "content": "vztmpl,iso,backup"},
-    "local-lvm": {"type": "lvmthin", "content": "rootdir,images", "vgname": "pve",
-                  "thinpool": "data"},
-    "local-zfs": {"type": "zfspool", "content": "rootdir,images", "pool": "rpool/data",
-                  "sparse": 1},
+    "local-lvm": {"type": "lvmthin", "content": "rootdir,images", "vgname": "pve", "thinpool": "data"},
+    "local-zfs": {"type": "zfspool", "content": "rootdir,images", "pool": "rpool/data", "sparse": 1},
 }
 SNAPSHOT_TYPES = {"lvmthin", "zfspool", "rbd", "btrfs"}  # volume_has_feature('snapshot')
-TEMPLATE_SUFFIXES = {".tar.gz": "tgz", ".tar.xz": "txz", ".tar.zst": "tzst", ".tgz": "tgz",
-                     ".tar.bz2": "tbz2"}
+TEMPLATE_SUFFIXES = {".tar.gz": "tgz", ".tar.xz": "txz", ".tar.zst": "tzst", ".tgz": "tgz", ".tar.bz2": "tbz2"}
 
 
 class Storages:
@@ -41,9 +38,20 @@ class Storages:
 
     def listing(self) -> list[dict]:
         """GET /nodes/{node}/storage."""
-        return [{"storage": sid, "type": s["type"], "content": s.get("content", ""),
-                 "active": 1, "enabled": 1, "shared": 0, "total": 1 << 40, "used": 1 << 30,
-                 "avail": (1 << 40) - (1 << 30)} for sid, s in sorted(self.table.items())]
+        return [
+            {
+                "storage": sid,
+                "type": s["type"],
+                "content": s.get("content", ""),
+                "active": 1,
+                "enabled": 1,
+                "shared": 0,
+                "total": 1 << 40,
+                "used": 1 << 30,
+                "avail": (1 << 40) - (1 << 30),
+            }
+            for sid, s in sorted(self.table.items())
+        ]
 
     def templates(self, sid: str) -> list[dict]:
         """The vztmpl volumes of a dir storage (GET .../content?content=vztmpl)."""
@@ -56,8 +64,15 @@ class Storages:
             fmt = next((f for suf, f in TEMPLATE_SUFFIXES.items() if name.endswith(suf)), None)
             if fmt:
                 st = os.stat(os.path.join(cache, name))
-                res.append({"volid": f"{sid}:vztmpl/{name}", "content": "vztmpl", "format": fmt,
-                            "size": st.st_size, "ctime": int(st.st_mtime)})
+                res.append(
+                    {
+                        "volid": f"{sid}:vztmpl/{name}",
+                        "content": "vztmpl",
+                        "format": fmt,
+                        "size": st.st_size,
+                        "ctime": int(st.st_mtime),
+                    }
+                )
         return res
 
     def template_exists(self, volid: str) -> bool:

@@ -13,8 +13,7 @@ import time
 _pids = itertools.count(os.getpid() * 100 + 1)  # distinct fake worker pids
 
 
-def make_upid(node: str, pid: int, pstart: int, starttime: int, dtype: str, id_: str,
-              user: str) -> str:
+def make_upid(node: str, pid: int, pstart: int, starttime: int, dtype: str, id_: str, user: str) -> str:
     return f"UPID:{node}:{pid:08X}:{pstart:08X}:{starttime:08X}:{dtype}:{id_}:{user}:"
 
 
@@ -26,8 +25,16 @@ def parse_upid(upid: str) -> dict | None:
         pid, pstart, starttime = (int(p, 16) for p in parts[2:5])
     except ValueError:
         return None
-    return {"node": parts[1], "pid": pid, "pstart": pstart, "starttime": starttime,
-            "type": parts[5], "id": parts[6], "user": parts[7], "upid": upid}
+    return {
+        "node": parts[1],
+        "pid": pid,
+        "pstart": pstart,
+        "starttime": starttime,
+        "type": parts[5],
+        "id": parts[6],
+        "user": parts[7],
+        "upid": upid,
+    }
 
 
 class TaskLog:
@@ -73,8 +80,7 @@ class Tasks:
         (BackendError, ApiError, ...) becomes the exit status; ``forced_error`` (fault
         injection) ends the task with that error before the work does anything."""
         pid = next(_pids)
-        upid = make_upid(self.node, pid, int(time.monotonic() * 100), int(time.time()), dtype,
-                         id_, user)
+        upid = make_upid(self.node, pid, int(time.monotonic() * 100), int(time.time()), dtype, id_, user)
         task = Task(upid)
         with self._lock:
             self._tasks[upid] = task

@@ -33,8 +33,14 @@ UVM_MAJOR = 510  # a dynamic major on a real host; any value serves here
 def fake_gpu_devices(count: int = 8) -> dict:
     """The node's NVIDIA device nodes as DirBackend's device table."""
     devices = {f"/dev/nvidia{i}": ("c", 195, i) for i in range(count)}
-    devices.update({"/dev/nvidiactl": ("c", 195, 255), "/dev/nvidia-uvm": ("c", UVM_MAJOR, 0),
-                    "/dev/nvidia-uvm-tools": ("c", UVM_MAJOR, 1), "/dev/nvidia-caps": ("-", 0, 0)})
+    devices.update(
+        {
+            "/dev/nvidiactl": ("c", 195, 255),
+            "/dev/nvidia-uvm": ("c", UVM_MAJOR, 0),
+            "/dev/nvidia-uvm-tools": ("c", UVM_MAJOR, 1),
+            "/dev/nvidia-caps": ("-", 0, 0),
+        }
+    )
     return devices
 
 
@@ -43,8 +49,10 @@ def require_schema(version: int, schema_dir=None) -> Path:
     path = schema_file(version, schema_dir)
     if not path.is_file():
         import pytest
-        pytest.skip(f"PVE {version} API schema missing: {path} (set SGLANG_PVE_PVE_SCHEMA_DIR "
-                    "or provide ../shared/reference)")
+
+        pytest.skip(
+            f"PVE {version} API schema missing: {path} (set SGLANG_PVE_PVE_SCHEMA_DIR or provide ../shared/reference)"
+        )
     return path
 
 
@@ -60,19 +68,25 @@ def self_signed_cert(directory: Path) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "pve1")])
     now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName(
-                [x509.DNSName("pve1"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                critical=False)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName("pve1"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
     cert_path, key_path = directory / "pve-ssl.pem", directory / "pve-ssl.key"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                           serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     os.chmod(key_path, 0o600)
     return cert_path, key_path
 
@@ -83,8 +97,9 @@ class EmulatedNode:
     NODE = "pve1"
     TEMPLATE = f"local:vztmpl/{TEMPLATE_NAME}"
 
-    def __init__(self, root, version: int = 9, schema_dir=None, backend=None, storages=None,
-                 privsep_token: bool = False):
+    def __init__(
+        self, root, version: int = 9, schema_dir=None, backend=None, storages=None, privsep_token: bool = False
+    ):
         require_schema(version, schema_dir)
         self.root = Path(root)
         self.version = version
@@ -100,12 +115,14 @@ class EmulatedNode:
             "local-zfs": {"type": "zfspool", "content": "rootdir,images"},
         }
         self.backend = backend or DirBackend(self.root / "volumes", devices=fake_gpu_devices())
-        self.credentials = {"users": {"root@pam": {"password": PASSWORD}},
-                            "tokens": {TOKEN_ID: {"secret": TOKEN_SECRET,
-                                                  "privsep": int(privsep_token)}}}
+        self.credentials = {
+            "users": {"root@pam": {"password": PASSWORD}},
+            "tokens": {TOKEN_ID: {"secret": TOKEN_SECRET, "privsep": int(privsep_token)}},
+        }
         self.node = Node(self.NODE, version, self.state_root, self.backend, Storages(table))
-        self.emulator = Emulator(self.node, Schema.load(version, schema_dir), self.credentials,
-                                 self.request_log, self.faults_file)
+        self.emulator = Emulator(
+            self.node, Schema.load(version, schema_dir), self.credentials, self.request_log, self.faults_file
+        )
         self.cert, self.key = self_signed_cert(self.root)
         self.server = None
 
@@ -121,10 +138,11 @@ class EmulatedNode:
     def client(self, token: bool = False, password: str = PASSWORD, timeout: float = 10):
         """A proxmoxer client as the toolkit makes one (TLS verified against the cert)."""
         from proxmoxer import ProxmoxAPI
-        auth = {"token_name": TOKEN_ID.split("!")[1], "token_value": TOKEN_SECRET} if token \
-            else {"password": password}
-        return ProxmoxAPI("127.0.0.1", port=self.port, user="root@pam", verify_ssl=str(self.cert),
-                          timeout=timeout, **auth)
+
+        auth = {"token_name": TOKEN_ID.split("!")[1], "token_value": TOKEN_SECRET} if token else {"password": password}
+        return ProxmoxAPI(
+            "127.0.0.1", port=self.port, user="root@pam", verify_ssl=str(self.cert), timeout=timeout, **auth
+        )
 
     def wait(self, upid: str, timeout: float = 30) -> dict:
         return self.node.tasks.wait(upid, timeout)

@@ -115,10 +115,8 @@ def check_prop(value, schema: dict, path: str, errors: dict) -> None:
         if isinstance(value, list) and isinstance(schema.get("items"), dict):
             for i, item in enumerate(value):
                 check_prop(item, schema["items"], f"{path}[{i}]", errors)
-        elif isinstance(value, dict) and ("properties" in schema or
-                                          "additionalProperties" in schema):
-            check_object(path, schema.get("properties", {}), value,
-                         schema.get("additionalProperties"), errors)
+        elif isinstance(value, dict) and ("properties" in schema or "additionalProperties" in schema):
+            check_object(path, schema.get("properties", {}), value, schema.get("additionalProperties"), errors)
         return
     if fmt := schema.get("format"):
         try:
@@ -149,8 +147,7 @@ def check_prop(value, schema: dict, path: str, errors: dict) -> None:
             _add_error(errors, path, f"value must have a minimum value of {mn}")
             return
     if (enum := schema.get("enum")) and value not in enum:
-        _add_error(errors, path, f"value '{value}' does not have a value in the enumeration "
-                                 f"'{', '.join(enum)}'")
+        _add_error(errors, path, f"value '{value}' does not have a value in the enumeration '{', '.join(enum)}'")
 
 
 def check_object(path: str, properties: dict, value: dict, additional, errors: dict) -> None:
@@ -165,12 +162,14 @@ def check_object(path: str, properties: dict, value: dict, additional, errors: d
                 check_prop(item, schema, newpath, errors)
             requires = schema.get("requires")
             if isinstance(requires, str) and value.get(requires) is None:
-                _add_error(errors, f"{path}.{requires}" if path else requires,
-                           f"missing property required by '{newpath}'")
+                _add_error(
+                    errors, f"{path}.{requires}" if path else requires, f"missing property required by '{newpath}'"
+                )
             continue
         if additional is not None and not additional:
-            _add_error(errors, newpath, "property is not defined in schema and the schema "
-                                        "does not allow additional properties")
+            _add_error(
+                errors, newpath, "property is not defined in schema and the schema does not allow additional properties"
+            )
         elif isinstance(additional, dict):
             check_prop(item, additional, newpath, errors)
 
@@ -203,15 +202,12 @@ def parse_property_string(fmt: dict, data: str, path: str = "") -> dict:
             res[key] = val
         elif "=" not in part:
             if default_key:
-                raise formats.FormatError(
-                    f"duplicate key in comma-separated list property: {default_key}")
+                raise formats.FormatError(f"duplicate key in comma-separated list property: {default_key}")
             default_key = next((k for k, s in fmt.items() if s.get("default_key")), None)
             if default_key is None:
-                raise formats.FormatError(
-                    "value without key, but schema does not define a default key")
+                raise formats.FormatError("value without key, but schema does not define a default key")
             if default_key in res:
-                raise formats.FormatError(
-                    f"duplicate key in comma-separated list property: {default_key}")
+                raise formats.FormatError(f"duplicate key in comma-separated list property: {default_key}")
             if fmt[default_key].get("type") == "boolean":
                 part = parse_boolean(part) or part
             res[default_key] = part
@@ -228,6 +224,5 @@ def verify(parameters: dict, values: dict) -> dict:
     """Errors ({param: message}, empty when valid) of ``values`` against a method's
     ``parameters`` schema (``{"additionalProperties": 0, "properties": {...}}``)."""
     errors: dict = {}
-    check_object("", parameters.get("properties", {}), values,
-                 parameters.get("additionalProperties"), errors)
+    check_object("", parameters.get("properties", {}), values, parameters.get("additionalProperties"), errors)
     return errors

@@ -25,11 +25,13 @@ sys.exit(main())
 def build() -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+
         def add(name, data):
             info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
             info.external_attr = 0o644 << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             zf.writestr(info, data)
+
         add("__main__.py", MAIN)
         for path in sorted(PACKAGE_DIR.glob("*.py")):
             add(f"pve/{path.name}", path.read_bytes())

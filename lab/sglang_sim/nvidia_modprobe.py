@@ -53,7 +53,7 @@ def main(argv: list[str]) -> int:
             if not sep:
                 next(args)  # the capability's /proc path: no caps in the lab
         elif name not in ("-m", "--modeset", "-s", "--nvswitch", "-l", "--nvlink"):
-            print(f"nvidia-modprobe: unrecognized option: \"{arg}\"", file=sys.stderr)
+            print(f'nvidia-modprobe: unrecognized option: "{arg}"', file=sys.stderr)
             return 1
     if driver_major("nvidia") != NVIDIA_MAJOR:
         return 1

@@ -40,8 +40,16 @@ LIBRARY_VERSION_FILE = Path("/etc/sglang-sim/driver-version")
 KERNEL_VERSION_FILE = Path("/proc/driver/nvidia/version")
 CUDA_VERSION = "13.0"
 POWER_LIMIT_W = 600.0
-PCI_BUS_IDS = ("00000000:18:00.0", "00000000:2A:00.0", "00000000:3A:00.0", "00000000:5D:00.0",
-               "00000000:9A:00.0", "00000000:AB:00.0", "00000000:BA:00.0", "00000000:DB:00.0")
+PCI_BUS_IDS = (
+    "00000000:18:00.0",
+    "00000000:2A:00.0",
+    "00000000:3A:00.0",
+    "00000000:5D:00.0",
+    "00000000:9A:00.0",
+    "00000000:AB:00.0",
+    "00000000:BA:00.0",
+    "00000000:DB:00.0",
+)
 BAD_ARGS = "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help."
 
 
@@ -108,8 +116,18 @@ FIELDS = {
     "power.limit": ("power.limit [W]", "W", lambda i, m, u: f"{POWER_LIMIT_W:.2f}"),
 }
 ALIASES = {"gpu_name": "name", "gpu_uuid": "uuid", "gpu_bus_id": "pci.bus_id", "gpu_serial": "serial"}
-APP_FIELDS = {"pid", "process_name", "name", "used_memory", "used_gpu_memory", "gpu_uuid",
-              "gpu_name", "gpu_bus_id", "gpu_serial", "timestamp"}
+APP_FIELDS = {
+    "pid",
+    "process_name",
+    "name",
+    "used_memory",
+    "used_gpu_memory",
+    "gpu_uuid",
+    "gpu_name",
+    "gpu_bus_id",
+    "gpu_serial",
+    "timestamp",
+}
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -196,28 +214,39 @@ def summary(gpus: list) -> None:
     usage = read_usage()
     rule, wide = "+" + "+".join("-" * w for w in (41, 24, 22)) + "+", "+" + "-" * 89 + "+"
     name = NAME if len(NAME) <= 26 else NAME[:23] + "..."
-    lines = [time.strftime("%a %b %d %H:%M:%S %Y"), wide,
-             _box(f" NVIDIA-SMI {DRIVER_VERSION:<22}Driver Version: {DRIVER_VERSION:<15}CUDA Version: {CUDA_VERSION}"),
-             rule,
-             _box(" GPU  Name                 Persistence-M", " Bus-Id          Disp.A", " Volatile Uncorr. ECC"),
-             _box(" Fan  Temp   Perf          Pwr:Usage/Cap", "           Memory-Usage", " GPU-Util  Compute M."),
-             _box("", "", "               MIG M."),
-             rule.replace("-", "=")]
+    lines = [
+        time.strftime("%a %b %d %H:%M:%S %Y"),
+        wide,
+        _box(f" NVIDIA-SMI {DRIVER_VERSION:<22}Driver Version: {DRIVER_VERSION:<15}CUDA Version: {CUDA_VERSION}"),
+        rule,
+        _box(" GPU  Name                 Persistence-M", " Bus-Id          Disp.A", " Volatile Uncorr. ECC"),
+        _box(" Fan  Temp   Perf          Pwr:Usage/Cap", "           Memory-Usage", " GPU-Util  Compute M."),
+        _box("", "", "               MIG M."),
+        rule.replace("-", "="),
+    ]
     for index in gpus:
         mem, util = usage[index]
         pstate = "P1" if mem > IDLE_MIB else "P8"
         lines += [
             _box(f" {index:>3}  {name:<26}      On", f"   {PCI_BUS_IDS[index]} Off", "                  Off"),
-            _box(f" N/A   {32 + util * 45 // 100:>2}C    {pstate}   {_power(util):>12.0f}W /  {POWER_LIMIT_W:.0f}W",
-                 f" {mem:>7}MiB / {MEMORY_TOTAL_MIB:>6}MiB ", f" {util:>6}%      Default "),
+            _box(
+                f" N/A   {32 + util * 45 // 100:>2}C    {pstate}   {_power(util):>12.0f}W /  {POWER_LIMIT_W:.0f}W",
+                f" {mem:>7}MiB / {MEMORY_TOTAL_MIB:>6}MiB ",
+                f" {util:>6}%      Default ",
+            ),
             _box("", "", "                  N/A"),
             rule,
         ]
-    lines += ["", wide, _box(" Processes:"),
-              _box("  GPU   GI   CI              PID   Type   Process name                        GPU Memory"),
-              _box("        ID   ID                                                               Usage"),
-              "|" + "=" * 89 + "|",
-              _box("  No running processes found"), wide]
+    lines += [
+        "",
+        wide,
+        _box(" Processes:"),
+        _box("  GPU   GI   CI              PID   Type   Process name                        GPU Memory"),
+        _box("        ID   ID                                                               Usage"),
+        "|" + "=" * 89 + "|",
+        _box("  No running processes found"),
+        wide,
+    ]
     print("\n".join(lines))
 
 

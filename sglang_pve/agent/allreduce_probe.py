@@ -98,9 +98,14 @@ def _rank_main(args) -> int:
         rows.append({"regime": regime, "label": label, "bytes": nbytes, "timing": timing, "trials_us": trials})
         del buf, time_one
     if rank == 0:
-        info = {"backend": args.backend, "world_size": world, "torch": torch.__version__,
-                "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
-                "device": torch.cuda.get_device_name(0) if cuda else "cpu", "sizes": rows}
+        info = {
+            "backend": args.backend,
+            "world_size": world,
+            "torch": torch.__version__,
+            "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
+            "device": torch.cuda.get_device_name(0) if cuda else "cpu",
+            "sizes": rows,
+        }
         with open(args.result, "w", encoding="utf-8") as handle:
             json.dump(info, handle)
     dist.destroy_process_group()
@@ -176,15 +181,38 @@ def _run_profile(name: str, profile: dict, scrub: list, args, world: int, port: 
     env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world))
     workdir = tempfile.mkdtemp(prefix="nccl-probe-")
     result = os.path.join(workdir, "result.json")
-    common = [sys.executable, os.path.abspath(__file__), "--rank-mode", "--backend", args.backend,
-              "--trials", str(args.trials), "--iters", str(args.iters), "--max-bytes", str(args.max_bytes),
-              "--profile-json", json.dumps(profile), "--scrub-json", json.dumps(scrub), "--result", result]
+    common = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--rank-mode",
+        "--backend",
+        args.backend,
+        "--trials",
+        str(args.trials),
+        "--iters",
+        str(args.iters),
+        "--max-bytes",
+        str(args.max_bytes),
+        "--profile-json",
+        json.dumps(profile),
+        "--scrub-json",
+        json.dumps(scrub),
+        "--result",
+        result,
+    ]
     procs, logs = [], []
     for rank in range(world):
         log = open(os.path.join(workdir, f"rank{rank}.log"), "w+", encoding="utf-8")
         logs.append(log)
-        procs.append(subprocess.Popen(common, env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
-                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                common,
+                env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
     tic = time.monotonic()
     deadline = tic + args.timeout
     while time.monotonic() < deadline and any(p.poll() is None for p in procs):
@@ -237,19 +265,33 @@ def _result(profiles: dict, args, world: int) -> dict:
     the spread includes what changes between inits (rings, channels, clocks), not only between
     replays of one graph; drift over time hits every profile alike."""
     scrub = sorted({key for profile in profiles.values() for key in profile if key.startswith("NCCL_")})
-    out = {"host": os.uname().nodename, "backend": args.backend, "world_size": world, "rounds": args.rounds,
-           "trials": args.trials, "iters": args.iters, "started": time.time(), "profiles": {}}
+    out = {
+        "host": os.uname().nodename,
+        "backend": args.backend,
+        "world_size": world,
+        "rounds": args.rounds,
+        "trials": args.trials,
+        "iters": args.iters,
+        "started": time.time(),
+        "profiles": {},
+    }
     port = args.port
     for round_ in range(1, args.rounds + 1):
         for index, (name, profile) in enumerate(profiles.items()):
             if out["profiles"].get(name, {}).get("status", "ok") != "ok":
                 continue  # hung or failed once: not again
-            print(f"nccl-probe: round {round_}/{args.rounds}, profile {name} ({index + 1}/{len(profiles)}) "
-                  f"on {world} ranks ({args.backend})", flush=True)
+            print(
+                f"nccl-probe: round {round_}/{args.rounds}, profile {name} ({index + 1}/{len(profiles)}) "
+                f"on {world} ranks ({args.backend})",
+                flush=True,
+            )
             entry = _run_profile(name, profile, scrub, args, world, port)
             port += 1
-            print(f"nccl-probe: profile {name}: {entry['status']} in {entry['seconds']}s"
-                  + (f": {entry['error']}" if entry.get("error") else ""), flush=True)
+            print(
+                f"nccl-probe: profile {name}: {entry['status']} in {entry['seconds']}s"
+                + (f": {entry['error']}" if entry.get("error") else ""),
+                flush=True,
+            )
             out["profiles"][name] = _merge(out["profiles"].get(name), entry)
     return out
 

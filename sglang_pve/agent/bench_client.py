@@ -84,19 +84,32 @@ class Request:
         self.output_len = length
 
     def to_json(self) -> dict:
-        return {"ttft": self.ttft, "latency": self.latency, "itl": self.itl, "output_len": self.output_len,
-                "prompt_tokens": self.meta.get("prompt_tokens"),
-                "spec_accept_length": self.meta.get("spec_accept_length"),
-                "spec_verify_ct": self.meta.get("spec_verify_ct"), "error": self.error}
+        return {
+            "ttft": self.ttft,
+            "latency": self.latency,
+            "itl": self.itl,
+            "output_len": self.output_len,
+            "prompt_tokens": self.meta.get("prompt_tokens"),
+            "spec_accept_length": self.meta.get("spec_accept_length"),
+            "spec_verify_ct": self.meta.get("spec_verify_ct"),
+            "error": self.error,
+        }
 
 
 def generate(host: str, port: int, text: str, output_len: int, api_key: str | None = None) -> Request:
     request = Request()
-    body = json.dumps({"text": text, "stream": True, "sampling_params": {
-        "max_new_tokens": output_len, "temperature": 0.0, "ignore_eos": True}})
+    body = json.dumps(
+        {
+            "text": text,
+            "stream": True,
+            "sampling_params": {"max_new_tokens": output_len, "temperature": 0.0, "ignore_eos": True},
+        }
+    )
     connection = http.client.HTTPConnection(host, port, timeout=TIMEOUT_S)
     try:
-        connection.request("POST", "/generate", body=body, headers=headers(api_key, **{"Content-Type": "application/json"}))
+        connection.request(
+            "POST", "/generate", body=body, headers=headers(api_key, **{"Content-Type": "application/json"})
+        )
         response = connection.getresponse()
         if response.status != 200:
             request.error = f"HTTP {response.status}: {response.read(300).decode(errors='replace')}"
@@ -147,14 +160,20 @@ def run(plan: dict, prompts: list, concurrency: int, label: str, api_key: str | 
             tok_total[0] += request.output_len
             rate = tok_total[0] / (time.perf_counter() - tic)
             failed = f", error: {request.error}" if request.error else ""
-            print(f"bench {plan['server']}: {label} {done[0]}/{len(prompts)} requests done "
-                  f"({rate:.1f} output tok/s so far{failed})", flush=True)
+            print(
+                f"bench {plan['server']}: {label} {done[0]}/{len(prompts)} requests done "
+                f"({rate:.1f} output tok/s so far{failed})",
+                flush=True,
+            )
         return request
 
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         requests = list(pool.map(one, prompts))
-    return {"concurrency": concurrency, "duration_s": time.perf_counter() - tic,
-            "requests": [r.to_json() for r in requests]}
+    return {
+        "concurrency": concurrency,
+        "duration_s": time.perf_counter() - tic,
+        "requests": [r.to_json() for r in requests],
+    }
 
 
 def main(argv=None) -> int:
@@ -169,7 +188,9 @@ def main(argv=None) -> int:
     result = {"warmup": [], "runs": [], "server_info": None}
     warm = [prompts[i % len(prompts)] for i in range(plan["warmup"])]
     if warm:
-        result["warmup"] = run({**plan, "output_len": min(plan["output_len"], 32)}, warm, 1, "warm-up", api_key)["requests"]
+        result["warmup"] = run({**plan, "output_len": min(plan["output_len"], 32)}, warm, 1, "warm-up", api_key)[
+            "requests"
+        ]
     for concurrency in plan["concurrency"]:
         count = plan["num_prompts"] if concurrency == 1 else max(plan["num_prompts"], 2 * concurrency)
         batch = [prompts[i % len(prompts)] for i in range(count)]

@@ -35,15 +35,24 @@ class Done:
 
 def run(argv: list, timeout_s: float, env: dict | None = None) -> Done:
     deadline = time.monotonic() + timeout_s
-    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             start_new_session=True, close_fds=True, env=env)
+    child = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        close_fds=True,
+        env=env,
+    )
     output = {child.stdout.fileno(): bytearray(), child.stderr.fileno(): bytearray()}
     try:
         _read_until_eof(output, deadline)
         code = child.wait(timeout=max(0.0, deadline - time.monotonic()))
     except (subprocess.TimeoutExpired, _Deadline):
         _abandon(child)
-        raise Timeout(f"{argv[0]} did not finish within {timeout_s:g}s (killed its process group, not waiting for it)") from None
+        raise Timeout(
+            f"{argv[0]} did not finish within {timeout_s:g}s (killed its process group, not waiting for it)"
+        ) from None
     finally:
         child.stdout.close()
         child.stderr.close()

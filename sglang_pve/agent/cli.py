@@ -23,7 +23,20 @@ import os
 import sys
 import traceback
 
-from sglang_pve.agent import contract, exitcodes, gate, holders, overrides, procs, reaper, state, status, stopping, switch, watchdog
+from sglang_pve.agent import (
+    contract,
+    exitcodes,
+    gate,
+    holders,
+    overrides,
+    procs,
+    reaper,
+    state,
+    status,
+    stopping,
+    switch,
+    watchdog,
+)
 from sglang_pve.agent.output import Reporter
 from sglang_pve.agent.release_store import ReleaseError, Store
 from sglang_pve.agent.spec import SpecError, load
@@ -126,7 +139,8 @@ def _pid(text: str) -> int | None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="sglang-pve-agent", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="sglang-pve-agent",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Lifecycle agent of sglang-pve server units (stdlib only).",
         epilog=f"{exitcodes.__doc__}\n{overrides.__doc__}",
     )
@@ -136,24 +150,34 @@ def _parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
         sub.set_defaults(handler=handler)
         if spec:
-            sub.add_argument("--spec", required=spec == "required", metavar="FILE",
-                             help=f"the server's lifecycle spec, {contract.lifecycle_path('NAME')}")
+            sub.add_argument(
+                "--spec",
+                required=spec == "required",
+                metavar="FILE",
+                help=f"the server's lifecycle spec, {contract.lifecycle_path('NAME')}",
+            )
         return sub
 
     command("prestart", _prestart, "ExecStartPre: refuse foreign GPU holders, reap ours, wait for free GPUs, backoff")
     command("gate", _gate, "ExecStartPost: wait until ready; fail on stall, deadline or crash").add_argument(
-        "--main-pid", type=_pid, required=True, metavar="PID", help="the server's main PID ($MAINPID)")
+        "--main-pid", type=_pid, required=True, metavar="PID", help="the server's main PID ($MAINPID)"
+    )
     command("watchdog", _watchdog, "probe /health_generate; restart a wedged server (started by gate)").add_argument(
-        "--main-pid", type=_pid, metavar="PID", help="default: systemctl show -p MainPID")
+        "--main-pid", type=_pid, metavar="PID", help="default: systemctl show -p MainPID"
+    )
     command("stop", _stop, "ExecStop: mark a requested stop (so it ends inactive, not failed)").add_argument(
-        "--main-pid", type=_pid, required=True, metavar="PID", help="the server's main PID ($MAINPID)")
+        "--main-pid", type=_pid, required=True, metavar="PID", help="the server's main PID ($MAINPID)"
+    )
     command("poststop", _poststop, "ExecStopPost: verify the GPUs were released; fail a crash")
     sub = command("status", _status, "report every server configuration of this host", spec=None)
     sub.add_argument("--json", action="store_true", help="one JSON document (for the pyinfra fact)")
     sub.add_argument("--spec-dir", default=DEFAULT_SPEC_DIR, metavar="DIR", help=f"default {DEFAULT_SPEC_DIR}")
     sub = command("holders", _holders, "processes holding /dev/nvidia* open, as JSON", spec="optional")
-    sub.add_argument("--unit-prefix", default=contract.UNIT_PREFIX,
-                     help=f"marks ours without --spec (default {contract.UNIT_PREFIX})")
+    sub.add_argument(
+        "--unit-prefix",
+        default=contract.UNIT_PREFIX,
+        help=f"marks ours without --spec (default {contract.UNIT_PREFIX})",
+    )
     for name, handler, help_text in (
         ("apply", _apply, "record a release from the files on disk and switch to it"),
         ("switch", _switch, "switch to a recorded release: stop, GPUs free, start, gate; revert on failure"),
@@ -167,7 +191,9 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--keep", type=int, default=5, help="releases kept (default 5)")
         sub.add_argument("--venvs-dir", metavar="DIR", help="only venvs under DIR are removed with old releases")
         if name == "apply":
-            sub.add_argument("--spec", required=True, metavar="BASE64", help="the release (release_store.Store.record), JSON, base64")
+            sub.add_argument(
+                "--spec", required=True, metavar="BASE64", help="the release (release_store.Store.record), JSON, base64"
+            )
             sub.add_argument("--record-only", action="store_true", help="what runs is unchanged: no stop, no start")
         else:
             sub.add_argument("--to", required=True, metavar="ID", help="the release to run")

@@ -31,19 +31,36 @@ PY_SPY_TIMEOUT_S = 30.0
 TAIL_LINES = 50
 
 
-def collect(spec: Spec, kind: str, summary: str, *, phase: str, seconds_in_phase: float,
-            seconds_stalled: float, reason: str | None = None, main_pid: int | None = None) -> dict:
+def collect(
+    spec: Spec,
+    kind: str,
+    summary: str,
+    *,
+    phase: str,
+    seconds_in_phase: float,
+    seconds_stalled: float,
+    reason: str | None = None,
+    main_pid: int | None = None,
+) -> dict:
     """The evidence, in memory, within a hard bound (nvidia-smi and py-spy are bounded.run):
     callers collect it while the stuck processes still exist, act, and only then `save` it."""
     if kind not in KINDS:
         raise ValueError(f"diagnosis kind {kind!r} not in {KINDS}")
     now = time.time()
     record = {
-        "server": spec.server, "unit": spec.unit, "kind": kind,
-        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), "epoch": now,
-        "phase": phase, "seconds_in_phase": round(seconds_in_phase, 1),
-        "seconds_stalled": round(seconds_stalled, 1), "summary": summary, "reason": reason,
-        "main_pid": main_pid, "log": spec.log, "log_tail": logfollow.tail(spec.log, TAIL_LINES),
+        "server": spec.server,
+        "unit": spec.unit,
+        "kind": kind,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+        "epoch": now,
+        "phase": phase,
+        "seconds_in_phase": round(seconds_in_phase, 1),
+        "seconds_stalled": round(seconds_stalled, 1),
+        "summary": summary,
+        "reason": reason,
+        "main_pid": main_pid,
+        "log": spec.log,
+        "log_tail": logfollow.tail(spec.log, TAIL_LINES),
     }
     record.update(evidence(spec, main_pid))
     return record

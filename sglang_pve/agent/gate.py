@@ -40,8 +40,15 @@ class _Terminated(Exception):
     pass
 
 
-def run(spec: Spec, main_pid: int | None, say, *, poll_s: float = POLL_S,
-        fatal_grace_s: float = FATAL_GRACE_S, on_ready=None) -> int:
+def run(
+    spec: Spec,
+    main_pid: int | None,
+    say,
+    *,
+    poll_s: float = POLL_S,
+    fatal_grace_s: float = FATAL_GRACE_S,
+    on_ready=None,
+) -> int:
     """Gate one start; `on_ready(spec, main_pid) -> pid` starts the watchdog (default)."""
     gate = _Gate(spec, main_pid, say)
     previous = _set_sigterm(_terminated)
@@ -75,7 +82,10 @@ class _Gate:
         offset = state.read_offset(spec)
         if offset is None:
             offset = logfollow.size(spec.log)
-            say(f"no offset recorded by prestart in {spec.state_file('run', '.offset')}; following {spec.log} from its end")
+            say(
+                f"no offset recorded by prestart in {spec.state_file('run', '.offset')}; "
+                f"following {spec.log} from its end"
+            )
         self.follower = logfollow.LogFollower(spec.log, offset, logfollow.main_output(main_pid))
         self.tracker = PhaseTracker(spec.speculative)
         self.main = (procs.identify(main_pid) or procs.Proc(main_pid, None)) if main_pid else None
@@ -86,8 +96,10 @@ class _Gate:
 
     def loop(self, poll_s: float, fatal_grace_s: float, on_ready) -> int:
         spec = self.spec
-        self.say(f"waiting for {spec.unit} to be ready: deadline {spec.startup_timeout_s:g}s, "
-                 f"main PID {self.main_pid or '?'}, log {spec.log}")
+        self.say(
+            f"waiting for {spec.unit} to be ready: deadline {spec.startup_timeout_s:g}s, "
+            f"main PID {self.main_pid or '?'}, log {spec.log}"
+        )
         fatal_at = None
         while True:
             self._read()
@@ -132,21 +144,35 @@ class _Gate:
             new = self.tracker.feed(line)
             if new:
                 now = time.monotonic()
-                self.say(f"phase {old} -> {new} after {now - self.phase_start:.0f}s in {old} "
-                         f"({now - self.start:.0f}s since start)")
+                self.say(
+                    f"phase {old} -> {new} after {now - self.phase_start:.0f}s in {old} "
+                    f"({now - self.start:.0f}s since start)"
+                )
                 self.phase_seconds[old] = round(now - self.phase_start, 3)
                 self.phase_start = now
-                state.update_status(self.spec, phase=new, phase_since=time.time(), verdict=f"starting ({new})",
-                                    startup_phases=self.phase_seconds)
+                state.update_status(
+                    self.spec,
+                    phase=new,
+                    phase_since=time.time(),
+                    verdict=f"starting ({new})",
+                    startup_phases=self.phase_seconds,
+                )
         if progressed:
             self.last_progress = time.monotonic()
 
     def _succeed(self, on_ready) -> int:
         elapsed = time.monotonic() - self.start
         now = time.time()
-        state.update_status(self.spec, phase="ready", phase_since=now, ready_at=now, verdict="ready",
-                            watchdog={"failures": 0, "failing_since": None}, startup_phases=self.phase_seconds,
-                            startup_s=round(elapsed, 3))
+        state.update_status(
+            self.spec,
+            phase="ready",
+            phase_since=now,
+            ready_at=now,
+            verdict="ready",
+            watchdog={"failures": 0, "failing_since": None},
+            startup_phases=self.phase_seconds,
+            startup_s=round(elapsed, 3),
+        )
         pid = on_ready(self.spec, self.main_pid)
         self.say(f"ready after {elapsed:.0f}s: 'fired up' seen and /health answered 200; watchdog PID {pid}")
         return exitcodes.OK
@@ -158,31 +184,55 @@ class _Gate:
         stalled, in_phase, elapsed = now - self.last_progress, now - self.phase_start, now - self.start
         reason = self.tracker.reason
         if kind == "stall":
-            summary = f"stalled in {phase}: no log progress for {stalled:.0f}s (limit {spec.stall_timeout(phase):g}s), {elapsed:.0f}s after start"
+            limit = spec.stall_timeout(phase)
+            summary = (
+                f"stalled in {phase}: no log progress for {stalled:.0f}s (limit {limit:g}s), {elapsed:.0f}s after start"
+            )
             if self.tracker.ready and self.health is not None:
                 summary += f"; the ready line was seen but /health failed: {self.health.describe()}"
             elif self.last_line:
                 summary += f"; last line: {self.last_line.strip()[:160]}"
             code = exitcodes.STALL
         elif kind == "deadline":
-            summary = f"startup deadline {spec.startup_timeout_s:g}s exceeded in {phase} ({in_phase:.0f}s in that phase)"
+            summary = (
+                f"startup deadline {spec.startup_timeout_s:g}s exceeded in {phase} ({in_phase:.0f}s in that phase)"
+            )
             code = exitcodes.DEADLINE
         else:
             exited = "" if main_alive else f"; main process {self.main_pid} exited"
-            summary = (f"crashed in {phase}: {reason}{exited}" if reason else
-                       f"main process {self.main_pid} exited in {phase} after {elapsed:.0f}s without an error line in the log")
+            summary = (
+                f"crashed in {phase}: {reason}{exited}"
+                if reason
+                else f"main process {self.main_pid} exited in {phase} after {elapsed:.0f}s "
+                f"without an error line in the log"
+            )
             code = exitcodes.CRASH
         # The evidence first (bounded, while the stuck ranks exist), then the kill, then the
         # records, best effort: a full or read-only state directory must not save a stalled start.
-        record = diagnosis.collect(spec, kind, summary, phase=phase, seconds_in_phase=in_phase,
-                                   seconds_stalled=stalled, reason=reason, main_pid=self.main_pid)
+        record = diagnosis.collect(
+            spec,
+            kind,
+            summary,
+            phase=phase,
+            seconds_in_phase=in_phase,
+            seconds_stalled=stalled,
+            reason=reason,
+            main_pid=self.main_pid,
+        )
         killed = kind != "crash" and self._kill_main()
         path = diagnosis.save(spec, record)
         self.phase_seconds[phase] = round(in_phase, 3)
-        state.update_status(spec, verdict=f"failed: {summary}", diagnosis=path, startup_phases=self.phase_seconds,
-                            startup_s=round(elapsed, 3))
+        state.update_status(
+            spec,
+            verdict=f"failed: {summary}",
+            diagnosis=path,
+            startup_phases=self.phase_seconds,
+            startup_s=round(elapsed, 3),
+        )
         note = f"\nsent SIGKILL to main PID {self.main_pid}: nothing to drain before ready" if killed else ""
-        self.say(f"FAILED: {summary}{note}\ndiagnosis: {path or 'not written (state directory not writable)'}", error=True)
+        self.say(
+            f"FAILED: {summary}{note}\ndiagnosis: {path or 'not written (state directory not writable)'}", error=True
+        )
         return code
 
     def _kill_main(self) -> bool:

@@ -107,7 +107,9 @@ def parse_fd_links(text: str) -> dict:
 
 def query_gpus(timeout: float | None = None) -> list | None:
     """Every GPU's memory and utilization; None where nvidia-smi is absent."""
-    out = _nvidia_smi([f"--query-gpu={QUERY}", "--format=csv,noheader,nounits"], timeout or overrides.nvidia_smi_timeout())
+    out = _nvidia_smi(
+        [f"--query-gpu={QUERY}", "--format=csv,noheader,nounits"], timeout or overrides.nvidia_smi_timeout()
+    )
     return None if out is None else parse_gpu_csv(out)
 
 

@@ -40,8 +40,13 @@ class Holder:
         return f"PID {self.pid} ({owner}): {self.cmdline or '?'} [holds {', '.join(self.devices)}]"
 
     def to_json(self) -> dict:
-        return {"pid": self.pid, "cmdline": self.cmdline, "devices": list(self.devices),
-                "ours": self.ours, "unit": self.unit}
+        return {
+            "pid": self.pid,
+            "cmdline": self.cmdline,
+            "devices": list(self.devices),
+            "ours": self.ours,
+            "unit": self.unit,
+        }
 
 
 def scan(unit_prefix: str, skip: tuple = ()) -> list:

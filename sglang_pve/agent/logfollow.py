@@ -126,7 +126,9 @@ def size(path: str) -> int:
 
 # SGLang logs its server_args at start, keys in clear (server_args=ServerArgs(..., api_key='...')):
 # whatever leaves the root-only log (status, diagnoses, the gate's summary) has them hidden.
-_SECRET_ARG = re.compile(r"\b((?:admin_)?api_key|hf_token|[a-z_]*(?:token|password|secret))=('[^']*'|\"[^\"]*\"|[^\s,)]+)", re.I)
+_SECRET_ARG = re.compile(
+    r"\b((?:admin_)?api_key|hf_token|[a-z_]*(?:token|password|secret))=('[^']*'|\"[^\"]*\"|[^\s,)]+)", re.I
+)
 
 
 # ...and argparse echoes command-line words it refuses: "unrecognized arguments: --api-key KEY"

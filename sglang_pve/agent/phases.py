@@ -68,8 +68,11 @@ _SIGNALS = [
         ("weights", r"Multi-thread loading shards|Loading \w+ checkpoint shards"),
         ("kv_cache", r"Load weight end|KV Cache is allocated|Memory pool end"),
         ("dist_init", r"Init torch distributed (?:begin|ends)"),
-        ("http", r"max_total_num_tokens=|Started server process|Waiting for application startup"
-                 r"|Application startup complete|Uvicorn running on"),
+        (
+            "http",
+            r"max_total_num_tokens=|Started server process|Waiting for application startup"
+            r"|Application startup complete|Uvicorn running on",
+        ),
         ("request", r"Prefill batch|Decode batch"),
     )
 ]
@@ -78,7 +81,9 @@ _FATAL = re.compile(
     r"|Initialization failed|scheduler died during initialization"
 )
 # uvicorn's access log: `<client ip>:<port> - "<METHOD> <path> HTTP/1.1" <status>`
-_ACCESS = re.compile(r'(?:\d{1,3}(?:\.\d{1,3}){3}|\[?[0-9A-Fa-f:]*:[0-9A-Fa-f:]*\]?):\d+ - "[A-Z]+ \S* HTTP/[\d.]+" \d{3}')
+_ACCESS = re.compile(
+    r'(?:\d{1,3}(?:\.\d{1,3}){3}|\[?[0-9A-Fa-f:]*:[0-9A-Fa-f:]*\]?):\d+ - "[A-Z]+ \S* HTTP/[\d.]+" \d{3}'
+)
 _IGNORED = re.compile(r"^Exception ignored (?:in|while)")
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::|$)")
 # Lines that our own probes and monitoring cause: they are no sign of a working server.
@@ -106,7 +111,7 @@ def parse_line(text: str) -> Line:
         stamp = time.mktime(time.strptime(match.group(1), "%Y-%m-%d %H:%M:%S"))
     except (ValueError, OverflowError):
         stamp = None
-    return Line(text, text[match.end():], match.group(2) or "", stamp)
+    return Line(text, text[match.end() :], match.group(2) or "", stamp)
 
 
 def signal(message: str) -> str | None:
@@ -204,6 +209,10 @@ class PhaseTracker:
             return "draft" if before_http else None
         if self.phase == "draft" and sig in ("capturing", "graph_end"):
             return None  # the draft's own capture progress
-        target = {"graph_begin": "cuda_graph", "graph_end": "cuda_graph", "capturing": "cuda_graph",
-                  "request": "warmup"}.get(sig, sig)
+        target = {
+            "graph_begin": "cuda_graph",
+            "graph_end": "cuda_graph",
+            "capturing": "cuda_graph",
+            "request": "warmup",
+        }.get(sig, sig)
         return target if _ORDER[target] > _ORDER[self.phase] else None

@@ -38,7 +38,8 @@ name, real_path, text = sys.argv[1:4]
 try:
     from sglang.srt.server_args import prepare_server_args
 except Exception as exc:
-    verdict = {"ok": None, "error": "cannot import sglang.srt.server_args.prepare_server_args: %s: %s" % (type(exc).__name__, exc)}
+    error = "cannot import sglang.srt.server_args.prepare_server_args: %s: %s" % (type(exc).__name__, exc)
+    verdict = {"ok": None, "error": error}
 else:
     errors = io.StringIO()
     with tempfile.TemporaryDirectory(prefix="sglang-pve-preflight-") as tmp:
@@ -93,15 +94,21 @@ def sha1_of(path):
 
 
 def gpus():
-    return sorted((os.path.basename(p) for p in glob.glob("/dev/nvidia[0-9]*") if re.fullmatch(r"nvidia\d+", os.path.basename(p))),
-                  key=lambda name: int(name[6:]))
+    return sorted(
+        (
+            os.path.basename(p)
+            for p in glob.glob("/dev/nvidia[0-9]*")
+            if re.fullmatch(r"nvidia\d+", os.path.basename(p))
+        ),
+        key=lambda name: int(name[6:]),
+    )
 
 
 def _address(hex_address):
     raw = bytes.fromhex(hex_address)
     if len(raw) == 4:
         return socket.inet_ntop(socket.AF_INET, raw[::-1])
-    return socket.inet_ntop(socket.AF_INET6, b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4)))
+    return socket.inet_ntop(socket.AF_INET6, b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4)))
 
 
 def listening(ports):
@@ -152,7 +159,9 @@ def holders(inodes):
 
 def process(pid):
     environ = _read("/proc/%d/environ" % pid, "rb").split(b"\0")
-    unit = next((e.split(b"=", 1)[1].decode(errors="replace") for e in environ if e.startswith(b"SGLANG_PVE_UNIT=")), None)
+    unit = next(
+        (e.split(b"=", 1)[1].decode(errors="replace") for e in environ if e.startswith(b"SGLANG_PVE_UNIT=")), None
+    )
     cmdline = _read("/proc/%d/cmdline" % pid, "rb").replace(b"\0", b" ").decode(errors="replace").strip()
     return {"pid": pid, "comm": _read("/proc/%d/comm" % pid).strip(), "cmdline": cmdline[:200], "unit": unit}
 
@@ -160,8 +169,10 @@ def process(pid):
 def listeners(ports):
     sockets = listening(set(ports))
     held = holders(sockets) if sockets else {}
-    return [{"port": port, "address": address, "holders": [process(pid) for pid in held[inode]]}
-            for inode, (port, address) in sorted(sockets.items(), key=lambda item: item[1])]
+    return [
+        {"port": port, "address": address, "holders": [process(pid) for pid in held[inode]]}
+        for inode, (port, address) in sorted(sockets.items(), key=lambda item: item[1])
+    ]
 
 
 def limits():
@@ -200,9 +211,16 @@ def judge(venv, configs, timeout):
     running = {}
     for name, config in configs.items():
         env = dict(os.environ, **config["env"])
-        running[name] = subprocess.Popen([python, "-c", JUDGE, name, config["path"], config["text"]], stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd="/", text=True,
-                                         start_new_session=True)  # its own group: killed whole on timeout
+        running[name] = subprocess.Popen(
+            [python, "-c", JUDGE, name, config["path"], config["text"]],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd="/",
+            text=True,
+            start_new_session=True,
+        )  # its own group: killed whole on timeout
     verdicts = {}
     for name, proc in running.items():
         try:
@@ -215,9 +233,12 @@ def judge(venv, configs, timeout):
                 pass
             verdicts[name] = {"ok": None, "error": "SGLang's parser did not finish within %d s" % timeout}
             continue
-        lines = [line[len(VERDICT):] for line in out.splitlines() if line.startswith(VERDICT)]
-        verdicts[name] = json.loads(lines[-1]) if lines else {
-            "ok": None, "error": "SGLang's parser exited with status %d without a verdict" % proc.returncode}
+        lines = [line[len(VERDICT) :] for line in out.splitlines() if line.startswith(VERDICT)]
+        verdicts[name] = (
+            json.loads(lines[-1])
+            if lines
+            else {"ok": None, "error": "SGLang's parser exited with status %d without a verdict" % proc.returncode}
+        )
     return verdicts
 
 
@@ -232,8 +253,11 @@ def main(spec):
     found.update(limits())
     found["sglang"] = installed_version(spec["venv"], spec["timeout_s"])
     if found["sglang"]:
-        chosen = {name: config for name, config in spec["configs"].items()
-                  if spec["judge"] == "all" or found["sglang"] != spec["pinned"] or found["configs"][name] != config["sha1"]}
+        chosen = {
+            name: config
+            for name, config in spec["configs"].items()
+            if spec["judge"] == "all" or found["sglang"] != spec["pinned"] or found["configs"][name] != config["sha1"]
+        }
         found["verdicts"] = judge(spec["venv"], chosen, spec["timeout_s"])
     else:
         found["verdicts"] = {}

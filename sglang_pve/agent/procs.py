@@ -39,7 +39,7 @@ def stat(pid: int) -> tuple | None:
             data = handle.read().decode("ascii", "replace")
     except OSError:
         return None
-    fields = data[data.rfind(")") + 2:].split()  # the command in (...) may contain spaces
+    fields = data[data.rfind(")") + 2 :].split()  # the command in (...) may contain spaces
     try:
         return fields[0], int(fields[19])
     except (IndexError, ValueError):
@@ -76,7 +76,7 @@ def environ_value(pid: int, name: str) -> str | None:
     prefix = name.encode() + b"="
     for entry in raw.split(b"\0"):
         if entry.startswith(prefix):
-            return entry[len(prefix):].decode("utf-8", "replace")
+            return entry[len(prefix) :].decode("utf-8", "replace")
     return None
 
 

@@ -29,8 +29,9 @@ SETTLE_S = 2.0
 POLL_S = 1.0
 
 
-def prestart(spec: Spec, say, *, grace_s: float = KILL_GRACE_S, settle_s: float = SETTLE_S,
-             poll_s: float = POLL_S) -> int:
+def prestart(
+    spec: Spec, say, *, grace_s: float = KILL_GRACE_S, settle_s: float = SETTLE_S, poll_s: float = POLL_S
+) -> int:
     deadline = time.monotonic() + spec.gpu_free_timeout_s
     waiting_for = set()
     while True:
@@ -46,17 +47,25 @@ def prestart(spec: Spec, say, *, grace_s: float = KILL_GRACE_S, settle_s: float 
         break
     if blockers:
         lines = "\n".join(f"  {_why(h, reason)}" for h, reason in blockers)
-        say(f"refusing to start {spec.unit}: /dev/nvidia* is held by processes that are not this unit's:\n"
-            f"{lines}\nStop them first; the agent never kills processes that are not its own.", error=True)
+        say(
+            f"refusing to start {spec.unit}: /dev/nvidia* is held by processes that are not this unit's:\n"
+            f"{lines}\nStop them first; the agent never kills processes that are not its own.",
+            error=True,
+        )
         state.update_status(spec, verdict="failed: GPUs held by other processes (prestart refused)")
         return exitcodes.REFUSED
     if stale:
-        say("killing stale processes of ours by PID (SIGTERM, then SIGKILL):\n"
-            + "\n".join(f"  {h.describe()}" for h in stale))
+        say(
+            "killing stale processes of ours by PID (SIGTERM, then SIGKILL):\n"
+            + "\n".join(f"  {h.describe()}" for h in stale)
+        )
         survivors = procs.terminate([h.proc for h in stale], grace_s, KILL_WAIT_S)
         if survivors:
-            say(f"cannot start {spec.unit}: PIDs {', '.join(str(p.pid) for p in survivors)} survived SIGKILL "
-                "(probably stuck in the NVIDIA driver, state D); the GPUs stay held", error=True)
+            say(
+                f"cannot start {spec.unit}: PIDs {', '.join(str(p.pid) for p in survivors)} survived SIGKILL "
+                "(probably stuck in the NVIDIA driver, state D); the GPUs stay held",
+                error=True,
+            )
             return exitcodes.GPUS_BUSY
     code = _wait_memory_idle(spec, say, deadline, poll_s, action=f"cannot start {spec.unit}")
     if code != exitcodes.OK:
@@ -71,13 +80,22 @@ def prestart(spec: Spec, say, *, grace_s: float = KILL_GRACE_S, settle_s: float 
     offset = logfollow.size(spec.log)
     state.write_offset(spec, offset)
     now = time.time()
-    state.update_status(spec, phase="launch", phase_since=now, started=now, offset=offset,
-                        verdict="starting (launch)", diagnosis=None, watchdog={})
+    state.update_status(
+        spec,
+        phase="launch",
+        phase_since=now,
+        started=now,
+        offset=offset,
+        verdict="starting (launch)",
+        diagnosis=None,
+        watchdog={},
+    )
     return exitcodes.OK
 
 
-def poststop(spec: Spec, say, *, grace_s: float = KILL_GRACE_S, settle_s: float = SETTLE_S,
-             poll_s: float = POLL_S) -> int:
+def poststop(
+    spec: Spec, say, *, grace_s: float = KILL_GRACE_S, settle_s: float = SETTLE_S, poll_s: float = POLL_S
+) -> int:
     deadline = time.monotonic() + spec.gpu_free_timeout_s
     while True:
         found = _settled_scan(spec, settle_s)
@@ -108,8 +126,7 @@ def _settled_scan(spec: Spec, settle_s: float) -> list:
         return first
     time.sleep(settle_s)
     seen = {(h.pid, h.start) for h in first}
-    return [h for h in holders.scan(spec.unit_prefix)
-            if (h.ours and h.unit == spec.unit) or (h.pid, h.start) in seen]
+    return [h for h in holders.scan(spec.unit_prefix) if (h.ours and h.unit == spec.unit) or (h.pid, h.start) in seen]
 
 
 def _split(spec: Spec, found: list) -> tuple:
@@ -135,8 +152,10 @@ def _split(spec: Spec, found: list) -> tuple:
 
 def _why(holder: holders.Holder, reason: str) -> str:
     if reason == "foreign":
-        return (f"PID {holder.pid} (foreign: not started by an sglang-pve unit): {holder.cmdline or '?'} "
-                f"[holds {', '.join(holder.devices)}]")
+        return (
+            f"PID {holder.pid} (foreign: not started by an sglang-pve unit): {holder.cmdline or '?'} "
+            f"[holds {', '.join(holder.devices)}]"
+        )
     return f"{holder.describe()} -- unit {holder.unit} is {reason}; stop it: systemctl stop {holder.unit}"
 
 
@@ -160,12 +179,17 @@ def _wait_memory_idle(spec: Spec, say, deadline: float, poll_s: float, action: s
                 say("nvidia-smi absent: GPU memory not checked")
             return exitcodes.OK
         if time.monotonic() >= deadline:
-            say(f"{action}: GPU memory still in use after {spec.gpu_free_timeout_s:g}s:\n"
-                + _holding([], [], busy, error, spec), error=True)
+            say(
+                f"{action}: GPU memory still in use after {spec.gpu_free_timeout_s:g}s:\n"
+                + _holding([], [], busy, error, spec),
+                error=True,
+            )
             return exitcodes.GPUS_BUSY
         if not told:
-            say(f"waiting up to {spec.gpu_free_timeout_s:g}s for GPU memory to be released: "
-                + (_memory(busy, spec) if busy else error))
+            say(
+                f"waiting up to {spec.gpu_free_timeout_s:g}s for GPU memory to be released: "
+                + (_memory(busy, spec) if busy else error)
+            )
             told = True
         time.sleep(min(poll_s, max(deadline - time.monotonic(), 0.01)))
 
@@ -176,8 +200,10 @@ def _holding(mine: list, others: list, busy: list | None, error: str | None, spe
     if busy:
         lines.append(f"  {_memory(busy, spec)}")
         if not mine and not others:
-            lines.append("  no process in this container holds /dev/nvidia*: check the Proxmox host "
-                         "(other containers, processes outside this PID namespace)")
+            lines.append(
+                "  no process in this container holds /dev/nvidia*: check the Proxmox host "
+                "(other containers, processes outside this PID namespace)"
+            )
     elif busy is None:
         lines.append(f"  GPU memory unknown: {error}")
     return "\n".join(lines)

@@ -163,8 +163,12 @@ class Store:
                 info = os.stat(path)
             except OSError as error:
                 raise ReleaseError(f"cannot record {path}: {error.strerror}") from None
-            files[path] = {"sha256": self._keep_blob(data), "mode": f"{info.st_mode & 0o7777:o}",
-                           "user": _user(info.st_uid), "group": _group(info.st_gid)}
+            files[path] = {
+                "sha256": self._keep_blob(data),
+                "mode": f"{info.st_mode & 0o7777:o}",
+                "user": _user(info.st_uid),
+                "group": _group(info.st_gid),
+            }
         try:
             with open(spec["lock"], "rb") as handle:
                 lock = {"path": spec["lock"], "sha256": self._keep_blob(handle.read())}
@@ -175,11 +179,20 @@ class Store:
         record = {
             "id": self._new_stamp(now) + "-" + digest[:8],
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
-            "user": spec.get("user"), "commit": spec.get("commit"),
-            "sglang_version": spec["sglang_version"], "venv": spec["venv"], "lock": lock,
-            "active_server": spec["active_server"], "lifecycle": spec.get("lifecycle"), "units": sorted(spec["units"]),
-            "nccl_profile": spec["nccl_profile"], "files": files, "blocks": spec.get("blocks") or {},
-            "fingerprint": digest, "status": "recorded", "failure": None,
+            "user": spec.get("user"),
+            "commit": spec.get("commit"),
+            "sglang_version": spec["sglang_version"],
+            "venv": spec["venv"],
+            "lock": lock,
+            "active_server": spec["active_server"],
+            "lifecycle": spec.get("lifecycle"),
+            "units": sorted(spec["units"]),
+            "nccl_profile": spec["nccl_profile"],
+            "files": files,
+            "blocks": spec.get("blocks") or {},
+            "fingerprint": digest,
+            "status": "recorded",
+            "failure": None,
         }
         self.save(record)
         return record
@@ -216,7 +229,9 @@ class Store:
         kept_records = [self.get(i) for i in sorted(kept) if i in ids]
         old_records = [self.get(i) for i in removed]
         used_venvs = {r["venv"] for r in kept_records}
-        used_blobs = {e["sha256"] for r in kept_records for e in r["files"].values()} | {r["lock"]["sha256"] for r in kept_records}
+        used_blobs = {e["sha256"] for r in kept_records for e in r["files"].values()} | {
+            r["lock"]["sha256"] for r in kept_records
+        }
         for record in old_records:
             venv = record["venv"]
             if venv not in used_venvs and (venvs_dir is None or os.path.dirname(venv) == venvs_dir):
@@ -242,8 +257,12 @@ class Store:
     def summary(self, with_files_of: str | None = None) -> dict:
         """Everything the controller's Releases fact needs, in one document. `with_files_of`
         (an id, or "previous") adds that release's file contents (base64) and lock."""
-        report = {"current": self.current_id(), "pending": self.pending(), "releases": self.records(),
-                  "previous": self.previous_id()}
+        report = {
+            "current": self.current_id(),
+            "pending": self.pending(),
+            "releases": self.records(),
+            "previous": self.previous_id(),
+        }
         if not with_files_of:
             return report
         try:
@@ -254,8 +273,9 @@ class Store:
             report.update(target=None, error=str(error))
         else:
             report["target"] = record["id"]
-            report["contents"] = {path: base64.b64encode(self.blob(e["sha256"])).decode()
-                                  for path, e in record["files"].items()}
+            report["contents"] = {
+                path: base64.b64encode(self.blob(e["sha256"])).decode() for path, e in record["files"].items()
+            }
             report["lock"] = self.blob(record["lock"]["sha256"]).decode()
         return report
 

@@ -149,7 +149,9 @@ def load(path: str) -> Spec:
 def parse(data: object, path: str = "<spec>") -> Spec:
     spec = _Checker(path).build(Spec, data, "")
     if not (spec.unit.startswith(spec.unit_prefix) and spec.unit.endswith(".service")):
-        _Checker(path).fail("unit", spec.unit, f"a unit name starting with unit_prefix {spec.unit_prefix!r} and ending in .service")
+        _Checker(path).fail(
+            "unit", spec.unit, f"a unit name starting with unit_prefix {spec.unit_prefix!r} and ending in .service"
+        )
     return spec
 
 
@@ -169,7 +171,9 @@ class _Checker:
         self.path = path
 
     def fail(self, key: str, value: object, wanted: str):
-        raise SpecError(f"spec {self.path}: key {key!r} is {value!r}; expected {wanted} (fix it in servers.yml and deploy again)")
+        raise SpecError(
+            f"spec {self.path}: key {key!r} is {value!r}; expected {wanted} (fix it in servers.yml and deploy again)"
+        )
 
     def build(self, cls, value: object, where: str):
         """An instance of dataclass `cls` from a JSON object: every key present, none unknown."""
@@ -179,9 +183,14 @@ class _Checker:
         missing = [k for k in known if k not in value]
         unknown = sorted(set(value) - set(known))
         if missing:
-            raise SpecError(f"spec {self.path}: missing key(s) {', '.join(where + k for k in missing)} (the deploy always renders every key)")
+            raise SpecError(
+                f"spec {self.path}: missing key(s) {', '.join(where + k for k in missing)} "
+                "(the deploy always renders every key)"
+            )
         if unknown:
-            raise SpecError(f"spec {self.path}: unknown key(s) {', '.join(where + k for k in unknown)}; known: {', '.join(known)}")
+            raise SpecError(
+                f"spec {self.path}: unknown key(s) {', '.join(where + k for k in unknown)}; known: {', '.join(known)}"
+            )
         values = {f.name: self.value(f, value[f.name], where + f.name) for f in file_fields(cls)}
         if "path" in {f.name for f in fields(cls)}:
             values["path"] = self.path
@@ -214,8 +223,11 @@ class _Checker:
 
 
 def _within(value: float, bounds: dict) -> bool:
-    return (("gt" not in bounds or value > bounds["gt"]) and ("ge" not in bounds or value >= bounds["ge"])
-            and ("le" not in bounds or value <= bounds["le"]))
+    return (
+        ("gt" not in bounds or value > bounds["gt"])
+        and ("ge" not in bounds or value >= bounds["ge"])
+        and ("le" not in bounds or value <= bounds["le"])
+    )
 
 
 def _describe(bounds: dict) -> str:

@@ -1,13 +1,13 @@
 """Files under the spec's state_dir, always written atomically (temp file + rename).
 
-    run/NAME.offset      the log size when prestart ran: where this start's lines begin
-    status/NAME.json     the latest phase and verdict, e.g.
-                         {"server": "baseline", "unit": "sglang-baseline.service", "phase": "weights",
-                          "phase_since": 1784541600.0, "verdict": "starting (weights)",
-                          "updated": 1784541912.3, "watchdog": {"failures": 0, "failing_since": null},
-                          "startup_phases": {"launch": 2.1, "dist_init": 40.2, "weights": 301.5},
-                          "startup_s": 343.8}   (the gate's seconds per phase of this start, so far)
-    restarts/NAME.json   the watchdog's restart history (restarts.py)
+run/NAME.offset      the log size when prestart ran: where this start's lines begin
+status/NAME.json     the latest phase and verdict, e.g.
+                     {"server": "baseline", "unit": "sglang-baseline.service", "phase": "weights",
+                      "phase_since": 1784541600.0, "verdict": "starting (weights)",
+                      "updated": 1784541912.3, "watchdog": {"failures": 0, "failing_since": null},
+                      "startup_phases": {"launch": 2.1, "dist_init": 40.2, "weights": 301.5},
+                      "startup_s": 343.8}   (the gate's seconds per phase of this start, so far)
+restarts/NAME.json   the watchdog's restart history (restarts.py)
 """
 
 import json

@@ -32,12 +32,32 @@ import socket
 import time
 from dataclasses import asdict
 
-from sglang_pve.agent import contract, diagnosis, gpus, health, holders, logfollow, output, phases, restarts, state, systemd
+from sglang_pve.agent import (
+    contract,
+    diagnosis,
+    gpus,
+    health,
+    holders,
+    logfollow,
+    output,
+    phases,
+    restarts,
+    state,
+    systemd,
+)
 from sglang_pve.agent.spec import Spec, SpecError, load
 
 UNIT_PROPERTIES = [
-    "LoadState", "ActiveState", "SubState", "Result", "NRestarts", "MainPID", "ExecMainStartTimestamp",
-    "ExecMainStartTimestampMonotonic", "ActiveEnterTimestampMonotonic", "InactiveExitTimestampMonotonic",
+    "LoadState",
+    "ActiveState",
+    "SubState",
+    "Result",
+    "NRestarts",
+    "MainPID",
+    "ExecMainStartTimestamp",
+    "ExecMainStartTimestampMonotonic",
+    "ActiveEnterTimestampMonotonic",
+    "InactiveExitTimestampMonotonic",
 ]
 HEALTH_TIMEOUT_S = 5.0
 PHASE_READ_MAX = 64 << 20
@@ -80,11 +100,18 @@ def server(spec: Spec, unit: dict | None) -> dict:
     active, sub = unit.get("ActiveState"), unit.get("SubState")
     record = state.read_status(spec)
     entry = {
-        "server": spec.server, "unit": spec.unit, "spec": spec.path, "log": spec.log,
+        "server": spec.server,
+        "unit": spec.unit,
+        "spec": spec.path,
+        "log": spec.log,
         "state": {key: unit[key] for key in ["Id", *UNIT_PROPERTIES] if key in unit} or None,
-        "phase": None, "seconds_in_phase": None, "seconds_since_progress": None, "health": None,
+        "phase": None,
+        "seconds_in_phase": None,
+        "seconds_since_progress": None,
+        "health": None,
         "last_log_line": next((t for t in reversed(logfollow.tail(spec.log, 50)) if not output.is_own(t)), None),
-        "restarts": _restarts(spec), "diagnosis": diagnosis.latest(spec),
+        "restarts": _restarts(spec),
+        "diagnosis": diagnosis.latest(spec),
     }
     started = _epoch(unit.get("ExecMainStartTimestampMonotonic"), now)
     if active in ("active", "reloading", "activating", "deactivating") and health.listening(spec.host, spec.port):
@@ -98,7 +125,9 @@ def server(spec: Spec, unit: dict | None) -> dict:
         tracker = _phase_from_log(spec)
         since = tracker.since or started or now
         silent = now - max(_last_activity(spec) or 0, started or 0)  # probe lines are no progress
-        entry.update(phase=tracker.phase, seconds_in_phase=round(now - since, 1), seconds_since_progress=round(silent, 1))
+        entry.update(
+            phase=tracker.phase, seconds_in_phase=round(now - since, 1), seconds_since_progress=round(silent, 1)
+        )
         if active == "failed":
             entry["verdict"] = f"failed: {_failure(spec, unit, record, entry['diagnosis'], started)}"
         elif silent > spec.stall_timeout(tracker.phase):
@@ -108,8 +137,11 @@ def server(spec: Spec, unit: dict | None) -> dict:
     elif active in ("active", "reloading"):
         ready_at = record.get("ready_at") or _epoch(unit.get("ActiveEnterTimestampMonotonic"), now) or now
         activity = _last_activity(spec)
-        entry.update(phase="ready", seconds_in_phase=round(now - ready_at, 1),
-                     seconds_since_progress=None if activity is None else round(now - activity, 1))
+        entry.update(
+            phase="ready",
+            seconds_in_phase=round(now - ready_at, 1),
+            seconds_since_progress=None if activity is None else round(now - activity, 1),
+        )
         healthy = entry["health"] is not None and entry["health"]["status"] == 200
         busy = activity is not None and now - activity < spec.watchdog.interval_s
         if healthy or busy:
@@ -127,12 +159,13 @@ def server(spec: Spec, unit: dict | None) -> dict:
 def _failure(spec: Spec, unit: dict, record: dict, latest: str | None, started: float | None) -> str:
     """Why the unit failed, newest first: the agent's verdict (gate, watchdog, prestart), this
     start's diagnosis, else systemd's Result with the last exception line of the log."""
+
     def this_start(epoch: float) -> bool:
         return started is None or epoch >= started - 1
 
     verdict = record.get("verdict") or ""
     if verdict.startswith("failed: ") and this_start(record.get("updated", 0)):
-        return verdict[len("failed: "):]
+        return verdict[len("failed: ") :]
     if latest and this_start(os.path.getmtime(latest)):
         summary = (state.read_json(latest) or {}).get("summary")
         if summary:
@@ -195,8 +228,10 @@ def render(report: dict) -> str:
     """The human-readable table of `status` without --json."""
     rows = [f"{'SERVER':<20} {'UNIT':<34} VERDICT"]
     for entry in report["servers"]:
-        rows.append(f"{entry.get('server', '?'):<20} {entry.get('unit', entry['spec']):<34} "
-                    f"{entry.get('verdict') or 'invalid spec: ' + entry.get('error', '')}")
+        rows.append(
+            f"{entry.get('server', '?'):<20} {entry.get('unit', entry['spec']):<34} "
+            f"{entry.get('verdict') or 'invalid spec: ' + entry.get('error', '')}"
+        )
     if report["gpus"] is not None:
         used = ", ".join(f"{g['index']}:{g['memory_used_mib']}MiB/{g['utilization_pct']}%" for g in report["gpus"])
         rows.append(f"GPUs: {used or 'none'}")

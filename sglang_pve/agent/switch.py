@@ -44,7 +44,9 @@ def running(units: list) -> list:
     if not units:
         return []
     out = _systemctl("show", "-p", "Id,ActiveState", *units).stdout
-    blocks = [dict(line.split("=", 1) for line in b.splitlines() if "=" in line) for b in out.split("\n\n") if b.strip()]
+    blocks = [
+        dict(line.split("=", 1) for line in b.splitlines() if "=" in line) for b in out.split("\n\n") if b.strip()
+    ]
     return [b["Id"] for b in blocks if b.get("ActiveState") in ("active", "activating", "reloading", "deactivating")]
 
 
@@ -130,8 +132,10 @@ def _make_current(store: Store, release: dict, say, keep: int, venvs_dir: str | 
     store.save(release)
     store.set_current(release["id"])
     removed = store.prune(keep, venvs_dir)
-    say(f"release {release['id']} runs: {release['active_server'] or 'no server'} on SGLang {release['sglang_version']}"
-        + (f"; pruned {len(removed)} old release(s)" if removed else ""))
+    say(
+        f"release {release['id']} runs: {release['active_server'] or 'no server'} on SGLang {release['sglang_version']}"
+        + (f"; pruned {len(removed)} old release(s)" if removed else "")
+    )
 
 
 def adopt(store: Store, release_id: str, say, keep: int = 5, venvs_dir: str | None = None) -> int:

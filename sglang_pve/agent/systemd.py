@@ -1,7 +1,7 @@
 """The few systemctl calls the agent makes (SGLANG_PVE_SYSTEMCTL replaces the binary in tests).
 
-    show(["sglang-a.service", "sglang-b.service"], ["ActiveState", "MainPID"])
-        -> {"sglang-a.service": {"Id": "sglang-a.service", "ActiveState": "active", "MainPID": "4242"}, ...}
+show(["sglang-a.service", "sglang-b.service"], ["ActiveState", "MainPID"])
+    -> {"sglang-a.service": {"Id": "sglang-a.service", "ActiveState": "active", "MainPID": "4242"}, ...}
 """
 
 from sglang_pve.agent import bounded, overrides
@@ -18,8 +18,11 @@ def show(units: list, properties: list) -> dict:
     if not units:
         return {}
     out = _systemctl(["show", "-p", ",".join(["Id", *properties]), *units])
-    blocks = [dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
-              for block in out.split("\n\n") if block.strip()]
+    blocks = [
+        dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+        for block in out.split("\n\n")
+        if block.strip()
+    ]
     if len(blocks) == len(units):  # one block per unit, in the order asked
         return dict(zip(units, blocks, strict=True))
     return {block["Id"]: block for block in blocks if block.get("Id")}

@@ -39,8 +39,16 @@ def launch(spec: Spec, main_pid: int | None) -> int:
     except OSError:
         log = subprocess.DEVNULL
     try:
-        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                 start_new_session=True, close_fds=True, cwd="/", env=env)
+        child = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+            cwd="/",
+            env=env,
+        )
     finally:
         if log is not subprocess.DEVNULL:
             log.close()
@@ -76,8 +84,10 @@ def run(spec: Spec, main_pid: int | None, say, *, tick_s: float = TICK_S) -> int
     ready_at = state.read_status(spec).get("ready_at") or time.time()
     last_growth = time.monotonic()
     failures, failing_since = 0, None
-    say(f"watching {spec.unit} (main PID {main.pid}): GET /health_generate every {wd.interval_s:g}s, "
-        f"timeout {wd.timeout_s:g}s; {wd.failures} consecutive failures with a silent log = wedged")
+    say(
+        f"watching {spec.unit} (main PID {main.pid}): GET /health_generate every {wd.interval_s:g}s, "
+        f"timeout {wd.timeout_s:g}s; {wd.failures} consecutive failures with a silent log = wedged"
+    )
     while True:
         if not _sleep_while_alive(main, wd.interval_s, tick_s):
             say(f"main PID {main.pid} is gone; watchdog exits")
@@ -105,10 +115,16 @@ def run(spec: Spec, main_pid: int | None, say, *, tick_s: float = TICK_S) -> int
         say(f"/health_generate failed ({result.describe()}) and the log is silent: {failures}/{wd.failures}")
         state.update_status(spec, watchdog={"failures": failures, "failing_since": failing_since})
         if failures >= wd.failures:
-            summary = (f"wedged: /health_generate failed {failures} times in a row (last: {result.describe()}) "
-                       f"with no log progress for {time.monotonic() - last_growth:.0f}s")
-            evidence = {"phase": "ready", "seconds_in_phase": time.time() - ready_at,
-                        "seconds_stalled": time.monotonic() - last_growth, "main_pid": main.pid}
+            summary = (
+                f"wedged: /health_generate failed {failures} times in a row (last: {result.describe()}) "
+                f"with no log progress for {time.monotonic() - last_growth:.0f}s"
+            )
+            evidence = {
+                "phase": "ready",
+                "seconds_in_phase": time.time() - ready_at,
+                "seconds_stalled": time.monotonic() - last_growth,
+                "main_pid": main.pid,
+            }
             return _wedged(spec, main, say, summary, evidence)
 
 
@@ -122,7 +138,10 @@ def _wedged(spec: Spec, main: procs.Proc, say, summary: str, evidence: dict) -> 
     if restart:
         kind, summary = "wedged", f"{summary}; restart {count}/{wd.max_restarts} within {wd.window_s:g}s"
     else:
-        kind, summary = "restart_cap", f"watchdog restart cap reached ({count} restarts within {wd.window_s:g}s); {summary}"
+        kind, summary = (
+            "restart_cap",
+            f"watchdog restart cap reached ({count} restarts within {wd.window_s:g}s); {summary}",
+        )
     record = diagnosis.collect(spec, kind, summary, **evidence)
     with procs.sigterm_ignored():  # the restart stops this unit, this process included: record first
         restarted = restart and _restart(spec, say)

@@ -1,8 +1,8 @@
 """Typed model of host data: the one place input is validated (pydantic v2).
 
-    deployment = load_deployment(host.name, host.data.dict(), project_dir)
-    deployment.nccl_env            # {"NCCL_PROTO": "LL", ...} of the active profile
-    deployment.servers["baseline"].args.as_flags()
+deployment = load_deployment(host.name, host.data.dict(), project_dir)
+deployment.nccl_env            # {"NCCL_PROTO": "LL", ...} of the active profile
+deployment.servers["baseline"].args.as_flags()
 """
 
 from sglang_pve.config.deployment import Deployment, load_deployment

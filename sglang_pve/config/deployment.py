@@ -42,7 +42,9 @@ class HostData(BaseModel):
     sglang_venvs_dir: HostPath
     sglang_installer: Literal["uv", "pip"] = "uv"
     uv_version: str = Field("0.13.9", pattern=_VERSION)
-    sglang_import_check: list[Annotated[str, Field(pattern=_MODULE)]] = Field(["sglang", "torch", "sgl_kernel"], min_length=1)
+    sglang_import_check: list[Annotated[str, Field(pattern=_MODULE)]] = Field(
+        ["sglang", "torch", "sgl_kernel"], min_length=1
+    )
     releases_kept: int = Field(5, ge=2, le=100)
     unit_limits: UnitLimits = UnitLimits()
     shell_user: str = Field(pattern=_USER)
@@ -102,21 +104,38 @@ def load_deployment(host_name: str, data: dict, project_dir: Path, resolve=lambd
     for name, variables in host_data.nccl_profiles.items():
         problems += check_profile(name, variables)
     if host_data.nccl_profile not in host_data.nccl_profiles:
-        problems.append(Problem("nccl_profile", host_data.nccl_profile, "no such profile",
-                                f"use one of {', '.join(host_data.nccl_profiles)}"))
+        problems.append(
+            Problem(
+                "nccl_profile",
+                host_data.nccl_profile,
+                "no such profile",
+                f"use one of {', '.join(host_data.nccl_profiles)}",
+            )
+        )
 
     document, found = read_servers_file(project_dir / host_data.servers_file)
     problems += found
     servers, found = build_servers(document, host_data.lifecycle) if document else ({}, [])
     problems += found
     if document and host_data.active_server is not None and host_data.active_server not in document["servers"]:
-        problems.append(Problem("active_server", host_data.active_server, "no such server configuration",
-                                f"use one of {', '.join(map(str, document['servers']))}, or null to run none"))
+        problems.append(
+            Problem(
+                "active_server",
+                host_data.active_server,
+                "no such server configuration",
+                f"use one of {', '.join(map(str, document['servers']))}, or null to run none",
+            )
+        )
     secrets, found = read_secrets(host_data.sglang_secrets)
     problems += found + secret_env_problems(host_data.sglang_secrets)
     if problems:
         raise ConfigError(host_name, problems)
 
     profile = host_data.nccl_profiles[host_data.nccl_profile]
-    return Deployment(data=host_data, sglang_version=resolve(host_data),
-                      nccl_env={k: str(v) for k, v in profile.items()}, servers=servers, secrets=secrets)
+    return Deployment(
+        data=host_data,
+        sglang_version=resolve(host_data),
+        nccl_env={k: str(v) for k, v in profile.items()},
+        servers=servers,
+        secrets=secrets,
+    )

@@ -23,7 +23,9 @@ class InventoryEnv:
         if not path:
             self.problems.append(f"{variable} is not set: {what}. Fix: export {variable}=/path/to/it")
         elif not os.path.isfile(os.path.expanduser(path)):
-            self.problems.append(f"{variable} = {path!r}: no such file ({what}). Fix: create it, or export {variable}=/path/to/it")
+            self.problems.append(
+                f"{variable} = {path!r}: no such file ({what}). Fix: create it, or export {variable}=/path/to/it"
+            )
         return path
 
     def exists(self, path, what: str, fix: str) -> None:

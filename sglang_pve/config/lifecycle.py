@@ -32,5 +32,7 @@ class Lifecycle(model_of(spec.Lifecycle)):
     def _startup_covers_a_phase(self):
         longest = max(self.stall_timeout_s.model_dump().values())
         if self.startup_timeout_s < longest:
-            raise ValueError(f"startup_timeout_s ({self.startup_timeout_s}) is shorter than the longest stall timeout ({longest})")
+            raise ValueError(
+                f"startup_timeout_s ({self.startup_timeout_s}) is shorter than the longest stall timeout ({longest})"
+            )
         return self

@@ -50,16 +50,22 @@ class ApiSettings(_Strict):
     def _one_credential_and_one_trust(self):
         secrets = [k for k in ("password_env", "password_file", "token_env", "token_file") if getattr(self, k)]
         if len(secrets) != 1:
-            raise ValueError("name exactly one secret source: password_env, password_file, token_env or token_file "
-                             f"(given: {', '.join(secrets) or 'none'})")
+            raise ValueError(
+                "name exactly one secret source: password_env, password_file, token_env or token_file "
+                f"(given: {', '.join(secrets) or 'none'})"
+            )
         if (self.token_name is None) != (secrets[0].startswith("password")):
-            raise ValueError("token_env/token_file go with token_name (the API token's id, e.g. deploy for "
-                             "root@pam!deploy); password_env/password_file go without it")
+            raise ValueError(
+                "token_env/token_file go with token_name (the API token's id, e.g. deploy for "
+                "root@pam!deploy); password_env/password_file go without it"
+            )
         trust = [k for k in ("ca_file", "fingerprint") if getattr(self, k)]
         if self.verify and len(trust) != 1:
-            raise ValueError("say how to trust the node's certificate: ca_file (the node's "
-                             "/etc/pve/pve-root-ca.pem, copied) or fingerprint (pvenode cert info: SHA-256); "
-                             f"or verify: false to skip verification (given: {', '.join(trust) or 'none'})")
+            raise ValueError(
+                "say how to trust the node's certificate: ca_file (the node's "
+                "/etc/pve/pve-root-ca.pem, copied) or fingerprint (pvenode cert info: SHA-256); "
+                f"or verify: false to skip verification (given: {', '.join(trust) or 'none'})"
+            )
         if not self.verify and trust:
             raise ValueError(f"verify: false contradicts {trust[0]}: remove one of them")
         return self
@@ -169,7 +175,9 @@ class ContainerSpec(_Strict):
     def _distinct_targets(cls, value: list[Mount]):
         targets = [m.path for m in value]
         if len(set(targets)) != len(targets):
-            raise ValueError(f"two mounts share a container path: {sorted(t for t in targets if targets.count(t) > 1)[0]}")
+            raise ValueError(
+                f"two mounts share a container path: {sorted(t for t in targets if targets.count(t) > 1)[0]}"
+            )
         return value
 
 

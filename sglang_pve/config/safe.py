@@ -59,4 +59,6 @@ def ascii_digits(value: str) -> bool:
 Text = Annotated[str, AfterValidator(_text)]
 Name = Annotated[str, AfterValidator(_matching(_NAME, "a name (1-64 ASCII letters, digits, _ . -)"))]
 HostPath = Annotated[str, AfterValidator(_matching(_PATH, "an absolute path in a safe alphabet", path=True))]
-ModelRef = Annotated[str, AfterValidator(_matching(_REF, "a path or Hugging Face id in a safe alphabet", path=True)), Field(min_length=1)]
+ModelRef = Annotated[
+    str, AfterValidator(_matching(_REF, "a path or Hugging Face id in a safe alphabet", path=True)), Field(min_length=1)
+]

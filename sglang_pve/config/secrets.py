@@ -57,8 +57,12 @@ class Secret:
 def from_env(key: str, name: str, environ=os.environ) -> tuple[str | None, Problem | None]:
     value = environ.get(name, "").strip()
     if not value:
-        return None, Problem(key, name, "the environment variable is not set (or empty)",
-                             f"export {name}=... before running pyinfra (or use a 0600 file instead)")
+        return None, Problem(
+            key,
+            name,
+            "the environment variable is not set (or empty)",
+            f"export {name}=... before running pyinfra (or use a 0600 file instead)",
+        )
     return value, None
 
 
@@ -66,12 +70,21 @@ def from_file(key: str, path: str) -> tuple[str | None, Problem | None]:
     try:
         info = os.stat(path)
     except OSError as error:
-        return None, Problem(key, path, f"cannot read it ({error.strerror})", f"create it with only the secret in it, then chmod 600 {path}")
+        return None, Problem(
+            key,
+            path,
+            f"cannot read it ({error.strerror})",
+            f"create it with only the secret in it, then chmod 600 {path}",
+        )
     if not stat.S_ISREG(info.st_mode):
         return None, Problem(key, path, "not a regular file", "point at a file holding only the secret")
     if info.st_mode & 0o077:
-        return None, Problem(key, path, f"readable by others than its owner (mode {stat.S_IMODE(info.st_mode):04o}): a secret must not be",
-                             f"chmod 600 {path}")
+        return None, Problem(
+            key,
+            path,
+            f"readable by others than its owner (mode {stat.S_IMODE(info.st_mode):04o}): a secret must not be",
+            f"chmod 600 {path}",
+        )
     with open(path, encoding="utf-8") as handle:
         value = handle.read().strip()
     if not value:
@@ -88,9 +101,13 @@ def read_secret(key: str, source: SecretSource, environ=os.environ) -> tuple[Sec
     if problem:
         return None, problem
     if not _VALUE.fullmatch(value):
-        return None, Problem(key, HIDDEN, f"the secret from {source.describe()} has characters a config file would not take "
-                             "literally (blanks, quotes, backslash, $ or `), or is longer than 4096",
-                             "use printable ASCII without those (e.g. from `openssl rand -hex 32`)")
+        return None, Problem(
+            key,
+            HIDDEN,
+            f"the secret from {source.describe()} has characters a config file would not take "
+            "literally (blanks, quotes, backslash, $ or `), or is longer than 4096",
+            "use printable ASCII without those (e.g. from `openssl rand -hex 32`)",
+        )
     return Secret(value, source.describe()), None
 
 
@@ -119,7 +136,10 @@ class ServerSecrets:
 def read_secrets(data: SecretsData, environ=os.environ) -> tuple[ServerSecrets, list[Problem]]:
     """Every secret `data` names, read now; every problem at once (sources named, never values)."""
     flags, env, problems = {}, {}, []
-    named = [(f"sglang_secrets.{flag}", flags, flag, getattr(data, flag.replace("-", "_"))) for flag in ("api-key", "admin-api-key")]
+    named = [
+        (f"sglang_secrets.{flag}", flags, flag, getattr(data, flag.replace("-", "_")))
+        for flag in ("api-key", "admin-api-key")
+    ]
     named += [(f"sglang_secrets.env.{name}", env, name, source) for name, source in data.env.items()]
     for key, into, name, source in named:
         if source is None:

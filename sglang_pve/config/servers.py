@@ -34,7 +34,9 @@ class ServerConfig:
 def deep_merge(base: dict, overlay: dict) -> dict:
     merged = dict(base)
     for key, value in overlay.items():
-        merged[key] = deep_merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+        merged[key] = (
+            deep_merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+        )
     return merged
 
 
@@ -42,14 +44,29 @@ def read_servers_file(path: Path) -> tuple[dict, list[Problem]]:
     try:
         document = yaml.safe_load(path.read_text())
     except OSError as exc:
-        return {}, [Problem("servers_file", str(path), f"cannot read it ({exc.strerror})", "point servers_file at a readable YAML file")]
+        return {}, [
+            Problem(
+                "servers_file",
+                str(path),
+                f"cannot read it ({exc.strerror})",
+                "point servers_file at a readable YAML file",
+            )
+        ]
     except yaml.YAMLError as exc:
-        return {}, [Problem("servers_file", str(path), f"not valid YAML ({exc})", "fix the YAML syntax at the position shown")]
+        return {}, [
+            Problem("servers_file", str(path), f"not valid YAML ({exc})", "fix the YAML syntax at the position shown")
+        ]
     if not isinstance(document, dict) or not isinstance(document.get("servers"), dict) or not document["servers"]:
-        return {}, [Problem("servers_file", str(path), "needs a non-empty `servers:` mapping", "add servers: {name: {...}}")]
+        return {}, [
+            Problem("servers_file", str(path), "needs a non-empty `servers:` mapping", "add servers: {name: {...}}")
+        ]
     unknown = set(document) - {"defaults", "servers"}
     if unknown:
-        return {}, [Problem(f"servers_file.{sorted(unknown)[0]}", None, "unknown top-level key", "keep only defaults: and servers:")]
+        return {}, [
+            Problem(
+                f"servers_file.{sorted(unknown)[0]}", None, "unknown top-level key", "keep only defaults: and servers:"
+            )
+        ]
     return document, []
 
 
@@ -58,11 +75,15 @@ def env_name_problem(where: str, name: object, allowed: list, value: object = HI
     if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
         return Problem(where, value, "not a valid environment variable name", "use UPPER_CASE letters, digits and _")
     if name.startswith("NCCL_"):
-        return Problem(where, value, "NCCL variables come from the active NCCL profile only", "set it in nccl_profiles instead")
+        return Problem(
+            where, value, "NCCL variables come from the active NCCL profile only", "set it in nccl_profiles instead"
+        )
     if OWN_ENV.fullmatch(name):
         return Problem(where, value, "the toolkit's own variables are set by the toolkit only", "remove it")
     if LOADER_ENV.fullmatch(name) and name not in allowed:
-        return Problem(where, value, "changes which code the server loads", f"remove it, or allow it by name: allow_env: [{name}]")
+        return Problem(
+            where, value, "changes which code the server loads", f"remove it, or allow it by name: allow_env: [{name}]"
+        )
     return None
 
 
@@ -70,31 +91,57 @@ def _check_env(key: str, env: object, allowed: object) -> tuple[dict[str, str], 
     if not isinstance(env, dict):
         return {}, [Problem(key, env, "expected a mapping of VARIABLE: value", "write env: {NAME: value}")]
     if not isinstance(allowed, list) or not all(isinstance(n, str) and LOADER_ENV.fullmatch(n) for n in allowed):
-        return {}, [Problem(key.replace(".env", ".allow_env"), allowed, "expected a list of loader variables to allow",
-                            "name each one, e.g. allow_env: [LD_LIBRARY_PATH]")]
+        return {}, [
+            Problem(
+                key.replace(".env", ".allow_env"),
+                allowed,
+                "expected a list of loader variables to allow",
+                "name each one, e.g. allow_env: [LD_LIBRARY_PATH]",
+            )
+        ]
     problems = []
     for name, value in env.items():
         where = f"{key}.{name}"
         if SECRET_ENV.fullmatch(str(name)):
-            problems.append(Problem(where, HIDDEN, "looks like a secret, and env: lands in the unit file",
-                                    f"give it in sglang_secrets.env.{name} (a file or variable on the controller) instead"))
+            problems.append(
+                Problem(
+                    where,
+                    HIDDEN,
+                    "looks like a secret, and env: lands in the unit file",
+                    f"give it in sglang_secrets.env.{name} (a file or variable on the controller) instead",
+                )
+            )
         elif problem := env_name_problem(where, name, allowed, value):
             problems.append(problem)
         elif isinstance(value, (dict, list)) or value is None:
             problems.append(Problem(where, value, "expected a scalar value", "write a string or a number"))
         elif control_characters(str(value)):
-            problems.append(Problem(where, value, f"value {control_characters(str(value))}", "write it on one line without control characters"))
+            problems.append(
+                Problem(
+                    where,
+                    value,
+                    f"value {control_characters(str(value))}",
+                    "write it on one line without control characters",
+                )
+            )
     return {k: str(int(v) if isinstance(v, bool) else v) for k, v in env.items()}, problems
 
 
 def build_server(name: object, raw: dict, base_lifecycle: dict) -> tuple[ServerConfig | None, list[Problem]]:
     key = f"servers.{name}"
     if not isinstance(name, str) or not contract.SERVER_NAME.fullmatch(name):
-        return None, [Problem(key, name, "not usable in a systemd unit name",
-                              f"use {contract.SERVER_NAME_RULE}")]
+        return None, [Problem(key, name, "not usable in a systemd unit name", f"use {contract.SERVER_NAME_RULE}")]
     flags = {k: v for k, v in raw.items() if k not in _BLOCKS}
-    problems = [Problem(f"{key}.{flag}", HIDDEN if flag in SECRET_FLAGS else flags.pop(flag), "deprecated or renamed flag",
-                        f"use {RENAMED[flag]}") for flag in list(flags) if flag in RENAMED]
+    problems = [
+        Problem(
+            f"{key}.{flag}",
+            HIDDEN if flag in SECRET_FLAGS else flags.pop(flag),
+            "deprecated or renamed flag",
+            f"use {RENAMED[flag]}",
+        )
+        for flag in list(flags)
+        if flag in RENAMED
+    ]
     for flag in SECRET_FLAGS:
         flags.pop(flag, None)
     env, env_problems = _check_env(f"{key}.env", raw.get("env", {}), raw.get("allow_env", []))
@@ -124,7 +171,14 @@ def build_servers(document: dict, base_lifecycle: dict) -> tuple[dict[str, Serve
     servers, problems = {}, []
     for name, overrides in document["servers"].items():
         if not isinstance(overrides, dict | None):
-            problems.append(Problem(f"servers.{name}", overrides, "expected a mapping of overrides", "write name: {flag: value} or name: {}"))
+            problems.append(
+                Problem(
+                    f"servers.{name}",
+                    overrides,
+                    "expected a mapping of overrides",
+                    "write name: {flag: value} or name: {}",
+                )
+            )
             continue
         server, found = build_server(name, deep_merge(defaults, overrides or {}), base_lifecycle)
         problems += found

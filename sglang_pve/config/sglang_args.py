@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sglang_pve.config.errors import Problem
 from sglang_pve.config.safe import ModelRef, Text
 
+_SECRET_SOURCE = "(a file or environment variable on the controller): keys never go into versioned configuration"
 # Renamed or removed flags, with the replacement to tell the user.
 RENAMED = {
     "cuda-graph-max-bs": "cuda-graph-max-bs-decode (renamed in SGLang 0.5.16)",
@@ -22,8 +23,8 @@ RENAMED = {
     "model": "model-path",
     "speculative-draft-model": "speculative-draft-model-path",
     "nccl-init-addr": "dist-init-addr",
-    "api-key": "secrets.api-key (a file or environment variable on the controller): keys never go into versioned configuration",
-    "admin-api-key": "secrets.admin-api-key (a file or environment variable on the controller): keys never go into versioned configuration",
+    "api-key": f"secrets.api-key {_SECRET_SOURCE}",
+    "admin-api-key": f"secrets.admin-api-key {_SECRET_SOURCE}",
 }
 SECRET_FLAGS = ("api-key", "admin-api-key")  # refused here, never echoed; given through secrets:
 
@@ -98,15 +99,25 @@ def check_supported(args: SGLangArgs, key: str) -> list[Problem]:
     """Settings SGLang accepts but the lifecycle agent cannot run: each refused with the reason."""
     problems = []
     if args.log_level in ("warning", "error", "critical"):
-        problems.append(Problem(f"{key}.log-level", args.log_level,
-                                "SGLang prints its startup phase lines and the ready line at info level; at this "
-                                "level the readiness gate sees no progress and fails every start",
-                                "use info (the default) or debug"))
+        problems.append(
+            Problem(
+                f"{key}.log-level",
+                args.log_level,
+                "SGLang prints its startup phase lines and the ready line at info level; at this "
+                "level the readiness gate sees no progress and fails every start",
+                "use info (the default) or debug",
+            )
+        )
     if args.nnodes is not None and args.nnodes > 1:
-        problems.append(Problem(f"{key}.nnodes", args.nnodes,
-                                "multi-node serving is not supported yet: ranks on nodes above 0 never print the "
-                                "ready line, so their gate would fail every start",
-                                "serve from one node (remove nnodes, node-rank and dist-init-addr)"))
+        problems.append(
+            Problem(
+                f"{key}.nnodes",
+                args.nnodes,
+                "multi-node serving is not supported yet: ranks on nodes above 0 never print the "
+                "ready line, so their gate would fail every start",
+                "serve from one node (remove nnodes, node-rank and dist-init-addr)",
+            )
+        )
     return problems
 
 
@@ -119,19 +130,41 @@ def check_speculative(args: SGLangArgs, key: str) -> list[Problem]:
     numbers = {name: flags.get(name) for name in _SPEC_NUMBERS}
     if not args.speculative:
         stray = [n for n in (*_SPEC_NUMBERS, "speculative-draft-model-path") if flags.get(n) is not None]
-        return [Problem(f"{key}.{n}", flags[n], "set without speculative-algorithm", "add speculative-algorithm or remove it") for n in stray]
+        return [
+            Problem(
+                f"{key}.{n}", flags[n], "set without speculative-algorithm", "add speculative-algorithm or remove it"
+            )
+            for n in stray
+        ]
     problems = []
     if args.speculative_algorithm in ("EAGLE", "EAGLE3") and not args.speculative_draft_model_path:
-        problems.append(Problem(f"{key}.speculative-draft-model-path", None,
-                                f"{args.speculative_algorithm} needs a draft model (without one SGLang loads the target as draft and crashes after loading it twice)",
-                                "set speculative-draft-model-path"))
+        problems.append(
+            Problem(
+                f"{key}.speculative-draft-model-path",
+                None,
+                f"{args.speculative_algorithm} needs a draft model "
+                "(without one SGLang loads the target as draft and crashes after loading it twice)",
+                "set speculative-draft-model-path",
+            )
+        )
     missing = [n for n, v in numbers.items() if v is None]
     if missing:
-        problems.append(Problem(f"{key}.{missing[0]}", None,
-                                "speculative-num-steps, -eagle-topk and -num-draft-tokens must all be set (SGLang asserts on partial sets)",
-                                f"set {', '.join(missing)}"))
+        problems.append(
+            Problem(
+                f"{key}.{missing[0]}",
+                None,
+                "speculative-num-steps, -eagle-topk and -num-draft-tokens must all be set "
+                "(SGLang asserts on partial sets)",
+                f"set {', '.join(missing)}",
+            )
+        )
     elif args.speculative_eagle_topk == 1 and args.speculative_num_draft_tokens != args.speculative_num_steps + 1:
-        problems.append(Problem(f"{key}.speculative-num-draft-tokens", args.speculative_num_draft_tokens,
-                                "with speculative-eagle-topk 1 SGLang overrides it to speculative-num-steps + 1",
-                                f"set it to {args.speculative_num_steps + 1}"))
+        problems.append(
+            Problem(
+                f"{key}.speculative-num-draft-tokens",
+                args.speculative_num_draft_tokens,
+                "with speculative-eagle-topk 1 SGLang overrides it to speculative-num-steps + 1",
+                f"set it to {args.speculative_num_steps + 1}",
+            )
+        )
     return problems

@@ -36,8 +36,17 @@ def _validate(model: type[BaseModel], host_name: str, data: dict):
 def switch_options(host_name: str, data: dict, deployment: Deployment) -> SwitchOptions:
     options = _validate(SwitchOptions, host_name, data)
     if options.server not in deployment.servers:
-        raise ConfigError(host_name, [Problem("server", options.server, "no such server configuration",
-                                              f"use one of {', '.join(deployment.servers)}")])
+        raise ConfigError(
+            host_name,
+            [
+                Problem(
+                    "server",
+                    options.server,
+                    "no such server configuration",
+                    f"use one of {', '.join(deployment.servers)}",
+                )
+            ],
+        )
     return options
 
 

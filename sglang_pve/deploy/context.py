@@ -46,8 +46,9 @@ def _resolve(data: HostData) -> str:
     try:
         version = index.resolve_nightly(spec, urls)
     except index.IndexLookupError as error:
-        raise ConfigError(host.name, [Problem("sglang_version", spec, str(error),
-                                              "pin an exact version, or check the index URLs")]) from None
+        raise ConfigError(
+            host.name, [Problem("sglang_version", spec, str(error), "pin an exact version, or check the index URLs")]
+        ) from None
     if index.resolve_nightly.cache_info().currsize > cached:
         logger.info(f"sglang_version {spec} resolved to {version} ({', '.join(map(index.masked, urls))})")
     return version
@@ -56,9 +57,14 @@ def _resolve(data: HostData) -> str:
 def package_source(hooks: tuple = ()) -> venvs.Source:
     """Indexes, installer and import check of this host's SGLang venvs (hooks: files each gets)."""
     data = deployment().data
-    return venvs.Source(index_url=data.sglang_index_url, extra_index_urls=tuple(data.sglang_extra_index_urls),
-                        installer=data.sglang_installer, uv_version=data.uv_version,
-                        import_check=tuple(data.sglang_import_check), hooks=tuple(hooks))
+    return venvs.Source(
+        index_url=data.sglang_index_url,
+        extra_index_urls=tuple(data.sglang_extra_index_urls),
+        installer=data.sglang_installer,
+        uv_version=data.uv_version,
+        import_check=tuple(data.sglang_import_check),
+        hooks=tuple(hooks),
+    )
 
 
 def venv() -> str:

@@ -7,7 +7,8 @@ names the commit and sorts above the last release.
 
     resolve_nightly("nightly", ["https://docs.sglang.ai/whl/cu130/"])  # "0.5.16.dev20260723+gc0ffee123"
     masked("https://user:token@pypi.example/simple/")                 # "https://***@pypi.example/simple/"
-    netrc_text(["https://user:token@pypi.example/simple/"])           # "machine pypi.example login user password token\n"
+    netrc_text(["https://user:token@pypi.example/simple/"])
+    # "machine pypi.example login user password token\n"
 """
 
 import base64
@@ -58,11 +59,15 @@ def netrc_text(urls) -> str:
             continue
         login, password = urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or "")
         if not all(_NETRC_TOKEN.fullmatch(token) for token in (login, password)):
-            raise ValueError(f"{masked(url)}: the user or password is empty or has a blank, quote, backslash, # or "
-                             "non-ASCII character, which a netrc file cannot hold; use a token without them")
+            raise ValueError(
+                f"{masked(url)}: the user or password is empty or has a blank, quote, backslash, # or "
+                "non-ASCII character, which a netrc file cannot hold; use a token without them"
+            )
         if entries.setdefault(parts.hostname, (login, password)) != (login, password):
-            raise ValueError(f"{masked(url)}: another index on {parts.hostname} has other credentials; "
-                             "a netrc holds one login per host: use the same token for both")
+            raise ValueError(
+                f"{masked(url)}: another index on {parts.hostname} has other credentials; "
+                "a netrc holds one login per host: use the same token for both"
+            )
     return "".join(f"machine {host} login {login} password {password}\n" for host, (login, password) in entries.items())
 
 
@@ -82,8 +87,12 @@ def wheel_versions(page: str, project: str = "sglang") -> list[Version]:
 
 def is_nightly(version: Version) -> bool:
     """A nightly build: `.devYYYYMMDD` with a `+g<sha>` local label."""
-    return bool(version.dev is not None and re.fullmatch(r"\d{8}", str(version.dev))
-                and version.local and version.local.startswith("g"))
+    return bool(
+        version.dev is not None
+        and re.fullmatch(r"\d{8}", str(version.dev))
+        and version.local
+        and version.local.startswith("g")
+    )
 
 
 def pick(spec: str, versions: list[Version]) -> Version | None:
@@ -118,5 +127,7 @@ def resolve_nightly(spec: str, index_urls: tuple[str, ...], project: str = "sgla
     if chosen is None:
         nightlies = sorted(str(v) for v in versions if is_nightly(v))
         where = ", ".join(masked(u) for u in index_urls)
-        raise IndexLookupError(f"no {project} {spec} on {where} (nightlies there: {', '.join(nightlies[-5:]) or 'none'})")
+        raise IndexLookupError(
+            f"no {project} {spec} on {where} (nightlies there: {', '.join(nightlies[-5:]) or 'none'})"
+        )
     return str(chosen)

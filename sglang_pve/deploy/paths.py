@@ -60,6 +60,10 @@ def server_home_env(state: str = f"/var/lib/{SERVER_HOME}", cache: str = f"/var/
     """Where the sandboxed server's home and JIT/model caches live (it may write nowhere else):
     the unit's Environment=, and tests/gpu's least-privilege run on a real GPU."""
     return {
-        "HOME": state, "XDG_CACHE_HOME": cache, "HF_HOME": f"{cache}/huggingface", "TRITON_CACHE_DIR": f"{cache}/triton",
-        "FLASHINFER_WORKSPACE_BASE": cache, "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor",
+        "HOME": state,
+        "XDG_CACHE_HOME": cache,
+        "HF_HOME": f"{cache}/huggingface",
+        "TRITON_CACHE_DIR": f"{cache}/triton",
+        "FLASHINFER_WORKSPACE_BASE": cache,
+        "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor",
     }

@@ -1,7 +1,7 @@
 """Who runs the deploy, from which commit: recorded with every release (controller side).
 
-    who()              # "alice@laptop"
-    commit(project)    # "ba504ac" or "ba504ac+dirty"; None outside a git checkout
+who()              # "alice@laptop"
+commit(project)    # "ba504ac" or "ba504ac+dirty"; None outside a git checkout
 """
 
 import getpass

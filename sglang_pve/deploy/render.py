@@ -1,7 +1,8 @@
 """Render the files the deploy manages, from the validated Deployment. Pure: no host access.
 
-    files = nccl_files(deployment, purelib="/opt/sglang/venvs/sglang-0.5.16.../lib/python3.11/site-packages")
-    [f.path for f in files]  # ['/etc/sglang/nccl.env', '/etc/nccl.conf', '.../sglang_pve_nccl.py', '.../sglang_pve_nccl.pth']
+files = nccl_files(deployment, purelib="/opt/sglang/venvs/sglang-0.5.16.../lib/python3.11/site-packages")
+[f.path for f in files]
+# ['/etc/sglang/nccl.env', '/etc/nccl.conf', '.../sglang_pve_nccl.py', '.../sglang_pve_nccl.pth']
 """
 
 import hashlib
@@ -20,8 +21,12 @@ from sglang_pve.deploy.operations.releases import Release
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 _jinja = Environment(
-    loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, keep_trailing_newline=True,
-    trim_blocks=True, lstrip_blocks=True, autoescape=False,
+    loader=FileSystemLoader(TEMPLATES),
+    undefined=StrictUndefined,
+    keep_trailing_newline=True,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    autoescape=False,
 )
 _jinja.filters.update(shquote=shlex.quote, systemd_word=escape.systemd_word, systemd_text=escape.systemd_text)
 _jinja.globals["systemd_env"] = escape.systemd_env
@@ -74,18 +79,21 @@ def lifecycle_spec(server: ServerConfig) -> spec.Spec:
     """The agent's view of one server, passed through the agent's own parser (so the deploy can
     never write a spec the agent refuses; sglang_pve/agent/spec.py documents the format)."""
     args = server.args
-    return spec.parse({
-        "server": server.name,
-        "unit": paths.unit_name(server.name),
-        "unit_prefix": paths.UNIT_PREFIX,
-        "log": paths.log_path(server.name),
-        "host": contract.probe_address(args.host),
-        "port": args.port or paths.SGLANG_DEFAULT_PORT,
-        "speculative": args.speculative,
-        **server.lifecycle.model_dump(),
-        "state_dir": paths.STATE_DIR,
-        "diagnoses_dir": paths.DIAGNOSES_DIR,
-    }, paths.lifecycle_path(server.name))
+    return spec.parse(
+        {
+            "server": server.name,
+            "unit": paths.unit_name(server.name),
+            "unit_prefix": paths.UNIT_PREFIX,
+            "log": paths.log_path(server.name),
+            "host": contract.probe_address(args.host),
+            "port": args.port or paths.SGLANG_DEFAULT_PORT,
+            "speculative": args.speculative,
+            **server.lifecycle.model_dump(),
+            "state_dir": paths.STATE_DIR,
+            "diagnoses_dir": paths.DIAGNOSES_DIR,
+        },
+        paths.lifecycle_path(server.name),
+    )
 
 
 def _unit(deployment: Deployment, server: ServerConfig, venv: str) -> str:
@@ -123,30 +131,50 @@ def _unit(deployment: Deployment, server: ServerConfig, venv: str) -> str:
     )
 
 
-def release(deployment: Deployment, venv: str, purelib: str, user: str | None = None,
-            commit: str | None = None) -> Release:
+def release(
+    deployment: Deployment, venv: str, purelib: str, user: str | None = None, commit: str | None = None
+) -> Release:
     """The release this deployment runs: every rendered file the toolkit overwrites (the NCCL
     files, the venv's startup hook, every configuration's unit, YAML and lifecycle spec) by
     digest, and the shell rc's managed block. The agent is the toolkit's own, not part of it."""
-    files = nccl_files(deployment, purelib) + [f for s in deployment.servers.values() for f in server_files(deployment, s, venv)]
+    files = nccl_files(deployment, purelib) + [
+        f for s in deployment.servers.values() for f in server_files(deployment, s, venv)
+    ]
     data = deployment.data
     return Release(
-        sglang_version=deployment.sglang_version, venv=venv, active_server=data.active_server,
-        units=tuple(paths.unit_name(name) for name in deployment.servers), nccl_profile=data.nccl_profile,
+        sglang_version=deployment.sglang_version,
+        venv=venv,
+        active_server=data.active_server,
+        units=tuple(paths.unit_name(name) for name in deployment.servers),
+        nccl_profile=data.nccl_profile,
         files={f.path: f.sha256 for f in files},
         blocks={data.shell_rc: {"marker": paths.NCCL_BLOCK_MARKER, "body": nccl_block(deployment)}},
-        user=user, commit=commit,
+        user=user,
+        commit=commit,
     )
 
 
 def server_files(deployment: Deployment, server: ServerConfig, venv: str) -> list[ManagedFile]:
     """Unit, SGLang config and lifecycle spec of one server configuration, and its secret files."""
     secrets = deployment.secrets
-    return [
-        ManagedFile(paths.unit_path(server.name), _unit(deployment, server, venv)),
-        ManagedFile(paths.server_config_path(server.name), server_yaml(server)),
-        ManagedFile(paths.lifecycle_path(server.name), spec.to_json(lifecycle_spec(server))),
-    ] + ([ManagedFile(paths.secret_config_path(server.name), server_yaml(server, secrets.flags), mode="600", secret=True)]
-         if secrets.flags else []) + (
-        [ManagedFile(paths.secret_env_path(server.name), secret_env_text(secrets.env), mode="600", secret=True)]
-        if secrets.env else [])
+    return (
+        [
+            ManagedFile(paths.unit_path(server.name), _unit(deployment, server, venv)),
+            ManagedFile(paths.server_config_path(server.name), server_yaml(server)),
+            ManagedFile(paths.lifecycle_path(server.name), spec.to_json(lifecycle_spec(server))),
+        ]
+        + (
+            [
+                ManagedFile(
+                    paths.secret_config_path(server.name), server_yaml(server, secrets.flags), mode="600", secret=True
+                )
+            ]
+            if secrets.flags
+            else []
+        )
+        + (
+            [ManagedFile(paths.secret_env_path(server.name), secret_env_text(secrets.env), mode="600", secret=True)]
+            if secrets.env
+            else []
+        )
+    )

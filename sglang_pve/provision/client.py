@@ -13,7 +13,13 @@ import time
 from collections import Counter
 
 import requests
-from proxmoxer.backends.https import JsonSerializer, ProxmoxHTTPApiTokenAuth, ProxmoxHTTPAuth, ProxmoxHTTPAuthBase, ProxmoxHttpSession
+from proxmoxer.backends.https import (
+    JsonSerializer,
+    ProxmoxHTTPApiTokenAuth,
+    ProxmoxHTTPAuth,
+    ProxmoxHTTPAuthBase,
+    ProxmoxHttpSession,
+)
 from proxmoxer.core import ProxmoxResource, ResourceException
 
 from sglang_pve.config.proxmox import ApiSettings
@@ -51,10 +57,17 @@ class _PinnedTicketAuth(ProxmoxHTTPAuth):
 
     def _get_new_tokens(self, password=None, otp=None, otptype=None):
         data = {"username": self.username, "password": password or self.pve_auth_ticket}
-        response = self._session.request("POST", self.base_url + "/access/ticket", data=data, timeout=self.timeout,
-                                         auth=ProxmoxHTTPAuthBase(timeout=self.timeout, verify_ssl=self._session.verify))
+        response = self._session.request(
+            "POST",
+            self.base_url + "/access/ticket",
+            data=data,
+            timeout=self.timeout,
+            auth=ProxmoxHTTPAuthBase(timeout=self.timeout, verify_ssl=self._session.verify),
+        )
         if response.status_code != 200:
-            raise ProxmoxError("POST /access/ticket", f"{response.status_code} authentication failed for {self.username}")
+            raise ProxmoxError(
+                "POST /access/ticket", f"{response.status_code} authentication failed for {self.username}"
+            )
         ticket = response.json()["data"]
         self.birth_time = time.monotonic()
         self.pve_auth_ticket = ticket["ticket"]
@@ -99,9 +112,12 @@ class Api:
             if status.get("status") == "stopped":
                 break
             if time.monotonic() > deadline:
-                raise ProxmoxError(call, f"task {upid} still running after {self.settings.task_timeout_s}s "
-                                         "(proxmox_api.task_timeout_s); it goes on on the node: check its task log, "
-                                         "then run again")
+                raise ProxmoxError(
+                    call,
+                    f"task {upid} still running after {self.settings.task_timeout_s}s "
+                    "(proxmox_api.task_timeout_s); it goes on on the node: check its task log, "
+                    "then run again",
+                )
             time.sleep(POLL_INTERVAL_S)
         exitstatus = status.get("exitstatus")
         if not task_succeeded(exitstatus):
@@ -122,8 +138,11 @@ class Api:
 def transport_error(call: str, settings: ApiSettings, error: requests.exceptions.RequestException) -> ProxmoxError:
     where = f"{settings.host}:{settings.port}"
     if isinstance(error, requests.exceptions.SSLError):
-        return ProxmoxError(call, f"TLS verification of {where} failed: {_root_cause(error)}. Fix: compare "
-                                  "proxmox_api.fingerprint/ca_file with the node's certificate (pvenode cert info)")
+        return ProxmoxError(
+            call,
+            f"TLS verification of {where} failed: {_root_cause(error)}. Fix: compare "
+            "proxmox_api.fingerprint/ca_file with the node's certificate (pvenode cert info)",
+        )
     if isinstance(error, requests.exceptions.Timeout):
         return ProxmoxError(call, f"no answer from {where} within {settings.timeout_s}s (proxmox_api.timeout_s)")
     return ProxmoxError(call, f"node unreachable at {where}: {_root_cause(error)}")
@@ -146,13 +165,19 @@ def connect(settings: ApiSettings, credential: Credential) -> Api:
     if not settings.verify:
         logging.getLogger("pyinfra").warning(
             f"{settings.host}:{settings.port}: TLS verification is off (proxmox_api.verify: false): whoever sits "
-            "on the path sees the API password or token; pin the fingerprint instead (pvenode cert info)")
+            "on the path sees the API password or token; pin the fingerprint instead (pvenode cert info)"
+        )
     session = ProxmoxHttpSession()
     trust(session, f"https://{settings.host}:{settings.port}/", settings.ca_file, settings.fingerprint, settings.verify)
     session.headers["accept"] = JsonSerializer().get_accept_types()
     if credential.token_name:
-        session.auth = ProxmoxHTTPApiTokenAuth(credential.user, credential.token_name, credential.secret,
-                                               verify_ssl=session.verify, timeout=settings.timeout_s)
+        session.auth = ProxmoxHTTPApiTokenAuth(
+            credential.user,
+            credential.token_name,
+            credential.secret,
+            verify_ssl=session.verify,
+            timeout=settings.timeout_s,
+        )
     else:
         try:
             session.auth = _PinnedTicketAuth(session, credential.user, credential.secret, base_url, settings.timeout_s)

@@ -43,8 +43,11 @@ def main(argv: list[str]) -> int:
     with open(path, "rb") as handle:
         raw = handle.read()
     if request.get("digest") and hashlib.sha1(raw).hexdigest() != request["digest"]:
-        print(f"{path} changed since it was read (digest {request['digest'][:12]}...): "
-              "edited by someone else meanwhile; run again to see the new state", file=sys.stderr)
+        print(
+            f"{path} changed since it was read (digest {request['digest'][:12]}...): "
+            "edited by someone else meanwhile; run again to see the new state",
+            file=sys.stderr,
+        )
         return 3
     new = edit(raw.decode(), request["remove"], request["add"]).encode()
     temp = f"{path}.tmp.{os.getpid()}"

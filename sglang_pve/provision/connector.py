@@ -32,17 +32,35 @@ def node_host(host, spec):
     """The inventory host of the container's node (ConfigError when it is not one)."""
     node = host.inventory.get_host(spec.node, default=None)
     if node is None or NODE_GROUP not in node.groups:
-        raise ConfigError(host.name, [Problem("container.node", spec.node, f"no host of group {NODE_GROUP} has that name",
-                                              f"add it to the inventory's {NODE_GROUP} group, or name one that is")])
+        raise ConfigError(
+            host.name,
+            [
+                Problem(
+                    "container.node",
+                    spec.node,
+                    f"no host of group {NODE_GROUP} has that name",
+                    f"add it to the inventory's {NODE_GROUP} group, or name one that is",
+                )
+            ],
+        )
     return node
 
 
 def known_hosts_file(host) -> str:
     path = host.data.get("ssh_known_hosts_file")
     if not path:
-        raise ConfigError(host.name, [Problem("ssh_known_hosts_file", None, "a provisioned container's SSH host key "
-                                              "is pinned there (learnt through its node, never on first use)",
-                                              "set ssh_known_hosts_file in its host data")])
+        raise ConfigError(
+            host.name,
+            [
+                Problem(
+                    "ssh_known_hosts_file",
+                    None,
+                    "a provisioned container's SSH host key "
+                    "is pinned there (learnt through its node, never on first use)",
+                    "set ssh_known_hosts_file in its host data",
+                )
+            ],
+        )
     return path
 
 
@@ -117,8 +135,9 @@ class GuestConnector(SSHConnector):
                     raise
                 time.sleep(2)
         if self.pending:
-            raise ConnectError(f"{self.host.name}: {self.pending} (see its node's errors above; "
-                               "with --limit, include the node)")
+            raise ConnectError(
+                f"{self.host.name}: {self.pending} (see its node's errors above; with --limit, include the node)"
+            )
 
     def run_shell_command(self, command, print_output=False, print_input=False, **arguments):
         if self.pending:

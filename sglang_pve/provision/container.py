@@ -70,15 +70,22 @@ def plan(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest) -> 
         problems += diff.refusals
     else:
         current = {}
-        diff = ConfigDiff(changes=[Change(k, None, v) for k, v in wanted.items()],
-                          raw_new=[f"{k}: {v}" for k, v in raw_wanted])
+        diff = ConfigDiff(
+            changes=[Change(k, None, v) for k, v in wanted.items()], raw_new=[f"{k}: {v}" for k, v in raw_wanted]
+        )
     if node.api.uses_token:
         problems += token_refusals(diff, spec.unprivileged)
     if problems:
         raise ConfigError(node.host_name, problems)
-    return Plan(spec=spec, exists=bool(listed), running=bool(listed) and listed.get("status") == "running",
-                diff=diff, current=current, key_pinned=hostkeys.is_pinned(guest.known_hosts, guest.ssh_hostname),
-                create={} if listed else create_parameters(spec, wanted, guest.public_keys))
+    return Plan(
+        spec=spec,
+        exists=bool(listed),
+        running=bool(listed) and listed.get("status") == "running",
+        diff=diff,
+        current=current,
+        key_pinned=hostkeys.is_pinned(guest.known_hosts, guest.ssh_hostname),
+        create={} if listed else create_parameters(spec, wanted, guest.public_keys),
+    )
 
 
 @operation()
@@ -153,8 +160,10 @@ def _converge(host, node: Node, wanted: Plan, guest: Guest) -> None:
         _pin_host_key(host, spec.vmid, guest)
 
 
-CONFLICT = ("the config changed since it was read (someone else edited it); nothing was overwritten: "
-            "run again to review the new state")
+CONFLICT = (
+    "the config changed since it was read (someone else edited it); nothing was overwritten: "
+    "run again to review the new state"
+)
 
 
 def _unchanged_since_planned(node: Node, vmid: int, planned: dict) -> str:
@@ -174,8 +183,13 @@ def _settings(config: dict) -> dict:
 
 def _put(node: Node, vmid: int, diff: ConfigDiff, digest: str) -> None:
     try:
-        node.api.request("PUT", node.path(vmid, "config"), **diff.put_parameters,
-                         delete=",".join(diff.deleted) or None, digest=digest)
+        node.api.request(
+            "PUT",
+            node.path(vmid, "config"),
+            **diff.put_parameters,
+            delete=",".join(diff.deleted) or None,
+            digest=digest,
+        )
     except ProxmoxError as error:
         if "detected modified configuration" in str(error):
             raise ProxmoxError(error.call, f"{str(error).split(': ', 1)[1]}: {CONFLICT}") from None
@@ -192,8 +206,10 @@ def _edit_raw_lines(host, node: Node, vmid: int, remove: list[str], add: list[st
 
 
 # The key once sshd listens (port 22 = 0x0016, state 0A = LISTEN): then the deploy can connect.
-_KEY_WHEN_LISTENING = ("awk '$2 ~ /:0016$/ && $4 == \"0A\" {found = 1} END {exit !found}' /proc/net/tcp /proc/net/tcp6 "
-                       f"2>/dev/null && cat {HOST_KEY}")
+_KEY_WHEN_LISTENING = (
+    "awk '$2 ~ /:0016$/ && $4 == \"0A\" {found = 1} END {exit !found}' /proc/net/tcp /proc/net/tcp6 "
+    f"2>/dev/null && cat {HOST_KEY}"
+)
 
 
 def _pin_host_key(host, vmid: int, guest: Guest) -> None:
@@ -201,13 +217,18 @@ def _pin_host_key(host, vmid: int, guest: Guest) -> None:
     container is not yet) once its sshd listens, then pin it for the address the inventory uses."""
     deadline = time.monotonic() + HOST_KEY_WAIT_S
     while True:
-        ok, output = host.run_shell_command(StringCommand("pct", "exec", str(vmid), "--", "sh", "-c",
-                                                          QuoteString(_KEY_WHEN_LISTENING)))
+        ok, output = host.run_shell_command(
+            StringCommand("pct", "exec", str(vmid), "--", "sh", "-c", QuoteString(_KEY_WHEN_LISTENING))
+        )
         if ok and output.stdout.strip().startswith("ssh-"):
             break
         if time.monotonic() > deadline:
-            raise OperationError(f"container {vmid}: no sshd listening with a {HOST_KEY} after {HOST_KEY_WAIT_S}s "
-                                 f"(pct exec: {output.stderr.strip() or 'nothing'}): is openssh-server in its template?")
+            raise OperationError(
+                f"container {vmid}: no sshd listening with a {HOST_KEY} after {HOST_KEY_WAIT_S}s "
+                f"(pct exec: {output.stderr.strip() or 'nothing'}): is openssh-server in its template?"
+            )
         time.sleep(1)
     if hostkeys.pin(guest.known_hosts, guest.ssh_hostname, output.stdout.strip()):
-        host.log(f"pinned the SSH host key of container {vmid} for {guest.ssh_hostname} in {guest.known_hosts}", logger.info)
+        host.log(
+            f"pinned the SSH host key of container {vmid} for {guest.ssh_hostname} in {guest.known_hosts}", logger.info
+        )

@@ -22,11 +22,19 @@ def read_credential(host_name: str, api: ApiSettings, environ=os.environ) -> Cre
     key = next(k for k in ("password_env", "password_file", "token_env", "token_file") if getattr(api, k))
     where = getattr(api, key)
     name = f"proxmox_api.{key}"
-    secret, problem = from_env(name, where, environ) if key.endswith("_env") else from_file(name, os.path.expanduser(where))
+    secret, problem = (
+        from_env(name, where, environ) if key.endswith("_env") else from_file(name, os.path.expanduser(where))
+    )
     problems = [problem] if problem else []
     if api.ca_file and not os.access(api.ca_file, os.R_OK):
-        problems.append(Problem("proxmox_api.ca_file", api.ca_file, "cannot read it",
-                                "copy the node's /etc/pve/pve-root-ca.pem there (or pin its fingerprint instead)"))
+        problems.append(
+            Problem(
+                "proxmox_api.ca_file",
+                api.ca_file,
+                "cannot read it",
+                "copy the node's /etc/pve/pve-root-ca.pem there (or pin its fingerprint instead)",
+            )
+        )
     if problems:
         raise ConfigError(host_name, problems)
     source = f"environment variable {where}" if key.endswith("_env") else f"file {where}"

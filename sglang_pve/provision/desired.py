@@ -33,8 +33,11 @@ class Format:
 
     def normalized(self, value: str, compare_keys: set[str] | None = None) -> dict[str, str]:
         parsed = parse(value, self.default_key)
-        return {k: boolean(v) if k in self.booleans else v for k, v in parsed.items()
-                if compare_keys is None or k in compare_keys}
+        return {
+            k: boolean(v) if k in self.booleans else v
+            for k, v in parsed.items()
+            if compare_keys is None or k in compare_keys
+        }
 
 
 _FEATURES = ("force_rw_sys", "fuse", "keyctl", "mknod", "nesting")
@@ -112,30 +115,47 @@ def owned_raw_line(key: str, value: str, nvidia_majors: set[int]) -> bool:
 def create_parameters(spec: ContainerSpec, wanted: dict[str, str], ssh_public_keys: str | None) -> dict[str, object]:
     """POST /nodes/{node}/lxc: the wanted keys, the template, the root volume; not started (the raw
     lines go in first). Booleans are already 1/0 strings."""
-    params: dict[str, object] = {"vmid": spec.vmid, "ostemplate": spec.template,
-                                 "rootfs": f"{spec.rootfs.storage}:{spec.rootfs.size_gb}", "start": "0", **wanted}
+    params: dict[str, object] = {
+        "vmid": spec.vmid,
+        "ostemplate": spec.template,
+        "rootfs": f"{spec.rootfs.storage}:{spec.rootfs.size_gb}",
+        "start": "0",
+        **wanted,
+    }
     if ssh_public_keys:
         params["ssh-public-keys"] = ssh_public_keys
     return params
 
 
-def passthrough(spec: ContainerSpec, node_gpus: list[int], majors: dict[str, int]) -> tuple[dict[str, str], list[DeviceNode], list[Problem]]:
+def passthrough(
+    spec: ContainerSpec, node_gpus: list[int], majors: dict[str, int]
+) -> tuple[dict[str, str], list[DeviceNode], list[Problem]]:
     """(devN options, raw-mode device nodes, problems) for the spec's GPUs on a node that has
     /dev/nvidia<i> for each i in `node_gpus` and the device majors of its /proc/devices."""
     minors = sorted(node_gpus) if spec.gpus == "all" else list(spec.gpus)
     problems = []
     missing = [i for i in minors if i not in node_gpus]
     if missing or not minors:
-        problems.append(Problem("container.gpus", spec.gpus,
-                                f"the node has {', '.join(f'/dev/nvidia{i}' for i in sorted(node_gpus)) or 'no /dev/nvidiaN'}"
-                                + (f", not /dev/nvidia{missing[0]}" if missing else ""),
-                                "load the NVIDIA driver on the node (nvidia-smi there must list the GPUs), "
-                                "or ask only for GPUs it has"))
+        problems.append(
+            Problem(
+                "container.gpus",
+                spec.gpus,
+                f"the node has {', '.join(f'/dev/nvidia{i}' for i in sorted(node_gpus)) or 'no /dev/nvidiaN'}"
+                + (f", not /dev/nvidia{missing[0]}" if missing else ""),
+                "load the NVIDIA driver on the node (nvidia-smi there must list the GPUs), or ask only for GPUs it has",
+            )
+        )
     uvm = majors.get("nvidia-uvm")
     if spec.passthrough == "raw" and uvm is None:
-        problems.append(Problem("container.passthrough", "raw", "the node's /proc/devices has no nvidia-uvm major "
-                                "(module not loaded), so the raw cgroup lines cannot be written",
-                                "run the node preparation (tasks/pve_host.py loads nvidia_uvm at boot; modprobe nvidia_uvm now)"))
+        problems.append(
+            Problem(
+                "container.passthrough",
+                "raw",
+                "the node's /proc/devices has no nvidia-uvm major "
+                "(module not loaded), so the raw cgroup lines cannot be written",
+                "run the node preparation (tasks/pve_host.py loads nvidia_uvm at boot; modprobe nvidia_uvm now)",
+            )
+        )
     devices = nvidia_devices([i for i in minors if i in node_gpus], uvm_major=uvm or 0)
     if spec.passthrough == "raw":
         return {}, devices, problems

@@ -29,7 +29,9 @@ class Change:
     new: str | None  # None: delete the key
 
     def line(self) -> str:
-        return f"{self.key}: {self.old if self.old is not None else '(unset)'} -> {self.new if self.new is not None else '(deleted)'}"
+        old = self.old if self.old is not None else "(unset)"
+        new = self.new if self.new is not None else "(deleted)"
+        return f"{self.key}: {old} -> {new}"
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,11 @@ class ConfigDiff:
 
     @property
     def keys(self) -> list[str]:
-        return [c.key for c in self.changes] + (["lxc"] if self.raw_changed else []) + (["rootfs"] if self.resize_gb else [])
+        return (
+            [c.key for c in self.changes]
+            + (["lxc"] if self.raw_changed else [])
+            + (["rootfs"] if self.resize_gb else [])
+        )
 
     def lines(self) -> list[str]:
         """Human-readable: ``key: old -> new``; raw lines as ``lxc: - line`` / ``lxc: + line``."""
@@ -97,35 +103,70 @@ def _rootfs(wanted: RootFs, current: str | None) -> tuple[int | None, list[Probl
     storage = volume.split(":", 1)[0]
     problems = []
     if storage != wanted.storage:
-        problems.append(Problem("container.rootfs.storage", wanted.storage,
-                                f"the root volume is on storage {storage}; moving it is not a config change",
-                                f"move it first (pct move-volume <vmid> rootfs {wanted.storage}) or set storage back to {storage}"))
+        problems.append(
+            Problem(
+                "container.rootfs.storage",
+                wanted.storage,
+                f"the root volume is on storage {storage}; moving it is not a config change",
+                f"move it first (pct move-volume <vmid> rootfs {wanted.storage}) or set storage back to {storage}",
+            )
+        )
     size = _size_gb(dict(o.split("=", 1) for o in options.split(",") if "=" in o).get("size", ""))
     if size is not None and size > wanted.size_gb:
-        problems.append(Problem("container.rootfs.size_gb", wanted.size_gb,
-                                f"the root volume already has {size:g} GB and volumes cannot shrink",
-                                f"set size_gb to at least {size:g}"))
+        problems.append(
+            Problem(
+                "container.rootfs.size_gb",
+                wanted.size_gb,
+                f"the root volume already has {size:g} GB and volumes cannot shrink",
+                f"set size_gb to at least {size:g}",
+            )
+        )
     grow = wanted.size_gb if size is not None and size < wanted.size_gb else None
     return grow, problems
 
 
-def diff_config(wanted: dict[str, str], current: dict, raw_wanted: list[tuple[str, str]],
-                raw_current: list[tuple[str, str]], rootfs: RootFs | None) -> ConfigDiff:
+def diff_config(
+    wanted: dict[str, str],
+    current: dict,
+    raw_wanted: list[tuple[str, str]],
+    raw_current: list[tuple[str, str]],
+    rootfs: RootFs | None,
+) -> ConfigDiff:
     """Compare; `raw_current` holds only the raw lines the toolkit owns (desired.owned_raw_line)."""
-    changes = [Change(k, None if current.get(k) is None else str(current[k]), v)
-               for k, v in wanted.items() if not same(k, v, current.get(k))]
-    changes += [Change(k, str(current[k]), None) for k in sorted(current, key=_natural)
-                if owned_key(k) and k != "rootfs" and k not in wanted and (k not in OWNED_SCALARS or k in ("features", "startup"))]
+    changes = [
+        Change(k, None if current.get(k) is None else str(current[k]), v)
+        for k, v in wanted.items()
+        if not same(k, v, current.get(k))
+    ]
+    changes += [
+        Change(k, str(current[k]), None)
+        for k in sorted(current, key=_natural)
+        if owned_key(k)
+        and k != "rootfs"
+        and k not in wanted
+        and (k not in OWNED_SCALARS or k in ("features", "startup"))
+    ]
     refusals = []
     if any(c.key == "unprivileged" for c in changes):
         old = "privileged" if _ABSENT_MEANS["unprivileged"] == str(current.get("unprivileged", "0")) else "unprivileged"
-        refusals.append(Problem("container.unprivileged", wanted["unprivileged"] == "1",
-                                f"the container is {old}; Proxmox cannot change that in place (every file's owner "
-                                "would have to be shifted)", f"set unprivileged back to {old == 'unprivileged'}, or "
-                                "recreate the container (vzdump, then restore with --unprivileged)"))
+        refusals.append(
+            Problem(
+                "container.unprivileged",
+                wanted["unprivileged"] == "1",
+                f"the container is {old}; Proxmox cannot change that in place (every file's owner "
+                "would have to be shifted)",
+                f"set unprivileged back to {old == 'unprivileged'}, or "
+                "recreate the container (vzdump, then restore with --unprivileged)",
+            )
+        )
     grow, problems = _rootfs(rootfs, current.get("rootfs")) if rootfs else (None, [])
-    return ConfigDiff(changes=changes, raw_old=[f"{k}: {v}" for k, v in raw_current],
-                      raw_new=[f"{k}: {v}" for k, v in raw_wanted], resize_gb=grow, refusals=refusals + problems)
+    return ConfigDiff(
+        changes=changes,
+        raw_old=[f"{k}: {v}" for k, v in raw_current],
+        raw_new=[f"{k}: {v}" for k, v in raw_wanted],
+        resize_gb=grow,
+        refusals=refusals + problems,
+    )
 
 
 def _natural(key: str) -> tuple[str, int]:
@@ -139,14 +180,26 @@ def token_refusals(diff: ConfigDiff, unprivileged: bool) -> list[Problem]:
     problems = []
     devices = [c.key for c in diff.changes if c.key.startswith("dev")]
     if devices:
-        problems.append(Problem("proxmox_api.token_name", ", ".join(devices),
-                                "an API token cannot configure device passthrough (devN), even for root@pam: "
-                                "Proxmox allows it only for root@pam itself",
-                                "use root@pam with a password (password_env or password_file), or passthrough: raw"))
+        problems.append(
+            Problem(
+                "proxmox_api.token_name",
+                ", ".join(devices),
+                "an API token cannot configure device passthrough (devN), even for root@pam: "
+                "Proxmox allows it only for root@pam itself",
+                "use root@pam with a password (password_env or password_file), or passthrough: raw",
+            )
+        )
     features = next((c for c in diff.changes if c.key == "features"), None)
-    if features and (not unprivileged or set((features.new or "").replace("=1", "").replace("=0", "").split(",")) - {"nesting", ""}):
-        problems.append(Problem("proxmox_api.token_name", features.new,
-                                "an API token cannot change features other than nesting, nor any feature of a "
-                                "privileged container: Proxmox allows it only for root@pam",
-                                "use root@pam with a password (password_env or password_file)"))
+    if features and (
+        not unprivileged or set((features.new or "").replace("=1", "").replace("=0", "").split(",")) - {"nesting", ""}
+    ):
+        problems.append(
+            Problem(
+                "proxmox_api.token_name",
+                features.new,
+                "an API token cannot change features other than nesting, nor any feature of a "
+                "privileged container: Proxmox allows it only for root@pam",
+                "use root@pam with a password (password_env or password_file)",
+            )
+        )
     return problems

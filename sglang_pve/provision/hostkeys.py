@@ -3,9 +3,10 @@ the known_hosts file the inventory names for it.
 
 >>> import tempfile, os
 >>> path = os.path.join(tempfile.mkdtemp(), "known_hosts")
->>> pin(path, "10.0.0.129", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl root@ct")
+>>> key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+>>> pin(path, "10.0.0.129", key + " root@ct")
 True
->>> is_pinned(path, "10.0.0.129"), pin(path, "10.0.0.129", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl")
+>>> is_pinned(path, "10.0.0.129"), pin(path, "10.0.0.129", key)
 (True, False)
 """
 

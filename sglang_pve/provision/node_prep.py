@@ -2,7 +2,8 @@
 
 >>> from sglang_pve.deploy.facts.gpu import GpuDeviceInfo
 >>> from sglang_pve.agent.gpus import DeviceNode
->>> unit = node_prep_files(GpuDeviceInfo({}, [DeviceNode("/dev/nvidia0", 195, 0), DeviceNode("/dev/nvidia1", 195, 1)], None))[1]
+>>> nodes = [DeviceNode("/dev/nvidia0", 195, 0), DeviceNode("/dev/nvidia1", 195, 1)]
+>>> unit = node_prep_files(GpuDeviceInfo({}, nodes, None))[1]
 >>> [line for line in unit.content.splitlines() if line.startswith(("Before", "ExecStart"))]
 ['Before=pve-guests.service', 'ExecStart=/usr/bin/nvidia-smi', 'ExecStart=/usr/bin/nvidia-modprobe -u -c=0 -c=1']
 """
@@ -20,11 +21,26 @@ def node_prep_files(gpus: GpuDeviceInfo) -> list[ManagedFile]:
     nvidia-smi creates /dev/nvidiaN and nvidiactl, nvidia-modprobe -u the nvidia-uvm pair (created
     lazily otherwise, and nothing inside a container may create it)."""
     minors = gpus.gpu_indices
-    unit = "\n".join([
-        MARK, "[Unit]", "Description=Create every NVIDIA device node before guests start (sglang-pve)",
-        "After=systemd-modules-load.service", "Before=pve-guests.service", "",
-        "[Service]", "Type=oneshot", "RemainAfterExit=yes", "ExecStart=/usr/bin/nvidia-smi",
-        "ExecStart=/usr/bin/nvidia-modprobe -u " + " ".join(f"-c={m}" for m in minors or [0]), "",
-        "[Install]", "WantedBy=multi-user.target", ""])
-    return [ManagedFile(MODULES_LOAD, f"{MARK}\nnvidia\nnvidia_uvm\n"),
-            ManagedFile(f"/etc/systemd/system/{DEVICE_NODES_UNIT}", unit)]
+    unit = "\n".join(
+        [
+            MARK,
+            "[Unit]",
+            "Description=Create every NVIDIA device node before guests start (sglang-pve)",
+            "After=systemd-modules-load.service",
+            "Before=pve-guests.service",
+            "",
+            "[Service]",
+            "Type=oneshot",
+            "RemainAfterExit=yes",
+            "ExecStart=/usr/bin/nvidia-smi",
+            "ExecStart=/usr/bin/nvidia-modprobe -u " + " ".join(f"-c={m}" for m in minors or [0]),
+            "",
+            "[Install]",
+            "WantedBy=multi-user.target",
+            "",
+        ]
+    )
+    return [
+        ManagedFile(MODULES_LOAD, f"{MARK}\nnvidia\nnvidia_uvm\n"),
+        ManagedFile(f"/etc/systemd/system/{DEVICE_NODES_UNIT}", unit),
+    ]

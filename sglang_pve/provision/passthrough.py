@@ -58,9 +58,7 @@ class DeviceNode:
         return self.source or self.path
 
 
-def nvidia_devices(
-    gpu_minors: Iterable[int], uvm_major: int, source_dir: str | None = None
-) -> list[DeviceNode]:
+def nvidia_devices(gpu_minors: Iterable[int], uvm_major: int, source_dir: str | None = None) -> list[DeviceNode]:
     """The nodes CUDA needs: one per GPU, nvidiactl, nvidia-uvm and nvidia-uvm-tools.
 
     ``source_dir`` binds from other host nodes of the same names (the lab's fake ones).

@@ -78,12 +78,23 @@ def containers() -> list[tuple[str, ContainerSpec, Guest]]:
             continue
         key = other.data.get("ssh_key")
         public = _public_key(other.name, key) if key else None
-        found.append((other.name, spec, Guest(ssh_hostname=other.data.get("ssh_hostname") or other.name,
-                                              known_hosts=_checked(known_hosts_file, other), public_keys=public)))
+        found.append(
+            (
+                other.name,
+                spec,
+                Guest(
+                    ssh_hostname=other.data.get("ssh_hostname") or other.name,
+                    known_hosts=_checked(known_hosts_file, other),
+                    public_keys=public,
+                ),
+            )
+        )
     vmids = [spec.vmid for _, spec, _ in found]
     if len(set(vmids)) != len(vmids):
-        raise PyinfraError(f"{host.name}: two containers of the inventory share vmid "
-                           f"{next(v for v in vmids if vmids.count(v) > 1)}: give each its own")
+        raise PyinfraError(
+            f"{host.name}: two containers of the inventory share vmid "
+            f"{next(v for v in vmids if vmids.count(v) > 1)}: give each its own"
+        )
     return found
 
 
@@ -94,6 +105,8 @@ def _public_key(host_name: str, private_key: str) -> str:
         with open(path, encoding="utf-8") as handle:
             return handle.read().strip()
     except OSError as error:
-        raise PyinfraError(f"{host_name}: ssh_key = {private_key!r}: its public half {path} cannot be read "
-                           f"({error.strerror}); a new container authorizes it for root. Fix: "
-                           f"ssh-keygen -y -f {private_key} > {path}") from None
+        raise PyinfraError(
+            f"{host_name}: ssh_key = {private_key!r}: its public half {path} cannot be read "
+            f"({error.strerror}); a new container authorizes it for root. Fix: "
+            f"ssh-keygen -y -f {private_key} > {path}"
+        ) from None

@@ -30,13 +30,20 @@ def rolled_back(spec: ContainerSpec, node: Node, snapshot: str | None = None):
         raise OperationError(str(error)) from None
     target = snapshot or (names[-1] if names else None)
     if target not in names:
-        raise OperationError(f"{host.name}: container {spec.vmid} has no snapshot {target!r}"
-                             + (f" (it has: {', '.join(names)}). Fix: --data snapshot=NAME with one of them"
-                                if names else "; the toolkit takes one before every config change"))
+        raise OperationError(
+            f"{host.name}: container {spec.vmid} has no snapshot {target!r}"
+            + (
+                f" (it has: {', '.join(names)}). Fix: --data snapshot=NAME with one of them"
+                if names
+                else "; the toolkit takes one before every config change"
+            )
+        )
     if state.config.DIFF:
-        newer = names[names.index(target) + 1:]
-        logger.info(f"{host.print_prefix}Will roll back container {spec.vmid} to {target}"
-                    + (f" (newer snapshots: {', '.join(newer)})" if newer else ""))
+        newer = names[names.index(target) + 1 :]
+        logger.info(
+            f"{host.print_prefix}Will roll back container {spec.vmid} to {target}"
+            + (f" (newer snapshots: {', '.join(newer)})" if newer else "")
+        )
     yield FunctionCommand(_rollback, (node, spec.vmid, target), {})
 
 

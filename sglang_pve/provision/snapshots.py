@@ -27,8 +27,10 @@ def take(node: Node, vmid: int, keep: int, reason: str, detail: str) -> str:
 
 def listed(node: Node, vmid: int) -> list[dict]:
     """The container's snapshots, oldest first (without PVE's "current" entry)."""
-    return sorted((s for s in node.api.get(node.path(vmid, "snapshot")) if s["name"] != "current"),
-                  key=lambda s: (s.get("snaptime", 0), s["name"]))
+    return sorted(
+        (s for s in node.api.get(node.path(vmid, "snapshot")) if s["name"] != "current"),
+        key=lambda s: (s.get("snaptime", 0), s["name"]),
+    )
 
 
 def rollback(node: Node, vmid: int, name: str | None) -> str:
@@ -38,18 +40,23 @@ def rollback(node: Node, vmid: int, name: str | None) -> str:
         raise ProxmoxError(f"GET /{node.path(vmid, 'snapshot')}", f"container {vmid} has no snapshot to roll back to")
     target = name or snapshots[-1]
     if target not in snapshots:
-        raise ProxmoxError(f"GET /{node.path(vmid, 'snapshot')}",
-                           f"container {vmid} has no snapshot {target!r} (it has: {', '.join(snapshots)})")
-    newer = snapshots[snapshots.index(target) + 1:]
+        raise ProxmoxError(
+            f"GET /{node.path(vmid, 'snapshot')}",
+            f"container {vmid} has no snapshot {target!r} (it has: {', '.join(snapshots)})",
+        )
+    newer = snapshots[snapshots.index(target) + 1 :]
     try:
         node.api.run_task("POST", node.path(vmid, "snapshot", target, "rollback"), start=True)
     except ProxmoxError as error:
         if "is not most recent snapshot" not in str(error):
             raise
-        raise ProxmoxError(error.call, f"{str(error).split(': ', 1)[1]}. On ZFS, Proxmox rolls back only to the most "
-                                       f"recent snapshot, and {target} has newer ones: {', '.join(newer)}. Fix: roll "
-                                       f"back to {newer[-1]}, or delete the newer snapshots first (pct delsnapshot "
-                                       f"{vmid} NAME, newest first) and run again") from None
+        raise ProxmoxError(
+            error.call,
+            f"{str(error).split(': ', 1)[1]}. On ZFS, Proxmox rolls back only to the most "
+            f"recent snapshot, and {target} has newer ones: {', '.join(newer)}. Fix: roll "
+            f"back to {newer[-1]}, or delete the newer snapshots first (pct delsnapshot "
+            f"{vmid} NAME, newest first) and run again",
+        ) from None
     finally:
         node.forget(vmid)
     return target

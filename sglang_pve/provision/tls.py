@@ -10,7 +10,7 @@ from requests.adapters import HTTPAdapter
 def normalized_fingerprint(fingerprint: str) -> str:
     """'AB:cd:...' or 'abcd...' -> 'ab:cd:...' (64 hex digits)."""
     digits = fingerprint.replace(":", "").lower()
-    return ":".join(digits[i:i + 2] for i in range(0, len(digits), 2))
+    return ":".join(digits[i : i + 2] for i in range(0, len(digits), 2))
 
 
 class PinnedFingerprintAdapter(HTTPAdapter):

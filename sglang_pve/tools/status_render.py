@@ -36,17 +36,21 @@ def render(host: str, report: dict | None) -> str:
     for server in report["servers"]:
         state = server.get("state") or {}
         health = server.get("health") or {}
-        rows.append((
-            server.get("server", "?"),
-            f"{state.get('ActiveState', '?')}/{state.get('SubState', '?')}",
-            server.get("phase") or "-",
-            _seconds(server.get("seconds_in_phase")),
-            str(health.get("status") or health.get("error") or "-"),
-            str((server.get("restarts") or {}).get("in_window", 0)),
-            server.get("verdict") or server.get("error", "?"),
-        ))
+        rows.append(
+            (
+                server.get("server", "?"),
+                f"{state.get('ActiveState', '?')}/{state.get('SubState', '?')}",
+                server.get("phase") or "-",
+                _seconds(server.get("seconds_in_phase")),
+                str(health.get("status") or health.get("error") or "-"),
+                str((server.get("restarts") or {}).get("in_window", 0)),
+                server.get("verdict") or server.get("error", "?"),
+            )
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
-    lines = [f"{host}:"] + ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + row[-1] for row in rows]
+    lines = [f"{host}:"] + [
+        "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + row[-1] for row in rows
+    ]
     for server in report["servers"]:
         if server.get("last_log_line") and server.get("verdict") != "stopped":
             lines.append(f"  {server['server']} last log line: {server['last_log_line'][:200]}")
@@ -55,13 +59,17 @@ def render(host: str, report: dict | None) -> str:
     lines.append(f"  GPUs (driver {report.get('driver') or '?'}): {_gpus(report.get('gpus'), report.get('gpu_error'))}")
     foreign = [h for h in report.get("holders", []) if not h.get("ours")]
     for holder in foreign:
-        lines.append(f"  foreign holder of {', '.join(holder['devices'])}: PID {holder['pid']} {holder['cmdline'][:120]}")
+        lines.append(
+            f"  foreign holder of {', '.join(holder['devices'])}: PID {holder['pid']} {holder['cmdline'][:120]}"
+        )
     return "\n".join(printable(line) for line in lines)  # log and command lines come from the host
 
 
 def _changed_files(record: dict, before: dict) -> list[str]:
     files, old = record["files"], before["files"]
-    return sorted(p for p in files.keys() | old.keys() if files.get(p, {}).get("sha256") != old.get(p, {}).get("sha256"))
+    return sorted(
+        p for p in files.keys() | old.keys() if files.get(p, {}).get("sha256") != old.get(p, {}).get("sha256")
+    )
 
 
 def release_change(record: dict, before: dict | None) -> str:
@@ -76,8 +84,11 @@ def release_change(record: dict, before: dict | None) -> str:
         parts.append("lock changed")
     changed = _changed_files(record, before)
     if changed:
-        parts.append(f"{len(changed)} file(s): " + ", ".join(p.rsplit("/", 1)[-1] for p in changed[:4])
-                     + (", ..." if len(changed) > 4 else ""))
+        parts.append(
+            f"{len(changed)} file(s): "
+            + ", ".join(p.rsplit("/", 1)[-1] for p in changed[:4])
+            + (", ..." if len(changed) > 4 else "")
+        )
     return "; ".join(parts) or "same contents"
 
 
@@ -89,18 +100,29 @@ def render_release(host: str, report) -> str:
         return f"{host}: no release recorded yet"
     ready = [r for r in report.releases if r.get("status") == "ready" and r["id"] < current["id"]]
     before = ready[-1] if ready else None
-    return (f"{host}: release {current['id']} (SGLang {current['sglang_version']}, {current['active_server'] or 'no server'}, "
-            f"NCCL {current['nccl_profile']}); vs {before['id'] if before else 'none'}: {release_change(current, before)}")
+    return (
+        f"{host}: release {current['id']} (SGLang {current['sglang_version']}, "
+        f"{current['active_server'] or 'no server'}, "
+        f"NCCL {current['nccl_profile']}); vs {before['id'] if before else 'none'}: {release_change(current, before)}"
+    )
 
 
 def releases_table(host: str, report) -> str:
     """`tasks/rollback.py --data list=1`: every release, oldest first; * marks the one that runs."""
     header = ("", "RELEASE", "SGLANG", "SERVER", "NCCL", "STATUS", "BY", "COMMIT")
-    rows = [header] + [(
-        "*" if r["id"] == report.current else ("<" if r["id"] == report.previous else ""),
-        r["id"], r["sglang_version"], r["active_server"] or "-", r["nccl_profile"], r.get("status", "?"),
-        r.get("user") or "?", r.get("commit") or "-",
-    ) for r in report.releases]
+    rows = [header] + [
+        (
+            "*" if r["id"] == report.current else ("<" if r["id"] == report.previous else ""),
+            r["id"],
+            r["sglang_version"],
+            r["active_server"] or "-",
+            r["nccl_profile"],
+            r.get("status", "?"),
+            r.get("user") or "?",
+            r.get("commit") or "-",
+        )
+        for r in report.releases
+    ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = [f"{host}: {len(report.releases)} release(s); * runs, < is where a rollback goes by default"]
     lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]

@@ -33,8 +33,12 @@ def _capture(name: str, text: str) -> None:
 
 
 def _smi_csv() -> str:
-    return subprocess.run(["nvidia-smi", f"--query-gpu={gpus.QUERY}", "--format=csv,noheader,nounits"],
-                          capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["nvidia-smi", f"--query-gpu={gpus.QUERY}", "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
 
 def _used_mib(index: int = 0) -> int:
@@ -63,8 +67,12 @@ def test_device_majors_come_from_proc_devices():
         assert nodes["/dev/nvidia-uvm"].major == majors["nvidia-uvm"]
     version = Path("/proc/driver/nvidia/version").read_text() if Path("/proc/driver/nvidia/version").exists() else ""
     _capture("driver-version.txt", version)
-    smi_driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                capture_output=True, text=True, check=True).stdout.split()[0]
+    smi_driver = subprocess.run(
+        ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()[0]
     assert gpus.parse_driver_version(version or smi_driver) == smi_driver
 
 
@@ -77,21 +85,42 @@ def agent(tmp_path):
     systemctl.write_text("#!/bin/sh\necho ActiveState=inactive\n")
     systemctl.chmod(0o755)
     spec = {
-        "server": "gputest", "unit": "sglang-gputest.service", "unit_prefix": "sglang-",
-        "log": str(tmp_path / "gputest.log"), "host": "127.0.0.1", "port": 18000, "speculative": False,
-        "startup_timeout_s": 60, "stall_timeout_s": dict.fromkeys(
-            ("dist_init", "weights", "kv_cache", "draft", "cuda_graph", "http", "warmup"), 30),
-        "watchdog": {"interval_s": 5, "timeout_s": 5, "failures": 3, "max_restarts": 1, "window_s": 60,
-                     "backoff_s": 0, "backoff_max_s": 0},
-        "gpu_free_timeout_s": 60, "gpu_idle_mib": 1024,
-        "state_dir": str(tmp_path / "state"), "diagnoses_dir": str(tmp_path / "state" / "diagnoses"),
+        "server": "gputest",
+        "unit": "sglang-gputest.service",
+        "unit_prefix": "sglang-",
+        "log": str(tmp_path / "gputest.log"),
+        "host": "127.0.0.1",
+        "port": 18000,
+        "speculative": False,
+        "startup_timeout_s": 60,
+        "stall_timeout_s": dict.fromkeys(
+            ("dist_init", "weights", "kv_cache", "draft", "cuda_graph", "http", "warmup"), 30
+        ),
+        "watchdog": {
+            "interval_s": 5,
+            "timeout_s": 5,
+            "failures": 3,
+            "max_restarts": 1,
+            "window_s": 60,
+            "backoff_s": 0,
+            "backoff_max_s": 0,
+        },
+        "gpu_free_timeout_s": 60,
+        "gpu_idle_mib": 1024,
+        "state_dir": str(tmp_path / "state"),
+        "diagnoses_dir": str(tmp_path / "state" / "diagnoses"),
     }
     (tmp_path / "spec.json").write_text(json.dumps(spec))
 
     def run(command: str) -> subprocess.CompletedProcess:
         env = os.environ | {"SGLANG_PVE_SYSTEMCTL": str(systemctl)}
-        return subprocess.run([sys.executable, str(pyz), command, "--spec", str(tmp_path / "spec.json")],
-                              capture_output=True, text=True, env=env, timeout=180)
+        return subprocess.run(
+            [sys.executable, str(pyz), command, "--spec", str(tmp_path / "spec.json")],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=180,
+        )
 
     return run
 
@@ -100,8 +129,9 @@ def _hold_gpu(ours: bool) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "SGLANG_PVE_UNIT"}
     if ours:
         env["SGLANG_PVE_UNIT"] = "sglang-gputest.service"
-    holder = subprocess.Popen([sys.executable, "-c", CUDA_HOLDER], stdout=subprocess.PIPE, text=True, env=env,
-                              start_new_session=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", CUDA_HOLDER], stdout=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
     assert holder.stdout.readline().strip() == "holding"
     return holder
 

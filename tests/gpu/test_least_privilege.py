@@ -70,7 +70,11 @@ def _run_unprivileged(tmp_path: Path):
         directory.mkdir(mode=0o700)
         os.chown(directory, UID, GID)
     tmp_path.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k.startswith(("PATH", "LD_LIBRARY", "CUDA", "NCCL", "NVIDIA", "TORCH", "NVSHMEM"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k.startswith(("PATH", "LD_LIBRARY", "CUDA", "NCCL", "NVIDIA", "TORCH", "NVSHMEM"))
+    }
     env |= paths.server_home_env(str(state), str(cache)) | {"PYTHONUNBUFFERED": "1"}
     memlock = resource.RLIM_INFINITY  # LimitMEMLOCK=infinity, the production default
     hard_nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
@@ -86,11 +90,18 @@ def _run_unprivileged(tmp_path: Path):
     script = tmp_path / "child.py"  # a file: Triton reads a @jit function's source
     script.write_text(CHILD)
     script.chmod(0o644)
-    done = subprocess.run([sys.executable, str(script)], env=env, cwd=str(state), capture_output=True, text=True,
-                          timeout=420, preexec_fn=limits_then_drop)
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        env=env,
+        cwd=str(state),
+        capture_output=True,
+        text=True,
+        timeout=420,
+        preexec_fn=limits_then_drop,
+    )
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-3000:]
-    result = json.loads(lines[-1][len("RESULT "):])
+    result = json.loads(lines[-1][len("RESULT ") :])
     print(result)
     assert result["uid"] == UID and int(result["cap_eff"], 16) == 0 and int(result["cap_bnd"], 16) == 0
     assert result["no_new_privs"] == "1"

@@ -17,8 +17,25 @@ PROBE = allreduce_probe.__file__
 def _probe(tmp_path, profiles: dict, *args: str) -> dict:
     (tmp_path / "profiles.json").write_text(json.dumps(profiles))
     out = tmp_path / "result.json"
-    subprocess.run([sys.executable, PROBE, "--profiles", str(tmp_path / "profiles.json"), "--out", str(out),
-                    "--rounds", "2", "--trials", "3", "--iters", "10", *args], check=False, timeout=600)
+    subprocess.run(
+        [
+            sys.executable,
+            PROBE,
+            "--profiles",
+            str(tmp_path / "profiles.json"),
+            "--out",
+            str(out),
+            "--rounds",
+            "2",
+            "--trials",
+            "3",
+            "--iters",
+            "10",
+            *args,
+        ],
+        check=False,
+        timeout=600,
+    )
     return json.loads(out.read_text())
 
 
@@ -39,7 +56,8 @@ def test_probe_measures_each_profile_over_all_gpus_with_graph_captured_nccl(tmp_
 
 def test_a_profile_that_never_completes_its_rendezvous_is_reported_hung(tmp_path):
     # WORLD_SIZE one larger than the ranks started: rank 0 waits for a peer that never comes.
-    result = _probe(tmp_path, {"stuck": {"WORLD_SIZE": "99"}, "nccl-defaults": {}}, "--timeout", "30",
-                    "--max-bytes", str(1 << 20))
+    result = _probe(
+        tmp_path, {"stuck": {"WORLD_SIZE": "99"}, "nccl-defaults": {}}, "--timeout", "30", "--max-bytes", str(1 << 20)
+    )
     assert result["profiles"]["stuck"]["status"] == "hung"
     assert result["profiles"]["nccl-defaults"]["status"] == "ok"

@@ -24,8 +24,10 @@ def lab_missing() -> str | None:
     from lab import layout, node
 
     if node.schema_dir() is None and not layout.LAB_CREATES_SGLANG1:
-        return ("REFERENCE SCHEMAS MISSING: sglang1 is provisioned through pve1's API emulator, which needs "
-                "../shared/reference (or SGLANG_PVE_PVE_SCHEMA_DIR)")
+        return (
+            "REFERENCE SCHEMAS MISSING: sglang1 is provisioned through pve1's API emulator, which needs "
+            "../shared/reference (or SGLANG_PVE_PVE_SCHEMA_DIR)"
+        )
     return None
 
 
@@ -42,8 +44,12 @@ def lab():
 
 
 def guest_running() -> bool:
-    return subprocess.run([sys.executable, "-m", "lab", "exec", HOST, "--", "true"], cwd=PROJECT,
-                          capture_output=True, timeout=60).returncode == 0
+    return (
+        subprocess.run(
+            [sys.executable, "-m", "lab", "exec", HOST, "--", "true"], cwd=PROJECT, capture_output=True, timeout=60
+        ).returncode
+        == 0
+    )
 
 
 def provision() -> None:
@@ -66,8 +72,13 @@ def lab_node():
 
 def on_target(*command: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run a command in the lab container (python -m lab exec): arguments are passed unchanged."""
-    result = subprocess.run([sys.executable, "-m", "lab", "exec", HOST, "--", *command], cwd=PROJECT,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "lab", "exec", HOST, "--", *command],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if check and result.returncode != 0:
         raise AssertionError(f"{command} exited {result.returncode}: {result.stdout}{result.stderr}")
     return result
@@ -77,8 +88,9 @@ def sh(script: str, check: bool = True) -> str:
     return on_target("bash", "-c", script, check=check).stdout
 
 
-def pyinfra(*args: str, deploy: str = "deploy.py", check: bool = True, yes: bool = True,
-            inventory: str = "inventory/lab.py") -> tuple[int, str]:
+def pyinfra(
+    *args: str, deploy: str = "deploy.py", check: bool = True, yes: bool = True, inventory: str = "inventory/lab.py"
+) -> tuple[int, str]:
     """Run the pyinfra CLI against the lab over SSH; return its exit code and output without colours.
     `yes=False` for --dry (pyinfra skips change detection under -y)."""
     command = [PYINFRA, *(["-y"] if yes else []), inventory, deploy, *args]
@@ -102,8 +114,11 @@ MANAGED = "/etc/sglang /etc/nccl.conf /etc/systemd/system /root/.zshrc /opt/sgla
 
 def snapshot() -> str:
     """Digest of every path the deploy manages plus every unit's state: equal means nothing changed."""
-    files = sh(f"find {MANAGED} -xdev \\( -type f -o -type l \\) -printf '%p %m %u %T@\\n' 2>/dev/null | sort; "
-               f"find {MANAGED} -xdev -type f -exec sha1sum {{}} + 2>/dev/null | sort", check=False)
+    files = sh(
+        f"find {MANAGED} -xdev \\( -type f -o -type l \\) -printf '%p %m %u %T@\\n' 2>/dev/null | sort; "
+        f"find {MANAGED} -xdev -type f -exec sha1sum {{}} + 2>/dev/null | sort",
+        check=False,
+    )
     units = sh("systemctl list-units --all --no-legend 'sglang-*' | sort", check=False)
     return files + units
 
@@ -128,8 +143,13 @@ def sim_venv() -> str:
 
 def on_target_python(script: str, *args: str, timeout: float = 300) -> str:
     """Run a Python script with the target's python3 (arguments passed unchanged); its stdout."""
-    result = subprocess.run([sys.executable, "-m", "lab", "exec", HOST, "--", "python3", "-c", script, *args],
-                            cwd=PROJECT, capture_output=True, text=True, timeout=timeout)
+    result = subprocess.run(
+        [sys.executable, "-m", "lab", "exec", HOST, "--", "python3", "-c", script, *args],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if result.returncode != 0:
         raise AssertionError(f"target script exited {result.returncode}: {result.stdout}{result.stderr}")
     return result.stdout
@@ -137,8 +157,12 @@ def on_target_python(script: str, *args: str, timeout: float = 300) -> str:
 
 def put_file(path: str, text: str) -> None:
     """Write `text` to `path` on the target (parent directories created)."""
-    on_target_python("import os, sys; os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True); "
-                     "open(sys.argv[1], 'w').write(sys.argv[2])", path, text)
+    on_target_python(
+        "import os, sys; os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True); "
+        "open(sys.argv[1], 'w').write(sys.argv[2])",
+        path,
+        text,
+    )
 
 
 def set_faults(faults: dict) -> None:
@@ -161,8 +185,10 @@ def refresh_simulator() -> bool:
     if sh(f"cat {SIM_TREE_MARK} 2>/dev/null", check=False).strip() == digest:
         return False
     subprocess.run([sys.executable, "-m", "lab", "up"], cwd=PROJECT, check=True, capture_output=True)
-    sh(f"{sim_venv()}/bin/pip install --quiet --disable-pip-version-check --no-input --force-reinstall --no-deps "
-       f"--index-url {layout.INDEX_URL} 'sglang=={version}' && echo {digest} > {SIM_TREE_MARK}")
+    sh(
+        f"{sim_venv()}/bin/pip install --quiet --disable-pip-version-check --no-input --force-reinstall --no-deps "
+        f"--index-url {layout.INDEX_URL} 'sglang=={version}' && echo {digest} > {SIM_TREE_MARK}"
+    )
     return True
 
 
@@ -218,12 +244,15 @@ def process_info(pid: int) -> dict | None:
     """cmdline, environment and state of one process on the target, None when it is gone."""
     import json
 
-    script = ("import json, sys\np = sys.argv[1]\ntry:\n"
-              "    cmd = open(f'/proc/{p}/cmdline', 'rb').read().replace(b'\\0', b' ').decode().strip()\n"
-              "    env = dict(e.split('=', 1) for e in open(f'/proc/{p}/environ', 'rb').read().decode().split('\\0') if '=' in e)\n"
-              "    stat = open(f'/proc/{p}/stat').read()\n"
-              "    print(json.dumps({'cmdline': cmd, 'environ': env, 'state': stat[stat.rfind(')') + 2]}))\n"
-              "except OSError:\n    print('null')\n")
+    script = (
+        "import json, sys\np = sys.argv[1]\ntry:\n"
+        "    cmd = open(f'/proc/{p}/cmdline', 'rb').read().replace(b'\\0', b' ').decode().strip()\n"
+        "    entries = open(f'/proc/{p}/environ', 'rb').read().decode().split('\\0')\n"
+        "    env = dict(e.split('=', 1) for e in entries if '=' in e)\n"
+        "    stat = open(f'/proc/{p}/stat').read()\n"
+        "    print(json.dumps({'cmdline': cmd, 'environ': env, 'state': stat[stat.rfind(')') + 2]}))\n"
+        "except OSError:\n    print('null')\n"
+    )
     return json.loads(on_target_python(script, str(pid)))
 
 
@@ -248,8 +277,12 @@ def restore_servers(deploy: bool = True) -> None:
     set_faults({})
     # a unit left starting or stopping (a test that failed half-way) is stopped: the deploy's
     # `systemctl start` would otherwise join its hung job
-    sh("for u in $(systemctl list-units --all --plain --no-legend 'sglang-*.service' | awk '$3 != \"active\" {print $1}'); "
-       "do systemctl stop $u; done; "
-       f"rm -f {LIFECYCLE_STATE_DIR}/restarts/*.json; systemctl reset-failed 'sglang-*' 2>/dev/null; true", check=False)
+    sh(
+        "for u in $(systemctl list-units --all --plain --no-legend 'sglang-*.service' "
+        "| awk '$3 != \"active\" {print $1}'); "
+        "do systemctl stop $u; done; "
+        f"rm -f {LIFECYCLE_STATE_DIR}/restarts/*.json; systemctl reset-failed 'sglang-*' 2>/dev/null; true",
+        check=False,
+    )
     if deploy:
         pyinfra()

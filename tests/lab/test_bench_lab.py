@@ -42,12 +42,16 @@ def test_all_four_configurations_measured_at_the_simulators_rates(deployed):
         assert r["single_stream"]["output_throughput"] / base == pytest.approx(expected, rel=0.02), r["configuration"]
         assert set(r["startup"]["phases"]) >= {"dist_init", "weights", "cuda_graph", "warmup"}
     speculative = records[1:]
-    assert all(2.0 < r["single_stream"]["accept_length"] < 3.5 and r["single_stream"]["request_accept_length"]
-               for r in speculative)
+    assert all(
+        2.0 < r["single_stream"]["accept_length"] < 3.5 and r["single_stream"]["request_accept_length"]
+        for r in speculative
+    )
     run_id = records[0]["run_id"]
     assert (deployed / f"{run_id}.png").read_bytes()[:4] == b"\x89PNG"
     assert "| eagle3-5step | ok |" in (deployed / f"{run_id}.md").read_text()
-    current = json.loads(on_target("python3", "-I", paths.AGENT, "releases", "--dir", paths.RELEASES_DIR).stdout)["current"]
+    current = json.loads(on_target("python3", "-I", paths.AGENT, "releases", "--dir", paths.RELEASES_DIR).stdout)[
+        "current"
+    ]
     assert current and {r["release"] for r in records} == {current}  # the host's release, in every row
     assert f"release {current}" in (deployed / f"{run_id}.md").read_text() and f"release {current}" in output
     assert "x baseline" in output and "single-stream decode 3/3 requests done" in output
@@ -57,8 +61,18 @@ def test_all_four_configurations_measured_at_the_simulators_rates(deployed):
 def test_a_startup_hang_is_a_failed_row_with_its_diagnosis_and_the_others_are_measured(deployed):
     set_faults({"eagle3-3step": {"hang": "cuda_graph"}})
     try:
-        _, output = pyinfra(*SHORT, "--data", "configs=eagle3-3step,baseline", "--data", f"bench_results_dir={deployed}",
-                            "--data", "compare=previous", "--data", "sweep=2", deploy="tasks/bench.py")
+        _, output = pyinfra(
+            *SHORT,
+            "--data",
+            "configs=eagle3-3step,baseline",
+            "--data",
+            f"bench_results_dir={deployed}",
+            "--data",
+            "compare=previous",
+            "--data",
+            "sweep=2",
+            deploy="tasks/bench.py",
+        )
     finally:
         set_faults({})
     history = _history(deployed)
@@ -67,15 +81,18 @@ def test_a_startup_hang_is_a_failed_row_with_its_diagnosis_and_the_others_are_me
     assert hung["status"] == "failed" and "stalled in cuda_graph" in hung["diagnosis"] and hung["diagnosis_file"]
     assert baseline["status"] == "ok" and baseline["single_stream"]["output_throughput"] > 0
     assert unit_state("sglang-baseline.service")["ActiveState"] == "active"
-    assert [s["concurrency"] for s in baseline["sweep"]] == [2] and baseline["sweep"][0]["completed"] == 4  # max(num_prompts, 2 x concurrency)
+    assert [s["concurrency"] for s in baseline["sweep"]] == [2] and baseline["sweep"][0][
+        "completed"
+    ] == 4  # max(num_prompts, 2 x concurrency)
     assert f"change against {history[0]['run_id']}" in output  # the first test's run
     markdown = (deployed / f"{hung['run_id']}.md").read_text()
     assert "| eagle3-3step | failed |" in markdown and "stalled in cuda_graph" in markdown
 
 
 def test_bench_options_are_refused_before_anything_runs(deployed):
-    code, output = pyinfra("--data", "configs=baseline,eagle9", "--data", "sweep=1", deploy="tasks/bench.py",
-                           check=False)
+    code, output = pyinfra(
+        "--data", "configs=baseline,eagle9", "--data", "sweep=1", deploy="tasks/bench.py", check=False
+    )
     assert code != 0 and "configs = 'eagle9': no such server configuration" in output and "sweep" in output
     assert not (PROJECT / "bench-results" / "nothing").exists()
 
@@ -87,10 +104,26 @@ def test_an_interrupted_run_puts_the_previous_configuration_back(deployed):
 
     from tests.lab.conftest import PYINFRA
 
-    command = [PYINFRA, "-y", "inventory/lab.py", "tasks/bench.py", *SHORT, "--data", "configs=eagle3-2step,eagle3-5step",
-               "--data", f"bench_results_dir={deployed}"]
-    proc = subprocess.Popen(command, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    command = [
+        PYINFRA,
+        "-y",
+        "inventory/lab.py",
+        "tasks/bench.py",
+        *SHORT,
+        "--data",
+        "configs=eagle3-2step,eagle3-5step",
+        "--data",
+        f"bench_results_dir={deployed}",
+    ]
+    proc = subprocess.Popen(
+        command,
+        cwd=PROJECT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     seen = []
     for line in proc.stdout:
         seen.append(line)

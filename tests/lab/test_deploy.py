@@ -41,7 +41,9 @@ def test_second_run_reports_zero_changes(deployed):
 
 def test_dry_run_changes_nothing_on_the_target(deployed):
     before = snapshot()
-    _, output = pyinfra("--dry", "--data", "nccl_profile=p2p-disabled", "--data", "active_server=eagle3-2step", yes=False)
+    _, output = pyinfra(
+        "--dry", "--data", "nccl_profile=p2p-disabled", "--data", "active_server=eagle3-2step", yes=False
+    )
     assert "Detected changes" in output and "1 (sglang1)" in output  # it saw the changes...
     assert snapshot() == before  # ...and made none
 
@@ -55,14 +57,16 @@ def test_dry_diff_shows_one_changed_nccl_variable(deployed):
         section = output.split(f"Will modify {path}", 1)[1].split("Will ", 1)[0]
         assert "- NCCL_NTHREADS=512" in section and "+ NCCL_NTHREADS=256" in section, output
         assert "@@ " in section and "  NCCL_BUFFSIZE=16777216" in section  # a unified hunk with context
-    assert 'Will modify the nccl-profile block in /root/.zshrc' in output
+    assert "Will modify the nccl-profile block in /root/.zshrc" in output
     assert "+ export NCCL_NTHREADS=256" in output
     assert snapshot() == before
 
 
 def test_profile_reaches_every_place_a_process_starts_from(deployed):
     python = f"{VENV}/bin/python"
-    clean = on_target("env", "-i", python, "-c", "import os; print(os.environ.get('NCCL_PROTO'), os.environ.get('NCCL_NTHREADS'))")
+    clean = on_target(
+        "env", "-i", python, "-c", "import os; print(os.environ.get('NCCL_PROTO'), os.environ.get('NCCL_NTHREADS'))"
+    )
     assert clean.stdout.split() == ["LL", "512"]
     spawn = (
         "import multiprocessing as mp, os\n"
@@ -90,7 +94,7 @@ def test_switching_profile_changes_all_four_places_and_restarts_the_server(deplo
         for path in (paths.NCCL_ENV, paths.NCCL_CONF, site, "/root/.zshrc"):
             text = sh(f"cat {path}")
             assert "NCCL_P2P_DISABLE" in text and "NCCL_PROTO" not in text, path
-        assert "alias ll=\"ls -l\"" in sh("cat /root/.zshrc")  # the user's own lines stay
+        assert 'alias ll="ls -l"' in sh("cat /root/.zshrc")  # the user's own lines stay
         environ = main_pid_environ("baseline")
         assert environ.get("NCCL_P2P_DISABLE") == "1" and "NCCL_PROTO" not in environ
         assert sh("systemctl show -p MainPID --value sglang-baseline.service").strip() != old_pid
@@ -128,13 +132,20 @@ def test_active_server_is_data_and_exactly_one_runs(deployed):
 def test_started_unit_is_ready_and_stop_leaves_no_process(deployed):
     unit = paths.unit_name("baseline")
     assert "The server is fired up and ready to roll!" in sh(f"cat {paths.log_path('baseline')}")
-    health = on_target(f"{VENV}/bin/python", "-c", "import urllib.request as u; print(u.urlopen('http://127.0.0.1:8000/health').status)")
+    health = on_target(
+        f"{VENV}/bin/python",
+        "-c",
+        "import urllib.request as u; print(u.urlopen('http://127.0.0.1:8000/health').status)",
+    )
     assert health.stdout.strip() == "200"
     cgroup_pids = sh(f"systemctl show -p ControlGroup --value {unit}").strip()
     assert cgroup_pids
     try:
         sh(f"systemctl stop {unit}")
-        leftovers = sh("for p in /proc/[0-9]*; do grep -qz SGLANG_PVE_UNIT= $p/environ 2>/dev/null && echo ${p#/proc/}; done", check=False)
+        leftovers = sh(
+            "for p in /proc/[0-9]*; do grep -qz SGLANG_PVE_UNIT= $p/environ 2>/dev/null && echo ${p#/proc/}; done",
+            check=False,
+        )
         assert leftovers.strip() == ""
         holders = sh("find /proc/[0-9]*/fd -lname '/dev/nvidia*' 2>/dev/null", check=False)
         assert holders.strip() == ""
@@ -143,12 +154,15 @@ def test_started_unit_is_ready_and_stop_leaves_no_process(deployed):
     assert active_units() == {"baseline"}
 
 
-@pytest.mark.parametrize("data, key", [
-    ("nccl_profile=fast", "nccl_profile"),
-    ('nccl_profiles={"pcie-tuned": {"NCCL_PROTO": "LL256"}}', "NCCL_PROTO"),
-    ("sglang_version=0.5", "sglang_version"),
-    ("active_server=eagle4", "active_server"),
-])
+@pytest.mark.parametrize(
+    "data, key",
+    [
+        ("nccl_profile=fast", "nccl_profile"),
+        ('nccl_profiles={"pcie-tuned": {"NCCL_PROTO": "LL256"}}', "NCCL_PROTO"),
+        ("sglang_version=0.5", "sglang_version"),
+        ("active_server=eagle4", "active_server"),
+    ],
+)
 def test_bad_input_is_refused_before_any_remote_change(deployed, data, key):
     before = snapshot()
     code, output = pyinfra("--data", data, check=False)

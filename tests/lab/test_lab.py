@@ -29,9 +29,7 @@ from lab.shell import run
 pytestmark = [
     pytest.mark.lab,
     pytest.mark.skipif(os.geteuid() != 0, reason="the lab needs root"),
-    pytest.mark.skipif(
-        not shutil.which("lxc-start"), reason="lxc-start missing (apt-get install lxc)"
-    ),
+    pytest.mark.skipif(not shutil.which("lxc-start"), reason="lxc-start missing (apt-get install lxc)"),
 ]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,9 +71,7 @@ def test_second_up_changes_nothing(lab):
 
 def test_exec_hands_arguments_over_unchanged(lab):
     arguments = ["a b", "it's", '"quoted"', "", "$HOME", "*", "--", "-c"]
-    result = in_container(
-        "python3", "-c", "import json, sys; print(json.dumps(sys.argv[1:]))", *arguments
-    )
+    result = in_container("python3", "-c", "import json, sys; print(json.dumps(sys.argv[1:]))", *arguments)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == arguments
 
@@ -148,10 +144,14 @@ def test_the_firewall_lets_containers_reach_only_the_index_port_on_the_host(lab)
     # a listener on the bridge address, on another port: reachable from the host, not from a container
     with socket.create_server((layout.BRIDGE_ADDRESS, 0)) as listener:
         port = listener.getsockname()[1]
-        probe = ("import socket, sys\ntry:\n    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)\n"
-                 "    print('open')\nexcept OSError as e:\n    print(type(e).__name__)")
+        probe = (
+            "import socket, sys\ntry:\n    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)\n"
+            "    print('open')\nexcept OSError as e:\n    print(type(e).__name__)"
+        )
         assert in_container("python3", "-c", probe, layout.BRIDGE_ADDRESS, str(port)).stdout.strip() == "TimeoutError"
-        assert in_container("python3", "-c", probe, layout.BRIDGE_ADDRESS, str(layout.INDEX_PORT)).stdout.strip() == "open"
+        assert (
+            in_container("python3", "-c", probe, layout.BRIDGE_ADDRESS, str(layout.INDEX_PORT)).stdout.strip() == "open"
+        )
     assert run(["nft", "list", "table", "inet", network.FIREWALL_TABLE]).returncode == 0
 
 
@@ -186,16 +186,10 @@ def test_model_storage_is_mounted_with_consistent_configs(lab):
     assert draft["architectures"] == ["LlamaForCausalLMEagle3"]
     assert (draft["hidden_size"], draft["vocab_size"]) == (text["hidden_size"], text["vocab_size"])
     assert "draft_vocab_size" in draft and draft["tie_word_embeddings"] is False
-    assert all(
-        i < text["num_hidden_layers"]
-        for i in draft["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
-    )
+    assert all(i < text["num_hidden_layers"] for i in draft["eagle_config"]["eagle_aux_hidden_state_layer_ids"])
     # the mismatch the preflight exists for: 262144 (yarn, no factor) vs the draft's 131072
     assert text["max_position_embeddings"] > draft["max_position_embeddings"]
-    assert (
-        in_container("test", "-f", "/shared/models/Kimi-K2.5-INT4/tokenizer_config.json").returncode
-        == 0
-    )
+    assert in_container("test", "-f", "/shared/models/Kimi-K2.5-INT4/tokenizer_config.json").returncode == 0
 
 
 def test_lab_hardware_is_installed(lab):
@@ -276,11 +270,7 @@ def test_down_leaves_no_process_mount_link_or_container(lab):
     processes = _live_processes()
     assert not daemons & set(processes)
     assert not [p for p, (cmdline, _, _) in processes.items() if str(layout.LAB_DIR) in cmdline]
-    assert not [
-        p
-        for p, (_, net, pids) in processes.items()
-        if net == container_net or pids == container_pids
-    ]
+    assert not [p for p, (_, net, pids) in processes.items() if net == container_net or pids == container_pids]
     assert mounts.mounts_under(layout.LAB_DIR) == []
     assert not link_exists(layout.BRIDGE)
     assert run(["nft", "list", "table", "inet", network.FIREWALL_TABLE], check=False).returncode != 0  # firewall gone
@@ -301,10 +291,7 @@ def test_a_half_built_rootfs_is_not_adopted(tmp_path):
     (tmp_path / "var/log/bootstrap.log").write_text("")
     (tmp_path / "var/lib/dpkg").mkdir(parents=True)
     (tmp_path / "var/lib/dpkg/status").write_text(
-        "".join(
-            f"Package: {package}\nStatus: install ok installed\nVersion: 1\n\n"
-            for package in rootfs.PACKAGES
-        )
+        "".join(f"Package: {package}\nStatus: install ok installed\nVersion: 1\n\n" for package in rootfs.PACKAGES)
     )
     assert rootfs.debootstrap_finished(tmp_path)
     (tmp_path / "debootstrap").mkdir()  # debootstrap removes it only when it succeeded

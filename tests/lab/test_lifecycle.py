@@ -81,7 +81,8 @@ import json, subprocess, sys, time
 unit, limit = sys.argv[1], float(sys.argv[2])
 t0, last = time.monotonic(), None
 while time.monotonic() - t0 < limit:
-    out = subprocess.run(["systemctl", "show", "-p", "ActiveState,SubState,MainPID", unit], capture_output=True, text=True).stdout
+    show = ["systemctl", "show", "-p", "ActiveState,SubState,MainPID", unit]
+    out = subprocess.run(show, capture_output=True, text=True).stdout
     d = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
     key = [d["ActiveState"], d["SubState"], d["MainPID"]]
     if key != last:
@@ -179,8 +180,10 @@ def test_hang_in_startup_phase_fails_start_within_stall_deadline_and_frees_gpus(
     while starter.is_alive():
         verdicts.append(server_status(server)["verdict"])
         starter.join(timeout=1.5)
-    print(f"\n{phase}: start -> {result.get('ActiveState')} after {result.get('settled_s')} s "
-          f"(systemctl returned after {result.get('returned_s')} s)")
+    print(
+        f"\n{phase}: start -> {result.get('ActiveState')} after {result.get('settled_s')} s "
+        f"(systemctl returned after {result.get('returned_s')} s)"
+    )
 
     assert result["rc"] != 0 and result["ActiveState"] == "failed", result
     assert result["settled_s"] <= STALL_S[phase] + 15, result
@@ -226,10 +229,13 @@ def test_context_length_crash_fails_fast_and_names_the_value_error(clean):
     assert "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" in diag["reason"]
     assert_gpus_released(unit)
     verdict = server_status(EAGLE3)["verdict"]
-    assert verdict.startswith(f"failed: crashed in {diag['phase']}: ValueError: ") and "context_length" in verdict, verdict
+    assert verdict.startswith(f"failed: crashed in {diag['phase']}: ValueError: ") and "context_length" in verdict, (
+        verdict
+    )
 
 
 # --- 2. wedged after ready ----------------------------------------------------------------------
+
 
 def test_wedge_after_ready_is_restarted_by_the_watchdog_then_failed_at_the_cap(clean):
     """`wedge_after_ready: true`: healthy for 3 s after "fired up", then TP0 stops taking
@@ -248,8 +254,11 @@ def test_wedge_after_ready_is_restarted_by_the_watchdog_then_failed_at_the_cap(c
 
     sh(f"systemctl start --no-block {unit}")
     events: list = []
-    watcher = threading.Thread(target=lambda: events.extend(
-        json.loads(line) for line in on_target_python(WATCH_UNIT, unit, "240", timeout=300).splitlines()))
+    watcher = threading.Thread(
+        target=lambda: events.extend(
+            json.loads(line) for line in on_target_python(WATCH_UNIT, unit, "240", timeout=300).splitlines()
+        )
+    )
     watcher.start()
     # the first wedge: status must call it a zombie before the watchdog restarts it
     zombie = None
@@ -271,13 +280,15 @@ def test_wedge_after_ready_is_restarted_by_the_watchdog_then_failed_at_the_cap(c
     wedge_to_restart, wedge_to_ready = [], []
     for n, i in enumerate(actives):
         wedged_at = events[i][0] + WEDGE_DELAY_S
-        left = next(e for e in events[i + 1:] if e[1] != "active")
+        left = next(e for e in events[i + 1 :] if e[1] != "active")
         wedge_to_restart.append(round(left[0] - wedged_at, 1))
         if n < WATCHDOG["max_restarts"]:
             assert left[1] == "deactivating", events
             wedge_to_ready.append(round(events[actives[n + 1]][0] - wedged_at, 1))
-    print(f"wedge -> restart issued: {wedge_to_restart} s (bound {restart_bound:g}); "
-          f"wedge -> ready again: {wedge_to_ready} s (bound {back_bound:g})")
+    print(
+        f"wedge -> restart issued: {wedge_to_restart} s (bound {restart_bound:g}); "
+        f"wedge -> ready again: {wedge_to_ready} s (bound {back_bound:g})"
+    )
     assert all(0 < t <= restart_bound for t in wedge_to_restart), wedge_to_restart
     assert all(t <= back_bound for t in wedge_to_ready), wedge_to_ready
     main_pids = [events[i][3] for i in actives]
@@ -297,6 +308,7 @@ def test_wedge_after_ready_is_restarted_by_the_watchdog_then_failed_at_the_cap(c
 
 # --- 3. GPU holders left behind ------------------------------------------------------------------
 
+
 def _wait_for(predicate, timeout: float, what: str, poll: float = 0.3):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -309,7 +321,7 @@ def _wait_for(predicate, timeout: float, what: str, poll: float = 0.3):
 
 def _leaked_pid() -> int | None:
     """PID of the simulator's leaked child, from its GPU record (role "leak") in the run dir."""
-    out = sh(f"grep -l '\"role\": \"leak\"' {SIM_RUN_DIR}/gpus/*.json 2>/dev/null", check=False)
+    out = sh(f'grep -l \'"role": "leak"\' {SIM_RUN_DIR}/gpus/*.json 2>/dev/null', check=False)
     for path in out.split():
         pid = int(path.rsplit("/", 1)[1].removesuffix(".json"))
         if pid in gpu_holders():
@@ -329,9 +341,11 @@ def test_leaked_child_of_a_dead_server_is_reaped_by_pid_and_the_start_proceeds(c
     unit = paths.unit_name("baseline")
     put_file("/tmp/stale-sim-faults.yaml", json.dumps({"baseline": {"leak_child": True}}) + "\n")
     sh("rm -f /tmp/stale-sim.log")
-    sh(f"systemd-run --unit=stale-sim --collect -p KillMode=process -p StandardOutput=append:/tmp/stale-sim.log "
-       f"-E SGLANG_PVE_UNIT={unit} -E SGLANG_SIM_FAULTS=/tmp/stale-sim-faults.yaml -E PYTHONUNBUFFERED=1 "
-       f"{sim_venv()}/bin/python -m sglang.launch_server --config {paths.server_config_path('baseline')}")
+    sh(
+        f"systemd-run --unit=stale-sim --collect -p KillMode=process -p StandardOutput=append:/tmp/stale-sim.log "
+        f"-E SGLANG_PVE_UNIT={unit} -E SGLANG_SIM_FAULTS=/tmp/stale-sim-faults.yaml -E PYTHONUNBUFFERED=1 "
+        f"{sim_venv()}/bin/python -m sglang.launch_server --config {paths.server_config_path('baseline')}"
+    )
     leaked = None
     try:
         # let the stale server come up (its leak starts with the weights), then stop it
@@ -344,7 +358,9 @@ def test_leaked_child_of_a_dead_server_is_reaped_by_pid_and_the_start_proceeds(c
         assert info["environ"].get("SGLANG_PVE_UNIT") == unit and "sglang.sim.leak" in info["cmdline"], info
         assert max(gpu_memory_used()) > GPU_IDLE_MIB  # it holds memory too
         report = agent_status()
-        assert [(h["pid"], h["ours"], h["unit"]) for h in report["holders"]] == [(leaked, True, unit)], report["holders"]
+        assert [(h["pid"], h["ours"], h["unit"]) for h in report["holders"]] == [(leaked, True, unit)], report[
+            "holders"
+        ]
         assert next(e for e in report["servers"] if e["server"] == "baseline")["verdict"] == "stopped"
 
         started_at = target_time()
@@ -370,7 +386,7 @@ def test_foreign_gpu_holder_blocks_the_start_naming_pid_and_command_line(clean):
     /dev/nvidia0. The agent never kills it: prestart refuses the start, naming its PID and
     command line; once it is gone (killed here by its PID), the server starts."""
     unit = paths.unit_name("baseline")
-    sh(f"systemd-run --unit=foreign-gpu-holder --collect python3 -c \"{FOREIGN}\"")
+    sh(f'systemd-run --unit=foreign-gpu-holder --collect python3 -c "{FOREIGN}"')
     pid = int(sh("systemctl show -p MainPID --value foreign-gpu-holder").strip())
     try:
         _wait_for(lambda: pid in gpu_holders(), 10, "the foreign holder to open /dev/nvidia0")

@@ -45,7 +45,8 @@ def variant(tmp_path, **container) -> str:
         f"_lab = runpy.run_path({str(PROJECT / 'inventory' / 'lab.py')!r})\n"
         "pve_nodes = _lab['pve_nodes']\n"
         "_name, _data = _lab['sglang_hosts'][0]\n"
-        f"sglang_hosts = [(_name, {{**_data, 'container': {{**_data['container'], **{container!r}}}}})]\n")
+        f"sglang_hosts = [(_name, {{**_data, 'container': {{**_data['container'], **{container!r}}}}})]\n"
+    )
     return str(path)
 
 
@@ -70,8 +71,12 @@ def test_one_deploy_creates_the_container_with_8_gpus_and_deploys_the_rest(from_
     listed = on_target("nvidia-smi", "-L").stdout.splitlines()
     assert len(listed) == 8 and all(line.startswith(f"GPU {i}: ") for i, line in enumerate(listed))
     nodes = sh("stat -c '%n %t:%T %a' /dev/nvidia*").split("\n")
-    assert {line.split()[0] for line in nodes if line} == {*(f"/dev/nvidia{i}" for i in range(8)), "/dev/nvidiactl",
-                                                           "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}
+    assert {line.split()[0] for line in nodes if line} == {
+        *(f"/dev/nvidia{i}" for i in range(8)),
+        "/dev/nvidiactl",
+        "/dev/nvidia-uvm",
+        "/dev/nvidia-uvm-tools",
+    }
     assert all(line.endswith(" 666") for line in nodes if line)
     assert sh("systemctl is-active sglang-baseline").strip() == "active"
     assert sh("findmnt -n -o OPTIONS /shared").split(",")[0] == "ro"  # raw bind mount line, read-only
@@ -89,8 +94,14 @@ def test_dry_diff_lists_exactly_the_changed_cores_and_nccl_value(from_nothing, t
     profiles = group_data("all")["nccl_profiles"]
     profiles["pcie-tuned"] = TUNED | {"NCCL_NTHREADS": 256}
     before, start = snapshot(), len(log_entries())
-    _, output = pyinfra("--dry", "--diff", "--data", f"nccl_profiles={json.dumps(profiles)}", yes=False,
-                        inventory=variant(tmp_path, cores=6))
+    _, output = pyinfra(
+        "--dry",
+        "--diff",
+        "--data",
+        f"nccl_profiles={json.dumps(profiles)}",
+        yes=False,
+        inventory=variant(tmp_path, cores=6),
+    )
     after = output.split("Will modify container 129 (sglang1) on pve1\n", 1)[1].splitlines()
     section = list(takewhile(lambda line: line.strip() and not line.strip().startswith("["), after))
     assert [line.strip() for line in section] == ["cores: 4 -> 6"], output
@@ -124,17 +135,34 @@ def test_snapshot_before_a_change_and_rollback_restores_config_and_root_filesyst
     assert grand_total(output)["changed"] == 0, output
 
 
-@pytest.mark.parametrize("rule, call, message", [
-    ({"method": "POST", "path": "/nodes/*/lxc/*/snapshot", "task_error": "snapshot feature is not available"},
-     "POST /nodes/pve1/lxc/129/snapshot", "task failed: snapshot feature is not available"),
-    ({"method": "PUT", "path": "/nodes/*/lxc/*/config", "http_status": 500, "message": "got timeout"},
-     "PUT /nodes/pve1/lxc/129/config", "500 got timeout"),
-    ({"method": "PUT", "path": "/nodes/*/lxc/*/config", "http_status": 500,
-      "message": "detected modified configuration - file changed by other user? Try again."},
-     "PUT /nodes/pve1/lxc/129/config", "nothing was overwritten: run again to review the new state"),
-])
-def test_an_api_fault_names_the_call_leaves_nothing_half_applied_and_the_rerun_converges(from_nothing, tmp_path,
-                                                                                         rule, call, message):
+@pytest.mark.parametrize(
+    "rule, call, message",
+    [
+        (
+            {"method": "POST", "path": "/nodes/*/lxc/*/snapshot", "task_error": "snapshot feature is not available"},
+            "POST /nodes/pve1/lxc/129/snapshot",
+            "task failed: snapshot feature is not available",
+        ),
+        (
+            {"method": "PUT", "path": "/nodes/*/lxc/*/config", "http_status": 500, "message": "got timeout"},
+            "PUT /nodes/pve1/lxc/129/config",
+            "500 got timeout",
+        ),
+        (
+            {
+                "method": "PUT",
+                "path": "/nodes/*/lxc/*/config",
+                "http_status": 500,
+                "message": "detected modified configuration - file changed by other user? Try again.",
+            },
+            "PUT /nodes/pve1/lxc/129/config",
+            "nothing was overwritten: run again to review the new state",
+        ),
+    ],
+)
+def test_an_api_fault_names_the_call_leaves_nothing_half_applied_and_the_rerun_converges(
+    from_nothing, tmp_path, rule, call, message
+):
     conf_before = lab_node().config(VMID)
     faults([rule])
     try:
@@ -170,8 +198,11 @@ def test_preflight_refuses_a_user_space_driver_other_than_the_nodes(from_nothing
         code, output = pyinfra(deploy="tasks/preflight.py", check=False)
     finally:
         sh(f"printf %s '{installed}' > {library}")
-    assert code != 0 and "the container's user-space NVIDIA driver is 570.00.01 but node pve1 runs " \
-        f"{layout.DRIVER_VERSION}" in output, output
+    assert (
+        code != 0
+        and f"the container's user-space NVIDIA driver is 570.00.01 but node pve1 runs {layout.DRIVER_VERSION}"
+        in output
+    ), output
     assert "Fix: install exactly" in output
 
 

@@ -35,7 +35,10 @@ VMID = 150
 HOSTNAME = "lab-guest"
 GUEST_IP = f"{layout.SUBNET}.50"
 GPU_NODES = [f"/dev/nvidia{i}" for i in range(layout.GPU_COUNT)] + [
-    "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+    "/dev/nvidiactl",
+    "/dev/nvidia-uvm",
+    "/dev/nvidia-uvm-tools",
+]
 CLASSIC_GPU = "/dev/nvidia7"
 RAW_LINES = [
     "lxc.mount.entry: /shared shared none bind,create=dir 0 0",
@@ -48,8 +51,14 @@ def api():
     from proxmoxer import ProxmoxAPI
 
     password = json.loads(layout.PVE_CREDENTIALS.read_text())["users"]["root@pam"]["password"]
-    return ProxmoxAPI(layout.NODE_ADDRESS, port=layout.API_PORT, user="root@pam", password=password,
-                      verify_ssl=str(layout.PVE_CA), timeout=30)
+    return ProxmoxAPI(
+        layout.NODE_ADDRESS,
+        port=layout.API_PORT,
+        user="root@pam",
+        password=password,
+        verify_ssl=str(layout.PVE_CA),
+        timeout=30,
+    )
 
 
 def wait_task(client, upid: str, timeout: float = 120) -> dict:
@@ -64,8 +73,13 @@ def wait_task(client, upid: str, timeout: float = 120) -> dict:
 
 
 def lab_exec(host: str, *command: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "lab", "exec", host, "--", *command], cwd=REPO,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "lab", "exec", host, "--", *command],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def ssh(hostname: str, sock=None, host_keys: dict | None = None) -> paramiko.SSHClient:
@@ -77,8 +91,15 @@ def ssh(hostname: str, sock=None, host_keys: dict | None = None) -> paramiko.SSH
         for kind, key in host_keys.items():
             client.get_host_keys().add(hostname, kind, key)
     client.set_missing_host_key_policy(paramiko.RejectPolicy())
-    client.connect(hostname, username="root", key_filename=str(layout.SSH_KEY), sock=sock,
-                   look_for_keys=False, allow_agent=False, timeout=10)
+    client.connect(
+        hostname,
+        username="root",
+        key_filename=str(layout.SSH_KEY),
+        sock=sock,
+        look_for_keys=False,
+        allow_agent=False,
+        timeout=10,
+    )
     return client
 
 
@@ -91,8 +112,10 @@ def run(client: paramiko.SSHClient, command: str) -> tuple[int, str, str]:
 @pytest.fixture(scope="module")
 def lab():
     if node.schema_dir() is None:
-        pytest.skip("REFERENCE SCHEMAS MISSING: pve1 has no API emulator (set SGLANG_PVE_PVE_SCHEMA_DIR "
-                    "or provide ../shared/reference)")
+        pytest.skip(
+            "REFERENCE SCHEMAS MISSING: pve1 has no API emulator (set SGLANG_PVE_PVE_SCHEMA_DIR "
+            "or provide ../shared/reference)"
+        )
     lifecycle.up()
     client = api()
     if VMID in {int(ct["vmid"]) for ct in client.nodes(layout.NODE).lxc.get()}:
@@ -109,10 +132,19 @@ def guest(lab):
     # every GPU node as devN but one, which gets the classic raw lines (below)
     gpu_options = {f"dev{i}": f"{path},mode=0666" for i, path in enumerate(GPU_NODES) if path != CLASSIC_GPU}
     upid = lab.nodes(layout.NODE).lxc.post(
-        vmid=VMID, hostname=HOSTNAME, ostemplate=layout.TEMPLATE, storage="local-lvm",
-        rootfs="local-lvm:4", cores=2, memory=2048, swap=0, unprivileged=0,
+        vmid=VMID,
+        hostname=HOSTNAME,
+        ostemplate=layout.TEMPLATE,
+        storage="local-lvm",
+        rootfs="local-lvm:4",
+        cores=2,
+        memory=2048,
+        swap=0,
+        unprivileged=0,
         net0=f"name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:01:50,ip={GUEST_IP}/24,type=veth",
-        **{"ssh-public-keys": layout.SSH_KEY.with_suffix(".pub").read_text()}, **gpu_options)
+        **{"ssh-public-keys": layout.SSH_KEY.with_suffix(".pub").read_text()},
+        **gpu_options,
+    )
     wait_task(lab, upid)
     # raw lxc.* lines are not settable through the API: an SSH edit of the config, as in production
     conf = node.ETC_PVE / "lxc" / f"{VMID}.conf"
@@ -186,7 +218,9 @@ def test_guest_boots_on_the_bridge_and_is_reached_through_the_node(guest):
         assert key not in layout.KNOWN_HOSTS.read_text()
         channel = node_client.get_transport().open_channel("direct-tcpip", (GUEST_IP, 22), ("127.0.0.1", 0))
         with ssh(GUEST_IP, sock=channel, host_keys={kind: paramiko.Ed25519Key(data=base64.b64decode(key))}) as client:
-            code, out, err = run(client, "hostname; systemctl is-system-running; ls /dev/nvidia*; nvidia-smi -L | wc -l")
+            code, out, err = run(
+                client, "hostname; systemctl is-system-running; ls /dev/nvidia*; nvidia-smi -L | wc -l"
+            )
     assert code == 0, err
     lines = out.split()
     assert lines[0] == HOSTNAME and lines[1] in ("running", "degraded")
@@ -209,12 +243,14 @@ def test_pct_list_config_exec(guest):
     lines = pct("config", str(guest)).stdout.splitlines()
     config = dict(line.split(": ", 1) for line in lines)
     assert config["hostname"] == HOSTNAME and config["dev0"] == "/dev/nvidia0,mode=0666"
-    assert lines[-len(RAW_LINES):] == RAW_LINES
+    assert lines[-len(RAW_LINES) :] == RAW_LINES
     result = pct("exec", str(guest), "--", "sh", "-c", "echo out; echo err >&2; exit 3")
     assert (result.returncode, result.stdout, result.stderr) == (3, "out\n", "err\n")
     assert pct("status", str(guest)).stdout.strip() == "status: running"
-    script = (f"printf 'a b\\n' > /tmp/in && pct push {guest} /tmp/in /root/pushed --perms 0640 && "
-              f"pct pull {guest} /root/pushed /tmp/out && cat /tmp/out")
+    script = (
+        f"printf 'a b\\n' > /tmp/in && pct push {guest} /tmp/in /root/pushed --perms 0640 && "
+        f"pct pull {guest} /root/pushed /tmp/out && cat /tmp/out"
+    )
     assert lab_exec(layout.NODE, "sh", "-c", script).stdout == "a b\n"
     assert lab_exec(HOSTNAME, "stat", "-c", "%a", "/root/pushed").stdout.strip() == "640"
 
@@ -233,17 +269,30 @@ def test_snapshot_then_rollback_restores_the_root_filesystem(lab, guest):
 
 def test_unprivileged_guest_gets_an_id_map_over_a_shifted_rootfs(lab, guest):
     vmid, hostname = VMID + 1, "lab-unprivileged"
-    wait_task(lab, lab.nodes(layout.NODE).lxc.post(
-        vmid=vmid, hostname=hostname, ostemplate=layout.TEMPLATE, rootfs="local-lvm:4", unprivileged=1,
-        net0=f"name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:01:51,ip={layout.SUBNET}.51/24,type=veth",
-        dev0="/dev/nvidia0,mode=0666", mp0="/shared,mp=/shared,ro=1", start=1))
+    wait_task(
+        lab,
+        lab.nodes(layout.NODE).lxc.post(
+            vmid=vmid,
+            hostname=hostname,
+            ostemplate=layout.TEMPLATE,
+            rootfs="local-lvm:4",
+            unprivileged=1,
+            net0=f"name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:01:51,ip={layout.SUBNET}.51/24,type=veth",
+            dev0="/dev/nvidia0,mode=0666",
+            mp0="/shared,mp=/shared,ro=1",
+            start=1,
+        ),
+    )
     try:
         deadline = time.monotonic() + 60
         while lab_exec(hostname, "systemctl", "is-active", "ssh").stdout.strip() != "active":
             assert time.monotonic() < deadline, "the unprivileged guest did not boot"
             time.sleep(0.2)
         assert lab_exec(hostname, "cat", "/proc/self/uid_map").stdout.split() == ["0", str(guests.UID_SHIFT), "65536"]
-        assert lab_exec(hostname, "stat", "-c", "%u", "/root", "/etc/ssh/ssh_host_ed25519_key").stdout.split() == ["0", "0"]
+        assert lab_exec(hostname, "stat", "-c", "%u", "/root", "/etc/ssh/ssh_host_ed25519_key").stdout.split() == [
+            "0",
+            "0",
+        ]
         assert "No such device or address" in lab_exec(hostname, "head", "-c1", "/dev/nvidia0").stderr
         assert lab_exec(hostname, "nvidia-smi", "-L").stdout.count("GPU ") == 1  # only dev0 passed through
         # the node's storage is owned by host root, which the id map shows as nobody (notes/proxmox.md 1.4)

@@ -37,7 +37,12 @@ def on_disk_sha256(paths_: list[str]) -> dict[str, str]:
 def server_version(unit: str = BASELINE) -> str:
     """The venv the running server's main process runs from."""
     pid = unit_state(unit)["MainPID"]
-    return sh(f"tr '\\0' ' ' < /proc/{pid}/cmdline").split()[0].removeprefix(f"{VENVS}/sglang-").removesuffix("/bin/python")
+    return (
+        sh(f"tr '\\0' ' ' < /proc/{pid}/cmdline")
+        .split()[0]
+        .removeprefix(f"{VENVS}/sglang-")
+        .removesuffix("/bin/python")
+    )
 
 
 def verdict(server: str = "baseline") -> str:
@@ -49,7 +54,10 @@ def on_a(lab):
     """A clean start on version A: no releases, no venvs; the lab's wheels may have been rebuilt
     under the same versions, so the container's uv and pip caches go too."""
     restore_servers(deploy=False)
-    sh(f"systemctl stop 'sglang-*.service'; rm -rf {paths.RELEASES_DIR} {VENVS} /root/.cache/uv /root/.cache/pip", check=False)
+    sh(
+        f"systemctl stop 'sglang-*.service'; rm -rf {paths.RELEASES_DIR} {VENVS} /root/.cache/uv /root/.cache/pip",
+        check=False,
+    )
     pyinfra()
     yield current()
     restore_servers()
@@ -64,7 +72,11 @@ def test_nightly_resolves_to_the_newest_in_the_index_and_is_recorded(on_a):
     assert record["venv"] == f"{VENVS}/sglang-{layout.GOOD_NIGHTLY}"
     assert server_version() == layout.GOOD_NIGHTLY and verdict() == "ready"
     lock = sh(f"cat {record['lock']['path']}")
-    assert f"sglang=={layout.GOOD_NIGHTLY}" in lock and "--hash=sha256:" in lock and f"# index-url {layout.INDEX_URL}" in lock
+    assert (
+        f"sglang=={layout.GOOD_NIGHTLY}" in lock
+        and "--hash=sha256:" in lock
+        and f"# index-url {layout.INDEX_URL}" in lock
+    )
     assert sh(f"stat -c %a {record['lock']['path']}").strip() == "600"
     assert sh(f"stat -c %a {paths.RELEASES_DIR} {paths.RELEASES_DIR}/{record['id']}.json").split() == ["700", "600"]
     _, output = pyinfra("--data", "sglang_version=nightly")
@@ -123,7 +135,10 @@ def test_switch_task_runs_another_configuration_and_back(on_a):
     assert record["active_server"] == "eagle3-2step" and record["sglang_version"] == A
     assert unit_state(paths.unit_name("eagle3-2step"))["ActiveState"] == "active"
     assert unit_state(BASELINE)["ActiveState"] == "inactive"
-    assert sh(f"systemctl is-enabled {paths.unit_name('eagle3-2step')} {BASELINE}", check=False).split() == ["enabled", "disabled"]
+    assert sh(f"systemctl is-enabled {paths.unit_name('eagle3-2step')} {BASELINE}", check=False).split() == [
+        "enabled",
+        "disabled",
+    ]
     _, output = pyinfra("--data", "server=eagle3-2step", deploy="tasks/switch.py")
     assert grand_total(output)["changed"] == 0
     code, output = pyinfra("--data", "server=nope", deploy="tasks/switch.py", check=False)

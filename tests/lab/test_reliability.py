@@ -30,9 +30,11 @@ LOAD = r"""
 import json, sys, threading, urllib.request
 codes = []
 def request():
-    body = json.dumps({"text": "The capital city of France is", "sampling_params": {"max_new_tokens": int(sys.argv[1])}}).encode()
+    sampling = {"max_new_tokens": int(sys.argv[1])}
+    body = json.dumps({"text": "The capital city of France is", "sampling_params": sampling}).encode()
     try:
-        codes.append(urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:8000/generate", body), timeout=120).status)
+        sent = urllib.request.Request("http://127.0.0.1:8000/generate", body)
+        codes.append(urllib.request.urlopen(sent, timeout=120).status)
     except Exception as error:
         codes.append(repr(error))
 threads = [threading.Thread(target=request) for _ in range(4)]
@@ -66,8 +68,10 @@ def profile_value(profile: str) -> str:
 
 
 def test_an_operators_router_unit_and_its_files_survive_every_deploy(deployed):
-    sh(f"cat > {ROUTER} <<'EOF'\n{ROUTER_UNIT}EOF\nprintf 'router: mine\\n' > {ROUTER_CONFIG}; "
-       "systemctl daemon-reload; systemctl start sglang-router.service")
+    sh(
+        f"cat > {ROUTER} <<'EOF'\n{ROUTER_UNIT}EOF\nprintf 'router: mine\\n' > {ROUTER_CONFIG}; "
+        "systemctl daemon-reload; systemctl start sglang-router.service"
+    )
     before = (sha1(ROUTER), sha1(ROUTER_CONFIG))
     try:
         for data in ((), ("--data", "active_server=eagle3-2step"), ()):
@@ -81,8 +85,13 @@ def test_an_operators_router_unit_and_its_files_survive_every_deploy(deployed):
 
 def deploy_killed_after(seconds: float, profile: str) -> None:
     """Start a deploy and SIGKILL it (our own child, by its PID) after `seconds`."""
-    child = subprocess.Popen([PYINFRA, "-y", "inventory/lab.py", "deploy.py", "--data", f"nccl_profile={profile}"],
-                             cwd=PROJECT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    child = subprocess.Popen(
+        [PYINFRA, "-y", "inventory/lab.py", "deploy.py", "--data", f"nccl_profile={profile}"],
+        cwd=PROJECT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         child.wait(timeout=seconds)
     except subprocess.TimeoutExpired:
@@ -110,8 +119,9 @@ def test_a_deploy_killed_anywhere_converges_on_the_next_run(deployed):
         pyinfra("--data", f"nccl_profile={target}")
         assert unit_state(paths.unit_name("baseline"))["ActiveState"] == "active"
         assert sh("systemctl show -p NeedDaemonReload --value sglang-baseline.service").strip() == "no"
-        assert main_env("baseline", "NCCL_P2P_DISABLE") == (profile_value(target) or None), \
+        assert main_env("baseline", "NCCL_P2P_DISABLE") == (profile_value(target) or None), (
             f"the server kept the old profile after a rerun following a kill at {fraction:.0%}"
+        )
 
 
 def test_a_requested_stop_ends_inactive_and_a_crash_still_fails(deployed):
@@ -119,7 +129,10 @@ def test_a_requested_stop_ends_inactive_and_a_crash_still_fails(deployed):
     sh(f"systemctl stop {unit}")
     state = unit_state(unit)
     assert (state["ActiveState"], state["Result"]) == ("inactive", "success"), state
-    leftovers = sh("for p in /proc/[0-9]*; do grep -qz SGLANG_PVE_UNIT= $p/environ 2>/dev/null && echo ${p#/proc/}; done", check=False)
+    leftovers = sh(
+        "for p in /proc/[0-9]*; do grep -qz SGLANG_PVE_UNIT= $p/environ 2>/dev/null && echo ${p#/proc/}; done",
+        check=False,
+    )
     assert leftovers.strip() == ""
     pyinfra()
     pid = sh(f"systemctl show -p MainPID --value {unit}").strip()
@@ -136,8 +149,13 @@ def test_a_manual_switch_under_load_drains_the_first_and_starts_the_second(deplo
     they complete (the drain), the first ends inactive, then the second starts and is ready."""
     first, second = paths.unit_name("baseline"), paths.unit_name("eagle3-2step")
     log_size = int(sh(f"stat -c %s {paths.log_path('baseline')}").strip())
-    load = subprocess.Popen([sys.executable, "-m", "lab", "exec", "sglang1", "--", "python3", "-c", LOAD, "400"],
-                            cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    load = subprocess.Popen(
+        [sys.executable, "-m", "lab", "exec", "sglang1", "--", "python3", "-c", LOAD, "400"],
+        cwd=PROJECT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         time.sleep(1.5)
         started = on_target("systemctl", "start", second, check=False)

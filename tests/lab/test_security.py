@@ -47,9 +47,15 @@ def test_systemd_reads_every_accepted_hostile_value_back_exactly(lab, tmp_path):
         shown = sh(f"systemctl show -p Environment -p Description --value {PROBE_UNIT.rsplit('/', 1)[1]}").splitlines()
         environment = dict(word.split("=", 1) for word in systemd_words(shown[0]))
         assert {name: environment.get(name) for name in accepted} == accepted
-        plain = server_files(deployment, type(server)(server.name, server.args, {}, server.lifecycle), "/opt/sglang/venvs/x")[0].content
-        assert set(environment) - set(accepted) == {w.split("=", 1)[0] for line in plain.splitlines() if line.startswith("Environment=")
-                                                    for w in systemd_words(line.removeprefix("Environment="))}  # nothing split, nothing added
+        plain = server_files(
+            deployment, type(server)(server.name, server.args, {}, server.lifecycle), "/opt/sglang/venvs/x"
+        )[0].content
+        assert set(environment) - set(accepted) == {
+            w.split("=", 1)[0]
+            for line in plain.splitlines()
+            if line.startswith("Environment=")
+            for w in systemd_words(line.removeprefix("Environment="))
+        }  # nothing split, nothing added
         assert shown[1] == f"SGLang server baseline ({server.args.served_model_name})"
     finally:
         sh(f"rm -f {PROBE_UNIT}; systemctl daemon-reload")
@@ -61,11 +67,17 @@ USER_DATA = ["--data", "shell_user=dev", "--data", "shell_rc=/home/dev/.zshrc"]
 
 @pytest.fixture
 def dev_user(lab):
-    sh("id dev >/dev/null 2>&1 || useradd -m -s /usr/bin/zsh dev; rm -rf /home/dev/.zshrc /home/dev/dotfiles; "
-       f"printf 'CANARY root-only\\n' > {CANARY}; chmod 600 {CANARY}; for n in 1 2 3; do cp -p {CANARY} {CANARY}$n; done")
+    sh(
+        "id dev >/dev/null 2>&1 || useradd -m -s /usr/bin/zsh dev; rm -rf /home/dev/.zshrc /home/dev/dotfiles; "
+        f"printf 'CANARY root-only\\n' > {CANARY}; chmod 600 {CANARY}; "
+        f"for n in 1 2 3; do cp -p {CANARY} {CANARY}$n; done"
+    )
     yield "dev"
-    sh(f"rm -f {CANARY} {CANARY}1 {CANARY}2 {CANARY}3 /etc/nccl.conf.sglang-pve-new; rm -rf /home/dev/.zshrc /home/dev/dotfiles "
-       "/home/dev/.zshrc.sglang-pve-new")
+    sh(
+        f"rm -f {CANARY} {CANARY}1 {CANARY}2 {CANARY}3 /etc/nccl.conf.sglang-pve-new; "
+        "rm -rf /home/dev/.zshrc /home/dev/dotfiles "
+        "/home/dev/.zshrc.sglang-pve-new"
+    )
     pyinfra(deploy="tasks/nccl_env.py")  # managed files back as the shipped deploy leaves them
 
 
@@ -84,11 +96,16 @@ def test_a_planted_link_at_the_rc_towards_a_root_file_is_refused_untouched(dev_u
 
 def test_links_at_managed_paths_and_old_temp_names_leave_their_targets_untouched(dev_user):
     # a dotfiles user: the rc is a link into their own repository, mode 600
-    sh("runuser -u dev -- sh -c 'mkdir ~/dotfiles && printf \"alias ll=ls\\n\" > ~/dotfiles/zshrc && chmod 600 ~/dotfiles/zshrc "
-       "&& ln -s dotfiles/zshrc ~/.zshrc'")
+    sh(
+        'runuser -u dev -- sh -c \'mkdir ~/dotfiles && printf "alias ll=ls\\n" > ~/dotfiles/zshrc '
+        "&& chmod 600 ~/dotfiles/zshrc "
+        "&& ln -s dotfiles/zshrc ~/.zshrc'"
+    )
     # links at a managed path and at the temporary names the deploy used to write through
-    sh(f"ln -sfn {CANARY}1 /etc/nccl.conf; ln -s {CANARY}2 /etc/nccl.conf.sglang-pve-new; "
-       f"runuser -u dev -- ln -s {CANARY}3 /home/dev/.zshrc.sglang-pve-new")
+    sh(
+        f"ln -sfn {CANARY}1 /etc/nccl.conf; ln -s {CANARY}2 /etc/nccl.conf.sglang-pve-new; "
+        f"runuser -u dev -- ln -s {CANARY}3 /home/dev/.zshrc.sglang-pve-new"
+    )
     before = canaries()
     pyinfra(*USER_DATA, deploy="tasks/nccl_env.py")
     assert canaries() == before
@@ -96,10 +113,14 @@ def test_links_at_managed_paths_and_old_temp_names_leave_their_targets_untouched
     assert "NCCL_PROTO=LL" in sh("cat /etc/nccl.conf")
     assert sh("readlink /home/dev/.zshrc").strip() == "dotfiles/zshrc"  # the link survives...
     target = sh("cat /home/dev/dotfiles/zshrc")
-    assert target.startswith("alias ll=ls\n") and "# >>> sglang-pve nccl-profile >>>" in target  # ...the block is inside
+    assert (
+        target.startswith("alias ll=ls\n") and "# >>> sglang-pve nccl-profile >>>" in target
+    )  # ...the block is inside
     assert sh("stat -c '%U %a' /home/dev/dotfiles/zshrc").strip() == "dev 600"
     # zsh itself reads the block back: exactly the profile's values
-    assert on_target("runuser", "-u", "dev", "--", "zsh", "-i", "-c", "printenv NCCL_PROTO NCCL_NTHREADS").stdout.split() == ["LL", "512"]
+    assert on_target(
+        "runuser", "-u", "dev", "--", "zsh", "-i", "-c", "printenv NCCL_PROTO NCCL_NTHREADS"
+    ).stdout.split() == ["LL", "512"]
     assert not sh("ls -A /home/dev/dotfiles /etc | grep -c '^\\.sglang-pve' || true").strip().strip("0")  # no temp left
     _, again = pyinfra(*USER_DATA, deploy="tasks/nccl_env.py")
     assert grand_total(again)["changed"] == 0  # and the next deploy finds it up to date
@@ -110,18 +131,22 @@ def test_links_at_managed_paths_and_old_temp_names_leave_their_targets_untouched
 API_KEY, ADMIN_KEY, HF_TOKEN = "canary-api-0c9f3e71", "canary-admin-77ab1d42", "hf_canary5e2d9a08"
 CANARIES = (API_KEY, ADMIN_KEY, HF_TOKEN)
 SAMPLES = "/root/argv-samples"
-SAMPLER = (f"rm -f {SAMPLES}.stop; while [ ! -e {SAMPLES}.stop ]; do for f in /proc/[0-9]*/cmdline; do "
-           f"tr '\\0' ' ' < $f 2>/dev/null; echo; done; sleep 0.05; done > {SAMPLES}")
+SAMPLER = (
+    f"rm -f {SAMPLES}.stop; while [ ! -e {SAMPLES}.stop ]; do for f in /proc/[0-9]*/cmdline; do "
+    f"tr '\\0' ' ' < $f 2>/dev/null; echo; done; sleep 0.05; done > {SAMPLES}"
+)
 # Everything a user other than root may read (the dynamic server user reads its own credential only)
 READABLE_ROOTS = "/etc /opt /var /tmp /run /home /srv /shared /data /usr/local"
 
 
 def http_status(path: str, key: str | None = None) -> int:
     headers = f"{{'Authorization': 'Bearer {key}'}}" if key else "{}"
-    script = ("import urllib.request, urllib.error\n"
-              f"req = urllib.request.Request('http://127.0.0.1:8000{path}', headers={headers})\n"
-              "try:\n    print(urllib.request.urlopen(req, timeout=10).status)\n"
-              "except urllib.error.HTTPError as e:\n    print(e.code)\n")
+    script = (
+        "import urllib.request, urllib.error\n"
+        f"req = urllib.request.Request('http://127.0.0.1:8000{path}', headers={headers})\n"
+        "try:\n    print(urllib.request.urlopen(req, timeout=10).status)\n"
+        "except urllib.error.HTTPError as e:\n    print(e.code)\n"
+    )
     return int(on_target("python3", "-c", script).stdout)
 
 
@@ -132,13 +157,19 @@ def keyed(lab, tmp_path_factory):
     key_file = tmp_path_factory.mktemp("secrets") / "api-key"
     key_file.write_text(API_KEY + "\n")
     key_file.chmod(0o600)
-    secrets = {"api-key": {"file": str(key_file)}, "admin-api-key": {"env": "SGLANG_PVE_TEST_ADMIN_KEY"},
-               "env": {"HF_TOKEN": {"env": "SGLANG_PVE_TEST_HF_TOKEN"}}}
+    secrets = {
+        "api-key": {"file": str(key_file)},
+        "admin-api-key": {"env": "SGLANG_PVE_TEST_ADMIN_KEY"},
+        "env": {"HF_TOKEN": {"env": "SGLANG_PVE_TEST_HF_TOKEN"}},
+    }
     os.environ.update(SGLANG_PVE_TEST_ADMIN_KEY=ADMIN_KEY, SGLANG_PVE_TEST_HF_TOKEN=HF_TOKEN)
     refresh_simulator()  # the venv's simulator must know --admin-api-key
     sh(f"rm -rf {paths.SECRETS_DIR}")  # so that the dry run has secret files to announce
-    sampler = subprocess.Popen([sys.executable, "-m", "lab", "exec", "sglang1", "--", "sh", "-c", SAMPLER], cwd=PROJECT,
-                               stderr=subprocess.DEVNULL)
+    sampler = subprocess.Popen(
+        [sys.executable, "-m", "lab", "exec", "sglang1", "--", "sh", "-c", SAMPLER],
+        cwd=PROJECT,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         data = ["--data", f"sglang_secrets={json.dumps(secrets)}"]
         _, diff = pyinfra("--dry", "--diff", *data, yes=False)
@@ -177,20 +208,35 @@ def test_no_canary_in_output_argv_journal_units_or_anything_a_user_can_read(keye
     assert "holds secrets: content not shown" in keyed["dry diff"]  # --diff says it changes, not how
     samples = sh(f"wc -l < {SAMPLES}; grep -c sglang {SAMPLES} || true").split()
     assert int(samples[0]) > 1000 and int(samples[1]) > 0  # the sampler really watched the deploy
-    leaks = sh(f"grep -l -e {API_KEY} -e {ADMIN_KEY} -e {HF_TOKEN} {SAMPLES} /etc/systemd/system/* 2>/dev/null; "
-               f"journalctl --no-pager -o cat | grep -c -e {API_KEY} -e {ADMIN_KEY} -e {HF_TOKEN}; "
-               f"runuser -u nobody -- grep -rIl -e {API_KEY} -e {ADMIN_KEY} -e {HF_TOKEN} {READABLE_ROOTS} 2>/dev/null",
-               check=False)
+    leaks = sh(
+        f"grep -l -e {API_KEY} -e {ADMIN_KEY} -e {HF_TOKEN} {SAMPLES} /etc/systemd/system/* 2>/dev/null; "
+        f"journalctl --no-pager -o cat | grep -c -e {API_KEY} -e {ADMIN_KEY} -e {HF_TOKEN}; "
+        f"runuser -u nobody -- grep -rIl -e {API_KEY} -e {ADMIN_KEY} -e {HF_TOKEN} {READABLE_ROOTS} 2>/dev/null",
+        check=False,
+    )
     assert leaks.split() == ["0"], leaks  # no argv sample, unit file, journal line or user-readable file
     # where they are: root-only files, and SGLang's own log (its server_args), root-only too
-    assert sh(f"stat -c '%a %U' {paths.secret_config_path('baseline')} {paths.secret_env_path('baseline')} "
-              f"{paths.LOG_DIR}").split() == ["600", "root", "600", "root", "700", "root"]
+    assert sh(
+        f"stat -c '%a %U' {paths.secret_config_path('baseline')} {paths.secret_env_path('baseline')} {paths.LOG_DIR}"
+    ).split() == ["600", "root", "600", "root", "700", "root"]
     assert API_KEY in sh(f"grep -h server_args {paths.log_path('baseline')} | tail -1")
 
 
 def test_the_benchmark_authenticates_with_the_key_it_reads_on_the_target(keyed, tmp_path):
-    _, output = pyinfra(*keyed["data"], "--data", "configs=baseline", "--data", "num_prompts=2", "--data", "output_len=16",
-                        "--data", "warmup=0", "--data", f"bench_results_dir={tmp_path}", deploy="tasks/bench.py")
+    _, output = pyinfra(
+        *keyed["data"],
+        "--data",
+        "configs=baseline",
+        "--data",
+        "num_prompts=2",
+        "--data",
+        "output_len=16",
+        "--data",
+        "warmup=0",
+        "--data",
+        f"bench_results_dir={tmp_path}",
+        deploy="tasks/bench.py",
+    )
     (record,) = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
     assert record["status"] == "ok" and record["single_stream"]["completed"] == 2, record["diagnosis"]  # not 401
     assert not [c for c in CANARIES if c in output + (tmp_path / "history.jsonl").read_text()]
@@ -211,10 +257,15 @@ def test_status_and_diagnoses_hide_the_key_that_the_log_holds(keyed):
     assert "api_key='<hidden>'" in diagnosis and "admin_api_key='<hidden>'" in diagnosis  # the line was there...
     assert not [c for c in CANARIES if c in diagnosis + status + table]  # ...its keys were not
     from sglang_pve.agent import logfollow
-    assert logfollow.redact(f"server_args=ServerArgs(api_key='{API_KEY}', port=8000)") == \
-        "server_args=ServerArgs(api_key='<hidden>', port=8000)"
-    assert logfollow.redact(f"error: unrecognized arguments: --admin-api-key {ADMIN_KEY}") == \
-        "error: unrecognized arguments: --admin-api-key <hidden>"
+
+    assert (
+        logfollow.redact(f"server_args=ServerArgs(api_key='{API_KEY}', port=8000)")
+        == "server_args=ServerArgs(api_key='<hidden>', port=8000)"
+    )
+    assert (
+        logfollow.redact(f"error: unrecognized arguments: --admin-api-key {ADMIN_KEY}")
+        == "error: unrecognized arguments: --admin-api-key <hidden>"
+    )
 
 
 def test_a_bad_secret_is_refused_without_echoing_it(keyed, tmp_path):
@@ -227,6 +278,7 @@ def test_a_bad_secret_is_refused_without_echoing_it(keyed, tmp_path):
 
 # --- SSH: a changed host key on the jump host is refused -----------------------------------------
 
+
 def _through_jump(tmp_path, jump_known_hosts: str) -> tuple[int, str]:
     """`pyinfra ... exec -- true` to sglang1 through the node pve1 as jump host, whose key is checked
     against `jump_known_hosts` the way inventory/ssh_config.example does (alias and address)."""
@@ -234,15 +286,24 @@ def _through_jump(tmp_path, jump_known_hosts: str) -> tuple[int, str]:
 
     (tmp_path / "jump_known_hosts").write_text(jump_known_hosts)
     (tmp_path / "ssh_config").write_text(
-        f"Host jump {layout.NODE_ADDRESS}\n    HostName {layout.NODE_ADDRESS}\n    User root\n    IdentityFile {layout.SSH_KEY}\n"
+        f"Host jump {layout.NODE_ADDRESS}\n    HostName {layout.NODE_ADDRESS}\n    User root\n"
+        f"    IdentityFile {layout.SSH_KEY}\n"
         f"    UserKnownHostsFile {tmp_path / 'jump_known_hosts'}\n    StrictHostKeyChecking yes\n\n"
-        f"Host behind-jump\n    HostName {layout.SGLANG_HOSTS['sglang1']}\n    ProxyJump jump\n    ConnectTimeout 10\n")
+        f"Host behind-jump\n    HostName {layout.SGLANG_HOSTS['sglang1']}\n    ProxyJump jump\n    ConnectTimeout 10\n"
+    )
     (tmp_path / "inventory.py").write_text(
         f"hosts = [('behind-jump', {{'ssh_user': 'root', 'ssh_key': {str(layout.SSH_KEY)!r}, "
         f"'ssh_config_file': {str(tmp_path / 'ssh_config')!r}, 'ssh_known_hosts_file': {str(layout.KNOWN_HOSTS)!r}, "
-        "'ssh_strict_host_key_checking': 'yes'})]\n")
-    result = subprocess.run([str(PROJECT / ".venv" / "bin" / "pyinfra"), "-y", str(tmp_path / "inventory.py"), "exec", "--", "true"],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        "'ssh_strict_host_key_checking': 'yes'})]\n"
+    )
+    result = subprocess.run(
+        [str(PROJECT / ".venv" / "bin" / "pyinfra"), "-y", str(tmp_path / "inventory.py"), "exec", "--", "true"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     return result.returncode, result.stdout + result.stderr
 
 
@@ -264,5 +325,7 @@ def test_a_changed_host_key_on_the_jump_host_is_refused(lab, tmp_path):
 def test_preflight_refuses_an_open_bind_without_a_key_before_any_change(lab):
     before = sh(f"stat -c '%Y' {paths.unit_path('baseline')}")
     code, output = pyinfra("--data", "allow_unauthenticated=false", deploy="tasks/preflight.py", check=False)
-    assert code != 0 and "binds beyond the loopback without an API key" in output and "nothing was changed" in output, output
+    assert code != 0 and "binds beyond the loopback without an API key" in output and "nothing was changed" in output, (
+        output
+    )
     assert sh(f"stat -c '%Y' {paths.unit_path('baseline')}") == before

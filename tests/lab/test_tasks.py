@@ -54,5 +54,18 @@ def test_task_file_dry_run_is_pure_and_a_real_run_changes_nothing(converged, tas
 
 
 def test_every_task_file_is_covered():
-    assert {"agent.py", "bench.py", "containers.py", "nccl_env.py", "nccl_probe.py", "preflight.py", "pve_host.py",
-            "servers.py", "sglang.py", "status.py", "switch.py", "rollback.py", "rollback_release.py"} <= set(ALL_TASKS) - ROLLING_BACK
+    assert {
+        "agent.py",
+        "bench.py",
+        "containers.py",
+        "nccl_env.py",
+        "nccl_probe.py",
+        "preflight.py",
+        "pve_host.py",
+        "servers.py",
+        "sglang.py",
+        "status.py",
+        "switch.py",
+        "rollback.py",
+        "rollback_release.py",
+    } <= set(ALL_TASKS) - ROLLING_BACK

@@ -11,18 +11,16 @@ from pathlib import Path
 import pytest
 
 from sglang_pve.agent import bounded, exitcodes, gpus, procs, state
-from tests.unit.test_agent_support import (  # noqa: F401 (agent_env: autouse fixture)
-    BASELINE_V059,
+from tests.unit.agent_support import (
     HealthServer,
     agent,
-    agent_env,
-    append,
-    fake_systemctl,
     sleeper,
     stop,
     systemctl_calls,
     write_spec,
 )
+
+pytestmark = pytest.mark.usefixtures("agent_env")  # isolated from the host's devices and systemd
 
 SMI_TIMEOUT_S = 1.0
 FAKES = {
@@ -126,8 +124,12 @@ def test_an_unwritable_state_directory_does_not_save_a_wedged_server(tmp_path):
 def test_an_unwritable_state_directory_does_not_save_a_stalled_start(tmp_path):
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
-    spec = write_spec(tmp_path, stall_timeout_s={"dist_init": 0.5}, state_dir=str(blocker / "state"),
-                      diagnoses_dir=str(blocker / "diagnoses"))
+    spec = write_spec(
+        tmp_path,
+        stall_timeout_s={"dist_init": 0.5},
+        state_dir=str(blocker / "state"),
+        diagnoses_dir=str(blocker / "diagnoses"),
+    )
     main = sleeper()
     try:
         child = agent("gate", "--spec", spec.path, "--main-pid", str(main.pid))

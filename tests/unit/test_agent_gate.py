@@ -11,20 +11,21 @@ import pytest
 
 from sglang_pve.agent import exitcodes, gate, procs, state, stopping
 from sglang_pve.agent.logfollow import size
-from tests.unit.test_agent_support import (  # noqa: F401 (agent_env: autouse fixture)
+from tests.unit.agent_support import (
     BASELINE_V059,
     CONTEXT_LENGTH_CRASH,
     EAGLE3_HEAD,
     HealthServer,
     LogScript,
     agent,
-    agent_env,
     append,
     messages,
     sleeper,
     stop,
     write_spec,
 )
+
+pytestmark = pytest.mark.usefixtures("agent_env")  # isolated from the host's devices and systemd
 
 
 def run_gate(spec, main_pid, **kwargs):
@@ -207,7 +208,9 @@ def test_probe_access_lines_are_no_progress_and_a_stall_kills_the_main_pid(tmp_p
     spec = write_spec(tmp_path, stall_timeout_s={"warmup": 0.5, "http": 0.5}, startup_timeout_s=20)
     prepared(spec)
     main_pid = sleeper()
-    up_to_warmup = BASELINE_V059[: BASELINE_V059.index(next(line for line in BASELINE_V059 if "Prefill batch" in line)) + 1]
+    up_to_warmup = BASELINE_V059[
+        : BASELINE_V059.index(next(line for line in BASELINE_V059 if "Prefill batch" in line)) + 1
+    ]
     append(spec.log, "\n".join(up_to_warmup) + "\n")
     probe = '[2026-07-20 10:06:18] INFO:     127.0.0.1:50200 - "GET /health HTTP/1.1" 503 Service Unavailable'
     probes = LogScript(spec.log, [probe] * 400, delay=0.02)

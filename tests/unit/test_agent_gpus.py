@@ -7,7 +7,9 @@ import stat
 import pytest
 
 from sglang_pve.agent import gpus
-from tests.unit.test_agent_support import agent_env, fake_nvidia_smi  # noqa: F401 (autouse fixture)
+from tests.unit.agent_support import fake_nvidia_smi
+
+pytestmark = pytest.mark.usefixtures("agent_env")  # isolated from the host's devices and systemd
 
 SMI_CSV = """\
 0, GPU-5a1e0c3b-8f7d-4a51-9d1e-0b6f2c9a7e11, NVIDIA RTX PRO 6000 Blackwell Server Edition, 80211, 97887, 0
@@ -54,21 +56,31 @@ def test_parse_proc_devices_reads_dynamic_majors_of_character_devices_only():
     assert majors["nvidia"] == 195 and majors["nvidia-uvm"] == 510 and majors["nvidia-caps"] == 237
     assert "loop" not in majors and "drm" not in majors
     assert gpus.parse_proc_devices("Character devices:\n195 nvidia-frontend\n241 nvidia-uvm\n") == {
-        "nvidia": 195, "nvidia-uvm": 241}
+        "nvidia": 195,
+        "nvidia-uvm": 241,
+    }
 
 
 def test_parse_driver_version_from_proc_and_from_nvidia_smi():
-    proc = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  "
-            "(dvs-builder@U16-I3-B03-4-3)  Tue Sep 23 09:27:00 UTC 2025\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")
+    proc = (
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  "
+        "(dvs-builder@U16-I3-B03-4-3)  Tue Sep 23 09:27:00 UTC 2025\n"
+        "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n"
+    )
     assert gpus.parse_driver_version(proc) == "580.95.05"
-    assert gpus.parse_driver_version("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar 5 UTC 2024") == "550.54.15"
+    assert (
+        gpus.parse_driver_version("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar 5 UTC 2024")
+        == "550.54.15"
+    )
     assert gpus.parse_driver_version("575.57.08\n575.57.08\n") == "575.57.08"
     assert gpus.parse_driver_version("") is None
 
 
 def test_parse_fd_links_groups_devices_per_pid():
-    text = ("/proc/4300/fd /dev/nvidiactl\n/proc/4300/fd /dev/nvidia0\n/proc/4300/fd /dev/nvidia0\n"
-            "/proc/17/fd /dev/nvidia-uvm\nfind: '/proc/99/fd': No such file or directory\n")
+    text = (
+        "/proc/4300/fd /dev/nvidiactl\n/proc/4300/fd /dev/nvidia0\n/proc/4300/fd /dev/nvidia0\n"
+        "/proc/17/fd /dev/nvidia-uvm\nfind: '/proc/99/fd': No such file or directory\n"
+    )
     assert gpus.parse_fd_links(text) == {17: ["/dev/nvidia-uvm"], 4300: ["/dev/nvidia0", "/dev/nvidiactl"]}
 
 
@@ -91,7 +103,9 @@ def test_device_majors_nodes_and_driver_version_from_fake_proc_and_dev(tmp_path,
     proc = tmp_path / "proc"
     (proc / "driver" / "nvidia").mkdir(parents=True)
     (proc / "devices").write_text(PROC_DEVICES)
-    (proc / "driver" / "nvidia" / "version").write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build\n")
+    (proc / "driver" / "nvidia" / "version").write_text(
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build\n"
+    )
     monkeypatch.setenv("SGLANG_PVE_PROC", str(proc))
     assert gpus.device_majors()["nvidia-uvm"] == 510
     assert gpus.driver_version() == "580.95.05"

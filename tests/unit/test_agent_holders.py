@@ -7,9 +7,13 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from sglang_pve.agent import holders, procs
 from sglang_pve.agent.cli import main
-from tests.unit.test_agent_support import agent_env, hold_device, stop  # noqa: F401 (autouse fixture)
+from tests.unit.agent_support import hold_device, stop
+
+pytestmark = pytest.mark.usefixtures("agent_env")  # isolated from the host's devices and systemd
 
 
 def test_scan_finds_holders_and_tells_ours_from_foreign(agent_env):
@@ -69,7 +73,14 @@ def test_holders_command_prints_json(agent_env, capsys):
     try:
         assert main(["holders"]) == 0
         listed = json.loads(capsys.readouterr().out)
-        assert listed == [{"pid": child.pid, "cmdline": listed[0]["cmdline"], "devices": [str(agent_env / "nvidia0")],
-                           "ours": True, "unit": "sglang-t1.service"}]
+        assert listed == [
+            {
+                "pid": child.pid,
+                "cmdline": listed[0]["cmdline"],
+                "devices": [str(agent_env / "nvidia0")],
+                "ours": True,
+                "unit": "sglang-t1.service",
+            }
+        ]
     finally:
         stop(child)

@@ -1,15 +1,18 @@
 """Following the server log: \\r and \\n both end lines, unfinished lines are progress."""
 
 from sglang_pve.agent.logfollow import LogFollower, size, tail
-from tests.unit.test_agent_support import append
+from tests.unit.agent_support import append
 
 
 def test_splits_on_carriage_return_and_newline_and_keeps_the_partial_line(tmp_path):
     log = str(tmp_path / "server.log")
     follower = LogFollower(log, 0)
     assert not follower.poll().grew  # no file yet
-    append(log, "[2026-07-20 10:00:10 TP0] Load weight begin. avail mem=93.46 GB\n"
-                "\rMulti-thread loading shards:   0% Completed | 0/64")
+    append(
+        log,
+        "[2026-07-20 10:00:10 TP0] Load weight begin. avail mem=93.46 GB\n"
+        "\rMulti-thread loading shards:   0% Completed | 0/64",
+    )
     update = follower.poll()
     assert update.lines == ["[2026-07-20 10:00:10 TP0] Load weight begin. avail mem=93.46 GB"]
     assert update.partial_grew  # the bar is being drawn: progress without a newline
@@ -54,4 +57,5 @@ def test_tail_returns_last_lines_split_on_both_breaks(tmp_path):
 
 def test_any_new_byte_is_growth():
     from sglang_pve.agent.logfollow import Update
+
     assert Update(["a line"], False).grew and Update([], True).grew and not Update([], False).grew

@@ -15,19 +15,14 @@ import pytest
 
 from sglang_pve.agent import exitcodes, gate, logfollow, phases, state, watchdog
 from sglang_pve.agent.phases import PhaseTracker
-from tests.unit.test_agent_support import (  # noqa: F401 (agent_env: autouse fixture)
-    BASELINE_V059,
-    HealthServer,
-    LogScript,
-    agent_env,
-    messages,
-    stop,
-    systemctl_calls,
-    write_spec,
-)
+from tests.unit.agent_support import BASELINE_V059, HealthServer, LogScript, messages, stop, systemctl_calls, write_spec
 
-DECODE = ("[2026-07-20 10:10:00 TP0] Decode batch, #running-req: 12, #token: 40211, token usage: 0.04, "
-          "cuda graph: True, gen throughput (token/s): 88.13, #queue-req: 3")
+pytestmark = pytest.mark.usefixtures("agent_env")  # isolated from the host's devices and systemd
+
+DECODE = (
+    "[2026-07-20 10:10:00 TP0] Decode batch, #running-req: 12, #token: 40211, token usage: 0.04, "
+    "cuda graph: True, gen throughput (token/s): 88.13, #queue-req: 3"
+)
 SERVER = "import sys, time\nfor line in sys.argv[2:]:\n    print(line, flush=True)\n    time.sleep(float(sys.argv[1]))\ntime.sleep(60)\n"
 
 
@@ -55,9 +50,11 @@ def test_the_follower_keeps_the_servers_file_through_rename_delete_and_truncatio
     try:
         follower = logfollow.LogFollower(log, os.path.getsize(log), logfollow.main_output(main.pid))
         with open(f"/proc/{main.pid}/fd/1", "a") as as_server:  # what the server writes
+
             def write(text):
                 as_server.write(text)
                 as_server.flush()
+
             write("one\n")
             assert follower.poll().lines == ["one"]
             rotate(log)
@@ -89,8 +86,11 @@ def test_without_the_servers_descriptor_the_name_is_followed(tmp_path):
 
 @pytest.mark.parametrize("when", ["startup", "serving"])
 def test_rotation_and_deletion_cause_no_stall_and_no_restart(tmp_path, when):
-    spec = write_spec(tmp_path, stall_timeout_s=dict.fromkeys(("dist_init", "weights", "kv_cache", "cuda_graph", "http", "warmup"), 1.0),
-                      watchdog={"interval_s": 0.3, "failures": 2})
+    spec = write_spec(
+        tmp_path,
+        stall_timeout_s=dict.fromkeys(("dist_init", "weights", "kv_cache", "cuda_graph", "http", "warmup"), 1.0),
+        watchdog={"interval_s": 0.3, "failures": 2},
+    )
     state.write_offset(spec, 0)
     lines = BASELINE_V059 if when == "startup" else [DECODE] * 40
     main = server(spec.log, lines, 0.15)  # gaps longer than a poll: the follower looks at the name
@@ -149,28 +149,36 @@ def test_a_handled_traceback_does_not_fail_the_start(tmp_path):
 
 def test_the_crash_is_named_by_the_exception_that_propagated():
     tracker = PhaseTracker()
-    for line in ["[2026-07-20 10:00:06 TP0] Scheduler hit an exception: Traceback (most recent call last):",
-                 "KeyError: 'model.layers.0.mlp.experts.w13_weight'",
-                 "",
-                 "During handling of the above exception, another exception occurred:",
-                 "",
-                 "Traceback (most recent call last):",
-                 "RuntimeError: Failed to load weights: shard 17 is missing",
-                 "Exception ignored in: <function Pool.__del__ at 0x7f>",
-                 "Traceback (most recent call last):",
-                 "OSError: handle is closed",
-                 "[2026-07-20 10:00:07] Received sigquit from a child process. It usually means the child failed."]:
+    for line in [
+        "[2026-07-20 10:00:06 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        "KeyError: 'model.layers.0.mlp.experts.w13_weight'",
+        "",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        "Traceback (most recent call last):",
+        "RuntimeError: Failed to load weights: shard 17 is missing",
+        "Exception ignored in: <function Pool.__del__ at 0x7f>",
+        "Traceback (most recent call last):",
+        "OSError: handle is closed",
+        "[2026-07-20 10:00:07] Received sigquit from a child process. It usually means the child failed.",
+    ]:
         tracker.feed(line)
     assert tracker.reason == "RuntimeError: Failed to load weights: shard 17 is missing"
 
 
-@pytest.mark.parametrize("line, access", [
-    ('[2026-07-20 10:00:00] INFO:     127.0.0.1:50200 - "GET /v1/models HTTP/1.1" 200 OK', True),
-    ('[2026-07-20 10:00:00] INFO:     10.1.2.3:9 - "GET /metrics HTTP/1.1" 200 OK', True),
-    ('[2026-07-20 10:00:00] INFO:     ::1:50200 - "POST /generate HTTP/1.1" 404 Not Found', True),
-    ('[2026-07-20 10:00:00 TP0] https://huggingface.co:443 "HEAD /moonshotai/Kimi-K2.5/resolve/main/config.json HTTP/1.1" 404 0', False),
-    ("[2026-07-20 10:00:00 TP0] Decode batch, #running-req: 1", False),
-])
+@pytest.mark.parametrize(
+    "line, access",
+    [
+        ('[2026-07-20 10:00:00] INFO:     127.0.0.1:50200 - "GET /v1/models HTTP/1.1" 200 OK', True),
+        ('[2026-07-20 10:00:00] INFO:     10.1.2.3:9 - "GET /metrics HTTP/1.1" 200 OK', True),
+        ('[2026-07-20 10:00:00] INFO:     ::1:50200 - "POST /generate HTTP/1.1" 404 Not Found', True),
+        (
+            '[2026-07-20 10:00:00 TP0] https://huggingface.co:443 "HEAD /moonshotai/Kimi-K2.5/resolve/main/config.json HTTP/1.1" 404 0',
+            False,
+        ),
+        ("[2026-07-20 10:00:00 TP0] Decode batch, #running-req: 1", False),
+    ],
+)
 def test_access_lines_are_no_progress_and_move_no_phase(line, access):
     assert phases.is_access(line) is access and phases.is_progress(line) is not access
     tracker = PhaseTracker(phase="http")

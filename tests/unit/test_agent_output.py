@@ -6,9 +6,13 @@ import json
 import os
 import sys
 
+import pytest
+
 from sglang_pve.agent import diagnosis
 from sglang_pve.agent.output import Reporter, is_own
-from tests.unit.test_agent_support import agent_env, hold_device, sleeper, stop, write_spec  # noqa: F401 (autouse)
+from tests.unit.agent_support import hold_device, sleeper, stop, write_spec
+
+pytestmark = pytest.mark.usefixtures("agent_env")  # isolated from the host's devices and systemd
 
 
 def test_lines_are_tagged_and_go_to_the_log_once(tmp_path):
@@ -44,8 +48,12 @@ def test_diagnosis_has_py_spy_stacks_of_our_holders_and_the_main_pid(tmp_path, m
     ours = hold_device(agent_env / "nvidia0", unit="sglang-t1.service")
     foreign = hold_device(agent_env / "nvidia1")
     try:
-        path = diagnosis.save(spec, diagnosis.collect(spec, "wedged", "wedged: test", phase="ready", seconds_in_phase=5,
-                                                      seconds_stalled=3, main_pid=main.pid))
+        path = diagnosis.save(
+            spec,
+            diagnosis.collect(
+                spec, "wedged", "wedged: test", phase="ready", seconds_in_phase=5, seconds_stalled=3, main_pid=main.pid
+            ),
+        )
     finally:
         for child in (main, ours, foreign):
             stop(child)
@@ -69,7 +77,11 @@ def test_a_hanging_py_spy_is_cut_off(tmp_path, monkeypatch):
 
 def test_diagnoses_in_the_same_second_get_distinct_names(tmp_path):
     spec = write_spec(tmp_path)
-    paths = [diagnosis.save(spec, diagnosis.collect(spec, kind, kind, phase="weights", seconds_in_phase=1, seconds_stalled=1))
-             for kind in ("wedged", "restart_cap", "wedged")]
+    paths = [
+        diagnosis.save(
+            spec, diagnosis.collect(spec, kind, kind, phase="weights", seconds_in_phase=1, seconds_stalled=1)
+        )
+        for kind in ("wedged", "restart_cap", "wedged")
+    ]
     assert len(set(paths)) == 3
     assert diagnosis.latest(spec) == paths[-1]

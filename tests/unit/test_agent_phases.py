@@ -4,7 +4,7 @@ import re
 import time
 
 from sglang_pve.agent.phases import PhaseTracker, is_noise, parse_line, signal
-from tests.unit.test_agent_support import BASELINE_V059, CONTEXT_LENGTH_CRASH, EAGLE3_HEAD
+from tests.unit.agent_support import BASELINE_V059, CONTEXT_LENGTH_CRASH, EAGLE3_HEAD
 
 
 def phases_of(lines, speculative=False):
@@ -48,18 +48,22 @@ def test_v059_eagle3_order_target_graphs_then_draft():
 
 
 def test_second_weight_load_of_one_rank_is_no_draft_without_speculative():
-    lines = ["[2026-07-20 10:00:10 TP0] Load weight begin. avail mem=93 GB",
-             "[2026-07-20 10:00:10 TP1] Load weight begin. avail mem=93 GB"]
+    lines = [
+        "[2026-07-20 10:00:10 TP0] Load weight begin. avail mem=93 GB",
+        "[2026-07-20 10:00:10 TP1] Load weight begin. avail mem=93 GB",
+    ]
     assert phases_of(lines, speculative=True)[0].phase == "weights"  # two ranks, one load each
     assert phases_of(lines + lines[:1], speculative=False)[0].phase == "weights"
     assert phases_of(lines + lines[:1], speculative=True)[0].phase == "draft"
 
 
 def test_both_capture_spellings_and_tqdm_lines_classify_as_cuda_graph():
-    for message in ("Capture cuda graph begin. This can take up to several minutes. avail mem=10.87 GB",
-                    "Capture piecewise CUDA graph begin. avail mem=10 GB",
-                    "Capture target verify CUDA graph end. elapsed=3.2 s",
-                    "Capturing batches (bs=512 avail_mem=10.85 GB):  10%|#         | 5/52"):
+    for message in (
+        "Capture cuda graph begin. This can take up to several minutes. avail mem=10.87 GB",
+        "Capture piecewise CUDA graph begin. avail mem=10 GB",
+        "Capture target verify CUDA graph end. elapsed=3.2 s",
+        "Capturing batches (bs=512 avail_mem=10.85 GB):  10%|#         | 5/52",
+    ):
         tracker = PhaseTracker()
         tracker.feed("[2026-07-20 10:04:32 TP0] KV Cache is allocated. #tokens: 1, KV size: 1 GB")
         tracker.feed(f"[2026-07-20 10:04:33 TP0] {message}" if message.startswith("Capture ") else message)
@@ -75,19 +79,23 @@ def test_crash_reason_is_the_root_exception_line():
 
 
 def test_fatal_lines_each_recognised():
-    for line in ("[2026-07-20 10:00:00] Received sigquit from a child process. It usually means the child failed.",
-                 "[2026-07-20 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
-                 "[2026-07-20 10:00:00 TP3] Scheduler watchdog timeout (self.watchdog_timeout=600, self.soft=False)",
-                 "[2026-07-20 10:00:00] Initialization failed. warmup error: Traceback (most recent call last):",
-                 "RuntimeError: Rank 3 scheduler died during initialization (exit code: -9). If exit code is -9 ..."):
+    for line in (
+        "[2026-07-20 10:00:00] Received sigquit from a child process. It usually means the child failed.",
+        "[2026-07-20 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        "[2026-07-20 10:00:00 TP3] Scheduler watchdog timeout (self.watchdog_timeout=600, self.soft=False)",
+        "[2026-07-20 10:00:00] Initialization failed. warmup error: Traceback (most recent call last):",
+        "RuntimeError: Rank 3 scheduler died during initialization (exit code: -9). If exit code is -9 ...",
+    ):
         tracker = PhaseTracker()
         tracker.feed(line)
         assert tracker.fatal, line
-    for harmless in ("[2026-07-20 10:00:00 TP0] ValueError: this is a logged message, not a traceback",
-                     "Traceback (most recent call last):",  # alone: SGLang logs handled ones and goes on
-                     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
-                     "INFO:     Started server process [12]",
-                     "/usr/lib/python3/dist-packages/x.py:1: UserWarning: something"):
+    for harmless in (
+        "[2026-07-20 10:00:00 TP0] ValueError: this is a logged message, not a traceback",
+        "Traceback (most recent call last):",  # alone: SGLang logs handled ones and goes on
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+        "INFO:     Started server process [12]",
+        "/usr/lib/python3/dist-packages/x.py:1: UserWarning: something",
+    ):
         tracker = PhaseTracker()
         tracker.feed(harmless)
         assert tracker.fatal is None, harmless
@@ -108,12 +116,20 @@ def test_phase_since_comes_from_the_line_prefix():
 
 
 def test_probe_noise_is_not_progress_but_real_work_is():
-    assert is_noise('[2026-07-20 10:00:00] INFO:     127.0.0.1:5 - "GET /health_generate HTTP/1.1" 503 Service Unavailable')
+    assert is_noise(
+        '[2026-07-20 10:00:00] INFO:     127.0.0.1:5 - "GET /health_generate HTTP/1.1" 503 Service Unavailable'
+    )
     assert is_noise('[2026-07-20 10:00:00] INFO:     127.0.0.1:5 - "GET /metrics HTTP/1.1" 200 OK')
-    assert is_noise("[2026-07-20 10:00:00] Health check failed. Server couldn't get a response from detokenizer for last 20 seconds.")
-    assert is_noise("[2026-07-20 10:00:00 TP0] Prefill batch, #new-seq: 1, #new-token: 1, #cached-token: 0, token usage: 0.01, ")
-    assert not is_noise("[2026-07-20 10:00:00 TP0] Decode batch, #running-req: 12, #token: 40211, token usage: 0.04, "
-                        "accept len: 2.85, cuda graph: True, gen throughput (token/s): 88.13, #queue-req: 0")
+    assert is_noise(
+        "[2026-07-20 10:00:00] Health check failed. Server couldn't get a response from detokenizer for last 20 seconds."
+    )
+    assert is_noise(
+        "[2026-07-20 10:00:00 TP0] Prefill batch, #new-seq: 1, #new-token: 1, #cached-token: 0, token usage: 0.01, "
+    )
+    assert not is_noise(
+        "[2026-07-20 10:00:00 TP0] Decode batch, #running-req: 12, #token: 40211, token usage: 0.04, "
+        "accept len: 2.85, cuda graph: True, gen throughput (token/s): 88.13, #queue-req: 0"
+    )
     assert not is_noise('[2026-07-20 10:00:00] INFO:     127.0.0.1:5 - "POST /v1/chat/completions HTTP/1.1" 200 OK')
     assert not is_noise("[2026-07-20 10:00:00 TP0] Prefill batch, #new-seq: 1, #new-token: 8192, #cached-token: 0, ")
 

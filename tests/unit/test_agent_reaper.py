@@ -5,10 +5,14 @@ import sys
 import threading
 import time
 
+import pytest
+
 from sglang_pve.agent import exitcodes, reaper, restarts, state
 from sglang_pve.agent.cli import main
 from sglang_pve.agent.output import Reporter
-from tests.unit.test_agent_support import agent_env, append, fake_nvidia_smi, fake_systemctl, hold_device, messages, stop, write_spec  # noqa: F401 (agent_env: autouse fixture)
+from tests.unit.agent_support import append, fake_nvidia_smi, fake_systemctl, hold_device, messages, stop, write_spec
+
+pytestmark = pytest.mark.usefixtures("agent_env")  # isolated from the host's devices and systemd
 
 BUSY = "0, GPU-a, NVIDIA H200, 70211, 143771, 0\n1, GPU-b, NVIDIA H200, 3, 143771, 0\n"
 IDLE = "0, GPU-a, NVIDIA H200, 0, 143771, 0\n1, GPU-b, NVIDIA H200, 3, 143771, 0\n"
@@ -50,9 +54,18 @@ def test_prestart_kills_our_stale_holder_by_pid_then_records_the_offset(tmp_path
 
 def test_prestart_refuses_another_running_server_but_reaps_a_stopped_ones(tmp_path, agent_env, monkeypatch):
     spec = write_spec(tmp_path)
-    monkeypatch.setenv("SGLANG_PVE_SYSTEMCTL", str(fake_systemctl(tmp_path, {
-        "sglang-running.service": {"ActiveState": "active"},
-        "sglang-stopped.service": {"ActiveState": "failed"}})))
+    monkeypatch.setenv(
+        "SGLANG_PVE_SYSTEMCTL",
+        str(
+            fake_systemctl(
+                tmp_path,
+                {
+                    "sglang-running.service": {"ActiveState": "active"},
+                    "sglang-stopped.service": {"ActiveState": "failed"},
+                },
+            )
+        ),
+    )
     running = hold_device(agent_env / "nvidia0", unit="sglang-running.service")
     stopped = hold_device(agent_env / "nvidia1", unit="sglang-stopped.service")
     say = messages()
@@ -70,8 +83,9 @@ def test_prestart_refuses_another_running_server_but_reaps_a_stopped_ones(tmp_pa
 
 def test_prestart_waits_for_a_conflicting_unit_that_is_still_stopping(tmp_path, agent_env, monkeypatch):
     spec = write_spec(tmp_path)
-    monkeypatch.setenv("SGLANG_PVE_SYSTEMCTL", str(fake_systemctl(tmp_path, {
-        "sglang-old.service": {"ActiveState": "deactivating"}})))
+    monkeypatch.setenv(
+        "SGLANG_PVE_SYSTEMCTL", str(fake_systemctl(tmp_path, {"sglang-old.service": {"ActiveState": "deactivating"}}))
+    )
     old = hold_device(agent_env / "nvidia0", unit="sglang-old.service")
     threading.Timer(0.3, old.kill).start()  # systemd finishing the old unit's stop
     say = messages()

@@ -22,17 +22,20 @@ def test_the_documented_example_is_valid():
     assert spec.state_file("run", ".offset") == "/var/lib/sglang-pve/run/baseline.offset"
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"watchdog": {"failures": 0}}, "key 'watchdog.failures' is 0; expected an integer >= 1"),
-    ({"stall_timeout_s": {"weights": -1}}, "key 'stall_timeout_s.weights' is -1; expected a finite number > 0"),
-    ({"port": 70000}, "key 'port' is 70000; expected an integer >= 1 and <= 65535"),
-    ({"speculative": "yes"}, "key 'speculative' is 'yes'; expected true or false"),
-    ({"server": "../etc"}, "key 'server' is '../etc'"),
-    ({"log": "relative.log"}, "key 'log' is 'relative.log'; expected an absolute path"),
-    ({"unit": "vllm-baseline.service"}, "starting with unit_prefix 'sglang-'"),
-    ({"extra": 1}, "unknown key(s) extra"),
-    ({"stall_timeout_s": {"weights": 1, "weigths": 2}}, "unknown key(s) stall_timeout_s.weigths"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"watchdog": {"failures": 0}}, "key 'watchdog.failures' is 0; expected an integer >= 1"),
+        ({"stall_timeout_s": {"weights": -1}}, "key 'stall_timeout_s.weights' is -1; expected a finite number > 0"),
+        ({"port": 70000}, "key 'port' is 70000; expected an integer >= 1 and <= 65535"),
+        ({"speculative": "yes"}, "key 'speculative' is 'yes'; expected true or false"),
+        ({"server": "../etc"}, "key 'server' is '../etc'"),
+        ({"log": "relative.log"}, "key 'log' is 'relative.log'; expected an absolute path"),
+        ({"unit": "vllm-baseline.service"}, "starting with unit_prefix 'sglang-'"),
+        ({"extra": 1}, "unknown key(s) extra"),
+        ({"stall_timeout_s": {"weights": 1, "weigths": 2}}, "unknown key(s) stall_timeout_s.weigths"),
+    ],
+)
 def test_bad_values_are_refused_with_key_and_fix(change, message):
     data = documented_example()
     for key, value in change.items():

@@ -5,10 +5,22 @@ import os
 import re
 import time
 
+import pytest
+
 from sglang_pve.agent import diagnosis, state, status
 from sglang_pve.agent.cli import main
 from sglang_pve.agent.logfollow import size
-from tests.unit.test_agent_support import BASELINE_V059, HealthServer, agent_env, append, fake_nvidia_smi, fake_systemctl, systemctl_calls, write_spec  # noqa: F401 (agent_env: autouse fixture)
+from tests.unit.agent_support import (
+    BASELINE_V059,
+    HealthServer,
+    append,
+    fake_nvidia_smi,
+    fake_systemctl,
+    systemctl_calls,
+    write_spec,
+)
+
+pytestmark = pytest.mark.usefixtures("agent_env")  # isolated from the host's devices and systemd
 
 
 def monotonic_usec(seconds_ago: float) -> str:
@@ -45,35 +57,112 @@ def test_every_verdict_from_one_systemctl_call(tmp_path, monkeypatch):
     started_with(ready, BASELINE_V059)
     state.update_status(ready, ready_at=time.time() - 60)
     hour_ago = time.time() - 3600
-    started_with(starting, [f"[{local_stamp(time.time() - 42)} TP0] Load weight begin. avail mem=93.46 GB",
-                            "\rMulti-thread loading shards:  40% Completed | 26/64"])
+    started_with(
+        starting,
+        [
+            f"[{local_stamp(time.time() - 42)} TP0] Load weight begin. avail mem=93.46 GB",
+            "\rMulti-thread loading shards:  40% Completed | 26/64",
+        ],
+    )
     # a hung warm-up while status/monitoring probes keep writing access lines: those are no progress
-    started_with(stalled, BASELINE_V059[:20] + [
-        f"[{local_stamp(time.time() - 100)} TP0] Prefill batch. #new-seq: 1, #new-token: 7, #cached-token: 0",
-        f'[{local_stamp(time.time())}] INFO:     127.0.0.1:5 - "GET /health HTTP/1.1" 503'])
-    started_with(zombie, BASELINE_V059 + [f"[{local_stamp(hour_ago)} TP0] Decode batch, #running-req: 1, gen throughput (token/s): 80.1",
-                                          '[2026-07-20 10:00:00] INFO:     127.0.0.1:5 - "GET /health_generate HTTP/1.1" 503'])
+    started_with(
+        stalled,
+        BASELINE_V059[:20]
+        + [
+            f"[{local_stamp(time.time() - 100)} TP0] Prefill batch. #new-seq: 1, #new-token: 7, #cached-token: 0",
+            f'[{local_stamp(time.time())}] INFO:     127.0.0.1:5 - "GET /health HTTP/1.1" 503',
+        ],
+    )
+    started_with(
+        zombie,
+        BASELINE_V059
+        + [
+            f"[{local_stamp(hour_ago)} TP0] Decode batch, #running-req: 1, gen throughput (token/s): 80.1",
+            '[2026-07-20 10:00:00] INFO:     127.0.0.1:5 - "GET /health_generate HTTP/1.1" 503',
+        ],
+    )
     state.update_status(zombie, watchdog={"failures": 2, "failing_since": hour_ago + 60})
     started_with(failed, BASELINE_V059[:15])
-    path = diagnosis.save(failed, diagnosis.collect(failed, "stall", "stalled in cuda_graph: no log progress for 1200s (limit 1200s)",
-                                                    phase="cuda_graph", seconds_in_phase=1260, seconds_stalled=1200))
+    path = diagnosis.save(
+        failed,
+        diagnosis.collect(
+            failed,
+            "stall",
+            "stalled in cuda_graph: no log progress for 1200s (limit 1200s)",
+            phase="cuda_graph",
+            seconds_in_phase=1260,
+            seconds_stalled=1200,
+        ),
+    )
     started_with(crashed, BASELINE_V059[:5])
-    started_with(died, BASELINE_V059 + ["Traceback (most recent call last):", '  File "x.py", line 1, in f',
-                                        "RuntimeError: CUDA error: an illegal memory access was encountered"])
+    started_with(
+        died,
+        BASELINE_V059
+        + [
+            "Traceback (most recent call last):",
+            '  File "x.py", line 1, in f',
+            "RuntimeError: CUDA error: an illegal memory access was encountered",
+        ],
+    )
     started_with(refused, [])
     state.update_status(refused, verdict="failed: GPUs held by other processes (prestart refused)")
-    monkeypatch.setenv("SGLANG_PVE_SYSTEMCTL", str(fake_systemctl(tmp_path, {
-        "sglang-ready.service": {"ActiveState": "active", "SubState": "running", "Result": "success", "MainPID": "4242"},
-        "sglang-starting.service": {"ActiveState": "activating", "SubState": "start-post", "ExecMainStartTimestampMonotonic": monotonic_usec(50)},
-        "sglang-stalled.service": {"ActiveState": "activating", "SubState": "start-post", "ExecMainStartTimestampMonotonic": monotonic_usec(400)},
-        "sglang-zombie.service": {"ActiveState": "active", "SubState": "running", "MainPID": "4343"},
-        "sglang-failed.service": {"ActiveState": "failed", "SubState": "failed", "Result": "exit-code", "ExecMainStartTimestampMonotonic": monotonic_usec(30)},
-        "sglang-crashed.service": {"ActiveState": "failed", "SubState": "failed", "Result": "signal", "ExecMainStartTimestampMonotonic": monotonic_usec(5)},
-        "sglang-died.service": {"ActiveState": "failed", "Result": "exit-code", "ExecMainStartTimestampMonotonic": monotonic_usec(900)},
-        "sglang-refused.service": {"ActiveState": "failed", "Result": "exit-code", "ExecMainStartTimestampMonotonic": monotonic_usec(900)},
-        "sglang-pre.service": {"ActiveState": "activating", "SubState": "start-pre", "InactiveExitTimestampMonotonic": monotonic_usec(12)},
-    })))
-    monkeypatch.setenv("SGLANG_PVE_NVIDIA_SMI", str(fake_nvidia_smi(tmp_path, "0, GPU-a, NVIDIA H200, 80211, 143771, 0\n")))
+    monkeypatch.setenv(
+        "SGLANG_PVE_SYSTEMCTL",
+        str(
+            fake_systemctl(
+                tmp_path,
+                {
+                    "sglang-ready.service": {
+                        "ActiveState": "active",
+                        "SubState": "running",
+                        "Result": "success",
+                        "MainPID": "4242",
+                    },
+                    "sglang-starting.service": {
+                        "ActiveState": "activating",
+                        "SubState": "start-post",
+                        "ExecMainStartTimestampMonotonic": monotonic_usec(50),
+                    },
+                    "sglang-stalled.service": {
+                        "ActiveState": "activating",
+                        "SubState": "start-post",
+                        "ExecMainStartTimestampMonotonic": monotonic_usec(400),
+                    },
+                    "sglang-zombie.service": {"ActiveState": "active", "SubState": "running", "MainPID": "4343"},
+                    "sglang-failed.service": {
+                        "ActiveState": "failed",
+                        "SubState": "failed",
+                        "Result": "exit-code",
+                        "ExecMainStartTimestampMonotonic": monotonic_usec(30),
+                    },
+                    "sglang-crashed.service": {
+                        "ActiveState": "failed",
+                        "SubState": "failed",
+                        "Result": "signal",
+                        "ExecMainStartTimestampMonotonic": monotonic_usec(5),
+                    },
+                    "sglang-died.service": {
+                        "ActiveState": "failed",
+                        "Result": "exit-code",
+                        "ExecMainStartTimestampMonotonic": monotonic_usec(900),
+                    },
+                    "sglang-refused.service": {
+                        "ActiveState": "failed",
+                        "Result": "exit-code",
+                        "ExecMainStartTimestampMonotonic": monotonic_usec(900),
+                    },
+                    "sglang-pre.service": {
+                        "ActiveState": "activating",
+                        "SubState": "start-pre",
+                        "InactiveExitTimestampMonotonic": monotonic_usec(12),
+                    },
+                },
+            )
+        ),
+    )
+    monkeypatch.setenv(
+        "SGLANG_PVE_NVIDIA_SMI", str(fake_nvidia_smi(tmp_path, "0, GPU-a, NVIDIA H200, 80211, 143771, 0\n"))
+    )
 
     with HealthServer(ready.port, {"/health": [200]}):
         report = status.collect(str(tmp_path / "specs"))
@@ -86,13 +175,17 @@ def test_every_verdict_from_one_systemctl_call(tmp_path, monkeypatch):
     assert by_name["starting"]["verdict"].startswith("starting (weights, 4")  # 42 s by the line's stamp
     assert by_name["starting"]["last_log_line"] == "Multi-thread loading shards:  40% Completed | 26/64"
     assert re.fullmatch(r"stalled \(warmup, no progress for (99|100|101)s\)", by_name["stalled"]["verdict"])
-    assert by_name["zombie"]["verdict"] == f"zombie since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(hour_ago + 60))}"
+    assert (
+        by_name["zombie"]["verdict"]
+        == f"zombie since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(hour_ago + 60))}"
+    )
     assert by_name["zombie"]["health"] is None  # port closed: not probed
     assert by_name["failed"]["verdict"] == "failed: stalled in cuda_graph: no log progress for 1200s (limit 1200s)"
     assert by_name["failed"]["diagnosis"] == path and by_name["failed"]["phase"] == "cuda_graph"
     assert by_name["crashed"]["verdict"] == "failed: unit result signal"
-    assert by_name["died"]["verdict"] == ("failed: unit result exit-code; "
-                                          "log: RuntimeError: CUDA error: an illegal memory access was encountered")
+    assert by_name["died"]["verdict"] == (
+        "failed: unit result exit-code; log: RuntimeError: CUDA error: an illegal memory access was encountered"
+    )
     assert by_name["refused"]["verdict"] == "failed: GPUs held by other processes (prestart refused)"
     assert by_name["pre"]["verdict"].startswith("starting (prestart, 1")
     assert by_name["stopped"]["verdict"] == "stopped"
@@ -102,9 +195,13 @@ def test_every_verdict_from_one_systemctl_call(tmp_path, monkeypatch):
 
 def test_active_but_unhealthy_with_a_busy_log_is_still_ready(tmp_path, monkeypatch):
     spec = write_spec(tmp_path, watchdog={"interval_s": 30})
-    started_with(spec, BASELINE_V059 + [f"[{local_stamp(time.time())} TP0] Decode batch, #running-req: 48, #queue-req: 9"])
-    monkeypatch.setenv("SGLANG_PVE_SYSTEMCTL", str(fake_systemctl(tmp_path, {
-        "sglang-t1.service": {"ActiveState": "active", "SubState": "running"}})))
+    started_with(
+        spec, BASELINE_V059 + [f"[{local_stamp(time.time())} TP0] Decode batch, #running-req: 48, #queue-req: 9"]
+    )
+    monkeypatch.setenv(
+        "SGLANG_PVE_SYSTEMCTL",
+        str(fake_systemctl(tmp_path, {"sglang-t1.service": {"ActiveState": "active", "SubState": "running"}})),
+    )
     with HealthServer(spec.port, {"/health": [503]}):
         entry = status.collect(str(tmp_path / "specs"))["servers"][0]
     assert entry["health"]["status"] == 503 and entry["verdict"] == "ready"

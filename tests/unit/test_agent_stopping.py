@@ -3,19 +3,28 @@
 import pytest
 
 from sglang_pve.agent import exitcodes, stopping, watchdog
-from tests.unit.test_agent_support import HealthServer, agent, agent_env, messages, sleeper, stop, systemctl_calls, write_spec  # noqa: F401
+from tests.unit.agent_support import HealthServer, agent, messages, sleeper, stop, systemctl_calls, write_spec
+
+pytestmark = pytest.mark.usefixtures("agent_env")  # isolated from the host's devices and systemd
 
 KILLED = {"SERVICE_RESULT": "success", "EXIT_CODE": "killed", "EXIT_STATUS": "KILL"}  # SuccessExitStatus=SIGKILL
 
 
-@pytest.mark.parametrize("requested, environ, crash", [
-    (True, KILLED, False),  # systemctl stop: SGLang SIGKILLs its own tree at the end of the drain
-    (False, KILLED, True),  # the same end with nobody asking: a crash
-    (False, {"SERVICE_RESULT": "success", "EXIT_CODE": "exited", "EXIT_STATUS": "0"}, False),
-    (False, {"SERVICE_RESULT": "exit-code", "EXIT_CODE": "killed", "EXIT_STATUS": "KILL"}, False),  # failing already
-    (False, {"SERVICE_RESULT": "success", "EXIT_CODE": "exited", "EXIT_STATUS": "1"}, True),
-    (False, {}, False),  # not run by systemd
-])
+@pytest.mark.parametrize(
+    "requested, environ, crash",
+    [
+        (True, KILLED, False),  # systemctl stop: SGLang SIGKILLs its own tree at the end of the drain
+        (False, KILLED, True),  # the same end with nobody asking: a crash
+        (False, {"SERVICE_RESULT": "success", "EXIT_CODE": "exited", "EXIT_STATUS": "0"}, False),
+        (
+            False,
+            {"SERVICE_RESULT": "exit-code", "EXIT_CODE": "killed", "EXIT_STATUS": "KILL"},
+            False,
+        ),  # failing already
+        (False, {"SERVICE_RESULT": "success", "EXIT_CODE": "exited", "EXIT_STATUS": "1"}, True),
+        (False, {}, False),  # not run by systemd
+    ],
+)
 def test_what_counts_as_a_crash(requested, environ, crash):
     assert bool(stopping.crashed(requested, environ)) is crash
 
@@ -55,6 +64,7 @@ def test_the_watchdog_leaves_a_draining_server_alone(tmp_path):
 def test_a_new_start_clears_the_mark_of_an_earlier_stop(tmp_path):
     """Else a crash of this start would be excused as that old requested stop."""
     from sglang_pve.agent import reaper
+
     spec = write_spec(tmp_path)
     stopping.mark(spec)
     assert reaper.prestart(spec, messages()) == exitcodes.OK

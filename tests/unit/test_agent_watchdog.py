@@ -4,8 +4,21 @@ import json
 import threading
 from pathlib import Path
 
+import pytest
+
 from sglang_pve.agent import exitcodes, restarts, state, watchdog
-from tests.unit.test_agent_support import HealthServer, LogScript, agent_env, fake_systemctl, messages, sleeper, stop, systemctl_calls, write_spec  # noqa: F401 (agent_env: autouse fixture)
+from tests.unit.agent_support import (
+    HealthServer,
+    LogScript,
+    fake_systemctl,
+    messages,
+    sleeper,
+    stop,
+    systemctl_calls,
+    write_spec,
+)
+
+pytestmark = pytest.mark.usefixtures("agent_env")  # isolated from the host's devices and systemd
 
 NOISE = [
     '[2026-07-20 10:00:00] INFO:     127.0.0.1:5 - "GET /health_generate HTTP/1.1" 503 Service Unavailable',
@@ -13,8 +26,10 @@ NOISE = [
     '[2026-07-20 10:00:00] INFO:     10.0.0.9:7 - "GET /metrics HTTP/1.1" 200 OK',
     "[2026-07-20 10:00:00 sglang-pve watchdog] the agent's own line",
 ]
-DECODE = ("[2026-07-20 10:00:00 TP0] Decode batch, #running-req: 12, #token: 40211, token usage: 0.04, "
-          "accept len: 2.85, cuda graph: True, gen throughput (token/s): 88.13, #queue-req: 3")
+DECODE = (
+    "[2026-07-20 10:00:00 TP0] Decode batch, #running-req: 12, #token: 40211, token usage: 0.04, "
+    "accept len: 2.85, cuda graph: True, gen throughput (token/s): 88.13, #queue-req: 3"
+)
 
 
 def run(spec, main):
@@ -81,8 +96,10 @@ def test_a_success_resets_the_count(tmp_path):
 def test_restart_cap_fails_the_unit_by_killing_its_main_pid(tmp_path, monkeypatch):
     spec = write_spec(tmp_path)
     main = sleeper()
-    monkeypatch.setenv("SGLANG_PVE_SYSTEMCTL", str(fake_systemctl(tmp_path, {
-        "sglang-t1.service": {"ActiveState": "active", "MainPID": str(main.pid)}})))
+    monkeypatch.setenv(
+        "SGLANG_PVE_SYSTEMCTL",
+        str(fake_systemctl(tmp_path, {"sglang-t1.service": {"ActiveState": "active", "MainPID": str(main.pid)}})),
+    )
     restarts.record(spec)
     restarts.record(spec)  # max_restarts=2 already used within the window
     try:

@@ -36,8 +36,13 @@ def test_the_agent_imports_only_the_standard_library():
         allowed = stdlib | {"sglang_pve"} | LAZY_IMPORTS.get(name, set())
         tree = ast.parse(Path(path).read_text(), path)
         for node in ast.walk(tree):
-            modules = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
-                       else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            modules = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module]
+                if isinstance(node, ast.ImportFrom) and node.level == 0
+                else []
+            )
             for module in modules:
                 top = module.split(".")[0]
                 assert top in allowed, f"{name} imports {module}"
@@ -49,6 +54,10 @@ def test_built_zipapp_runs_help_and_holders_with_the_system_python(tmp_path):
     done = subprocess.run([PYTHON, str(target), "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "prestart" in done.stdout and "SGLANG_PVE_NVIDIA_SMI" in done.stdout and "| 5    | gate" in done.stdout
-    done = subprocess.run([PYTHON, str(target), "gate", "--spec", str(tmp_path / "none.json"), "--main-pid", "1"],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [PYTHON, str(target), "gate", "--spec", str(tmp_path / "none.json"), "--main-pid", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "file not found" in done.stderr

@@ -19,14 +19,28 @@ def test_percentile_is_numpys_linear_interpolation():
 
 
 def _request(ttft, latency, itl, output_len, accept=None):
-    return {"ttft": ttft, "latency": latency, "itl": itl, "output_len": output_len, "prompt_tokens": 201,
-            "spec_accept_length": accept, "spec_verify_ct": None, "error": None}
+    return {
+        "ttft": ttft,
+        "latency": latency,
+        "itl": itl,
+        "output_len": output_len,
+        "prompt_tokens": 201,
+        "spec_accept_length": accept,
+        "spec_verify_ct": None,
+        "error": None,
+    }
 
 
 def test_run_metrics_follow_bench_serving():
-    run = {"concurrency": 1, "duration_s": 4.0, "requests": [
-        _request(0.1, 1.1, [0.01] * 100, 101, 2.5), _request(0.2, 2.2, [0.02] * 100, 101, 3.5),
-        {**_request(0, 0, [], 0), "error": "HTTP 503: busy"}]}
+    run = {
+        "concurrency": 1,
+        "duration_s": 4.0,
+        "requests": [
+            _request(0.1, 1.1, [0.01] * 100, 101, 2.5),
+            _request(0.2, 2.2, [0.02] * 100, 101, 3.5),
+            {**_request(0, 0, [], 0), "error": "HTTP 503: busy"},
+        ],
+    }
     m = metrics.run_metrics(run, {"internal_states": [{"avg_spec_accept_length": 2.9}]})
     assert m["completed"] == 2 and m["failed"] == 1 and m["errors"] == ["HTTP 503: busy"]
     assert m["output_throughput"] == pytest.approx(202 / 4.0)
@@ -67,16 +81,39 @@ def test_options_split_command_line_lists_and_name_unknown_configurations():
 
 
 def _record(name, tok_s=None, status="ok", diagnosis=None, run_id="20261130T120000Z-gpu1"):
-    single = None if tok_s is None else {"output_throughput": tok_s, "mean_tpot_ms": 1000 / tok_s,
-                                         "mean_ttft_ms": 80.0, "median_itl_ms": 11, "p90_itl_ms": 12,
-                                         "p99_itl_ms": 15, "accept_length": None, "request_accept_length": None}
-    return {"run_id": run_id, "host": "gpu1", "configuration": name, "status": status, "diagnosis": diagnosis,
-            "single_stream": single, "sweep": [], "startup": {"total_s": 5.0}, "plan": {"num_prompts": 5}}
+    single = (
+        None
+        if tok_s is None
+        else {
+            "output_throughput": tok_s,
+            "mean_tpot_ms": 1000 / tok_s,
+            "mean_ttft_ms": 80.0,
+            "median_itl_ms": 11,
+            "p90_itl_ms": 12,
+            "p99_itl_ms": 15,
+            "accept_length": None,
+            "request_accept_length": None,
+        }
+    )
+    return {
+        "run_id": run_id,
+        "host": "gpu1",
+        "configuration": name,
+        "status": status,
+        "diagnosis": diagnosis,
+        "single_stream": single,
+        "sweep": [],
+        "startup": {"total_s": 5.0},
+        "plan": {"num_prompts": 5},
+    }
 
 
 def test_table_has_a_row_with_the_diagnosis_for_a_configuration_that_failed_to_start(tmp_path):
-    records = [_record("baseline", 80.0), _record("eagle3-2step", 92.0),
-               _record("eagle3-3step", status="failed", diagnosis="stalled in cuda_graph: no log progress for 10s")]
+    records = [
+        _record("baseline", 80.0),
+        _record("eagle3-2step", 92.0),
+        _record("eagle3-3step", status="failed", diagnosis="stalled in cuda_graph: no log progress for 10s"),
+    ]
     assert results.ratios(records) == {"baseline": 1.0, "eagle3-2step": pytest.approx(1.15)}
     text = results.render_text(records)
     assert "eagle3-3step" in text and "stalled in cuda_graph" in text and "1.150" in text

@@ -24,8 +24,12 @@ def load(data_changes: dict | None = None, servers: dict | None = None, tmp_path
 def test_shipped_configuration_is_valid():
     deployment = load()
     assert deployment.nccl_env == {
-        "NCCL_PROTO": "LL", "NCCL_ALGO": "Ring", "NCCL_P2P_LEVEL": "SYS",
-        "NCCL_MAX_NCHANNELS": "16", "NCCL_BUFFSIZE": "16777216", "NCCL_NTHREADS": "512",
+        "NCCL_PROTO": "LL",
+        "NCCL_ALGO": "Ring",
+        "NCCL_P2P_LEVEL": "SYS",
+        "NCCL_MAX_NCHANNELS": "16",
+        "NCCL_BUFFSIZE": "16777216",
+        "NCCL_NTHREADS": "512",
     }
     assert set(deployment.servers) == {"baseline", "eagle3-2step", "eagle3-3step", "eagle3-5step"}
     for steps in (2, 3, 5):
@@ -57,11 +61,26 @@ def _server(**flags):
 # (description, data changes, servers document or None, key the message must name)
 BAD_INPUTS = [
     ("unknown profile", {"nccl_profile": "fast"}, None, "nccl_profile"),
-    ("unknown NCCL variable", {"nccl_profiles": {"p": {"NCCL_PROTOCOL": "LL"}}, "nccl_profile": "p"}, None, "NCCL_PROTOCOL"),
+    (
+        "unknown NCCL variable",
+        {"nccl_profiles": {"p": {"NCCL_PROTOCOL": "LL"}}, "nccl_profile": "p"},
+        None,
+        "NCCL_PROTOCOL",
+    ),
     ("bad NCCL_PROTO", {"nccl_profiles": {"p": {"NCCL_PROTO": "LL256"}}, "nccl_profile": "p"}, None, "NCCL_PROTO"),
     ("bad NCCL_ALGO", {"nccl_profiles": {"p": {"NCCL_ALGO": "Ringg"}}, "nccl_profile": "p"}, None, "NCCL_ALGO"),
-    ("bad NCCL_P2P_LEVEL", {"nccl_profiles": {"p": {"NCCL_P2P_LEVEL": "FAR"}}, "nccl_profile": "p"}, None, "NCCL_P2P_LEVEL"),
-    ("size with a unit", {"nccl_profiles": {"p": {"NCCL_BUFFSIZE": "16MB"}}, "nccl_profile": "p"}, None, "NCCL_BUFFSIZE"),
+    (
+        "bad NCCL_P2P_LEVEL",
+        {"nccl_profiles": {"p": {"NCCL_P2P_LEVEL": "FAR"}}, "nccl_profile": "p"},
+        None,
+        "NCCL_P2P_LEVEL",
+    ),
+    (
+        "size with a unit",
+        {"nccl_profiles": {"p": {"NCCL_BUFFSIZE": "16MB"}}, "nccl_profile": "p"},
+        None,
+        "NCCL_BUFFSIZE",
+    ),
     ("bad NCCL_NTHREADS", {"nccl_profiles": {"p": {"NCCL_NTHREADS": 500}}, "nccl_profile": "p"}, None, "NCCL_NTHREADS"),
     ("version became a float", {"sglang_version": 0.5}, None, "sglang_version"),
     ("version not PEP 440", {"sglang_version": "latest"}, None, "sglang_version"),
@@ -73,27 +92,93 @@ BAD_INPUTS = [
     ("prefix of a flag", None, _server(**{"model-path": "/m", "speculative-num-step": 3}), "speculative-num-step"),
     ("underscore flag name", None, _server(**{"model-path": "/m", "tp_size": 8}), "servers.bad.tp_size"),
     ("flag of wrong type", None, _server(**{"model-path": "/m", "tp-size": "eight"}), "servers.bad.tp-size"),
-    ("mem fraction out of range", None, _server(**{"model-path": "/m", "mem-fraction-static": 1.5}), "mem-fraction-static"),
+    (
+        "mem fraction out of range",
+        None,
+        _server(**{"model-path": "/m", "mem-fraction-static": 1.5}),
+        "mem-fraction-static",
+    ),
     ("port out of range", None, _server(**{"model-path": "/m", "port": 70000}), "servers.bad.port"),
     ("deprecated alias", None, _server(**{"model-path": "/m", "cuda-graph-max-bs": 16}), "cuda-graph-max-bs"),
     ("api key in config", None, _server(**{"model-path": "/m", "api-key": "sk-123"}), "api-key"),
-    ("partial speculative numbers", None,
-     _server(**{"model-path": "/m", "speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/d",
-                "speculative-num-steps": 3}), "speculative-eagle-topk"),
-    ("topk 1 with wrong draft tokens", None,
-     _server(**{"model-path": "/m", "speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/d",
-                "speculative-num-steps": 3, "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 5}),
-     "speculative-num-draft-tokens"),
-    ("EAGLE3 without a draft", None,
-     _server(**{"model-path": "/m", "speculative-algorithm": "EAGLE3", "speculative-num-steps": 3,
-                "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 4}), "speculative-draft-model-path"),
-    ("unknown speculative algorithm", None, _server(**{"model-path": "/m", "speculative-algorithm": "MEDUSA"}), "speculative-algorithm"),
-    ("server name unusable in a unit", None, {"servers": {"Eagle 3/step": {"model-path": "/m"}}}, "servers.Eagle 3/step"),
-    ("NCCL variable in server env", None, _server(**{"model-path": "/m", "env": {"NCCL_PROTO": "LL"}}), "servers.bad.env.NCCL_PROTO"),
-    ("unknown lifecycle key", None, _server(**{"model-path": "/m", "lifecycle": {"startup_timeout": 60}}), "lifecycle.startup_timeout"),
-    ("negative stall timeout", None,
-     _server(**{"model-path": "/m", "lifecycle": {"stall_timeout_s": {"weights": -1}}}), "lifecycle.stall_timeout_s.weights"),
-    ("log level hiding the phase lines", None, _server(**{"model-path": "/m", "log-level": "warning"}), "servers.bad.log-level"),
+    (
+        "partial speculative numbers",
+        None,
+        _server(
+            **{
+                "model-path": "/m",
+                "speculative-algorithm": "EAGLE3",
+                "speculative-draft-model-path": "/d",
+                "speculative-num-steps": 3,
+            }
+        ),
+        "speculative-eagle-topk",
+    ),
+    (
+        "topk 1 with wrong draft tokens",
+        None,
+        _server(
+            **{
+                "model-path": "/m",
+                "speculative-algorithm": "EAGLE3",
+                "speculative-draft-model-path": "/d",
+                "speculative-num-steps": 3,
+                "speculative-eagle-topk": 1,
+                "speculative-num-draft-tokens": 5,
+            }
+        ),
+        "speculative-num-draft-tokens",
+    ),
+    (
+        "EAGLE3 without a draft",
+        None,
+        _server(
+            **{
+                "model-path": "/m",
+                "speculative-algorithm": "EAGLE3",
+                "speculative-num-steps": 3,
+                "speculative-eagle-topk": 1,
+                "speculative-num-draft-tokens": 4,
+            }
+        ),
+        "speculative-draft-model-path",
+    ),
+    (
+        "unknown speculative algorithm",
+        None,
+        _server(**{"model-path": "/m", "speculative-algorithm": "MEDUSA"}),
+        "speculative-algorithm",
+    ),
+    (
+        "server name unusable in a unit",
+        None,
+        {"servers": {"Eagle 3/step": {"model-path": "/m"}}},
+        "servers.Eagle 3/step",
+    ),
+    (
+        "NCCL variable in server env",
+        None,
+        _server(**{"model-path": "/m", "env": {"NCCL_PROTO": "LL"}}),
+        "servers.bad.env.NCCL_PROTO",
+    ),
+    (
+        "unknown lifecycle key",
+        None,
+        _server(**{"model-path": "/m", "lifecycle": {"startup_timeout": 60}}),
+        "lifecycle.startup_timeout",
+    ),
+    (
+        "negative stall timeout",
+        None,
+        _server(**{"model-path": "/m", "lifecycle": {"stall_timeout_s": {"weights": -1}}}),
+        "lifecycle.stall_timeout_s.weights",
+    ),
+    (
+        "log level hiding the phase lines",
+        None,
+        _server(**{"model-path": "/m", "log-level": "warning"}),
+        "servers.bad.log-level",
+    ),
     ("multi-node", None, _server(**{"model-path": "/m", "nnodes": 2, "node-rank": 0}), "servers.bad.nnodes"),
     ("missing model path", None, {"servers": {"bad": {"tp-size": 8}}}, "servers.bad.model-path"),
     ("no servers at all", None, {"defaults": {}}, "servers_file"),

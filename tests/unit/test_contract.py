@@ -33,8 +33,9 @@ def test_every_shipped_configuration_renders_a_spec_the_agent_reads_back(data):
         assert read == lifecycle_spec(server)
         assert spec.to_json(read) == files[path]
         life = server.lifecycle.model_dump()
-        assert {k: getattr(read, k) for k in ("startup_timeout_s", "gpu_free_timeout_s", "gpu_idle_mib")} == \
-            {k: life[k] for k in ("startup_timeout_s", "gpu_free_timeout_s", "gpu_idle_mib")}
+        assert {k: getattr(read, k) for k in ("startup_timeout_s", "gpu_free_timeout_s", "gpu_idle_mib")} == {
+            k: life[k] for k in ("startup_timeout_s", "gpu_free_timeout_s", "gpu_idle_mib")
+        }
         assert dataclasses.asdict(read.watchdog) == life["watchdog"]
         assert dataclasses.asdict(read.stall_timeout_s) == life["stall_timeout_s"]
         assert (read.unit, read.log, read.port) == (contract.unit_name(name), contract.log_path(name), 8000)
@@ -44,11 +45,15 @@ def test_every_shipped_configuration_renders_a_spec_the_agent_reads_back(data):
         assert f"--config {contract.server_config_path(name)}" in unit
 
 
-@pytest.mark.parametrize("bind, probed", [("0.0.0.0", "127.0.0.1"), ("::", "::1"), ("10.1.2.3", "10.1.2.3"), (None, "127.0.0.1")])
+@pytest.mark.parametrize(
+    "bind, probed", [("0.0.0.0", "127.0.0.1"), ("::", "::1"), ("10.1.2.3", "10.1.2.3"), (None, "127.0.0.1")]
+)
 def test_the_probe_address_follows_the_bind_address(tmp_path, bind, probed):
     server = {"model-path": "/m"} | ({"host": bind} if bind else {})
     (tmp_path / "servers.yml").write_text(yaml.safe_dump({"servers": {"one": server}}))
-    deployment = load_deployment("h", group_data("all") | {"servers_file": str(tmp_path / "servers.yml"), "active_server": None}, PROJECT)
+    deployment = load_deployment(
+        "h", group_data("all") | {"servers_file": str(tmp_path / "servers.yml"), "active_server": None}, PROJECT
+    )
     read = spec.parse(json.loads(rendered(deployment, "one")[paths.lifecycle_path("one")]))
     assert read.host == probed and read.port == paths.SGLANG_DEFAULT_PORT
 
@@ -65,7 +70,9 @@ def test_the_deploy_model_is_the_agent_schema():
 def test_one_server_name_alphabet(tmp_path, name):
     (tmp_path / "servers.yml").write_text(yaml.safe_dump({"servers": {name: {"model-path": "/m"}}}))
     with pytest.raises(ConfigError, match=re.escape(contract.SERVER_NAME_RULE)):
-        load_deployment("h", group_data("all") | {"servers_file": str(tmp_path / "servers.yml"), "active_server": None}, PROJECT)
+        load_deployment(
+            "h", group_data("all") | {"servers_file": str(tmp_path / "servers.yml"), "active_server": None}, PROJECT
+        )
     good = spec.to_json(lifecycle_spec_of_default())
     with pytest.raises(spec.SpecError, match="key 'server'"):
         spec.parse(json.loads(good) | {"server": name})

@@ -12,7 +12,9 @@ def lines(name: str) -> list[str]:
 
 
 def test_gpu_devices_from_real_output():
-    output = lines("proc-devices.txt") + [_SECTION] + lines("device-nodes.txt") + [_SECTION] + lines("driver-version.txt")
+    output = (
+        lines("proc-devices.txt") + [_SECTION] + lines("device-nodes.txt") + [_SECTION] + lines("driver-version.txt")
+    )
     info = GpuDevices().process(output)
     assert info.majors["nvidia"] == 195
     assert info.majors["nvidia-uvm"] == 238  # dynamic: not the 509/510 configs hard-code
@@ -27,8 +29,14 @@ def test_gpu_status_from_real_nvidia_smi():
 
 
 def test_device_holders_with_command_lines():
-    output = ["/proc/4242/fd /dev/nvidia0", "/proc/4242/fd /dev/nvidiactl", "/proc/77/fd /dev/nvidia-uvm",
-              _SECTION, "77 python3 rogue.py ", "4242 /opt/sglang/venvs/x/bin/python -m sglang.launch_server "]
+    output = [
+        "/proc/4242/fd /dev/nvidia0",
+        "/proc/4242/fd /dev/nvidiactl",
+        "/proc/77/fd /dev/nvidia-uvm",
+        _SECTION,
+        "77 python3 rogue.py ",
+        "4242 /opt/sglang/venvs/x/bin/python -m sglang.launch_server ",
+    ]
     holders = {h.pid: h for h in DeviceHolders().process(output)}
     assert holders[4242].devices == ["/dev/nvidia0", "/dev/nvidiactl"]
     assert holders[77].cmdline == "python3 rogue.py"

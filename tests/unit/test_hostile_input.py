@@ -47,14 +47,20 @@ def _check_round_trip(deployment):
         directives = _directives(unit)
         assert directives[: len(baseline) - 1] == baseline[:-1] or directives[0] == "[Unit]"
         assert directives.count("ExecStartPre") == 1 and directives.count("ExecStart") == 1
-        plain = server_files(deployment, type(server)(server.name, server.args, {}, server.lifecycle), "/opt/sglang/venvs/x")[0]
+        plain = server_files(
+            deployment, type(server)(server.name, server.args, {}, server.lifecycle), "/opt/sglang/venvs/x"
+        )[0]
         assert directives.count("Environment") == _directives(plain.content).count("Environment") + len(server.env)
         environment = unit_environment(unit)
-        assert len(environment) == len(unit_environment(plain.content)) + len(server.env)  # nothing split, nothing added
+        assert len(environment) == len(unit_environment(plain.content)) + len(
+            server.env
+        )  # nothing split, nothing added
         assert {k: environment[k] for k in server.env} == server.env
         assert yaml.safe_load(config) == server.args.as_flags()
     env_file, conf, hook, pth = (f.content for f in nccl_files(deployment, "/site"))
-    assert [line.split("=", 1) for line in env_file.splitlines() if not line.startswith("#")] == [list(i) for i in deployment.nccl_env.items()]
+    assert [line.split("=", 1) for line in env_file.splitlines() if not line.startswith("#")] == [
+        list(i) for i in deployment.nccl_env.items()
+    ]
     tree = ast.parse(hook)
     assert [type(node).__name__ for node in tree.body] == ["Import", "Assign", "For"]
     assert ast.literal_eval(tree.body[1].value) == deployment.nccl_env
@@ -86,8 +92,20 @@ def test_quotes_percent_and_dollar_in_env_are_accepted_and_escaped(tmp_path):
     assert 'Environment="SGLANG_FOO=say \\"hi\\" 100%% $HOME"' in unit.splitlines()
 
 
-@pytest.mark.parametrize("name", ["LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONSTARTUP", "PATH", "BASH_ENV",
-                                  "SGLANG_PVE_PROC", "SGLANG_PVE_NVIDIA_SMI", "NCCL_NET_PLUGIN"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "PYTHONPATH",
+        "PYTHONSTARTUP",
+        "PATH",
+        "BASH_ENV",
+        "SGLANG_PVE_PROC",
+        "SGLANG_PVE_NVIDIA_SMI",
+        "NCCL_NET_PLUGIN",
+    ],
+)
 def test_loader_and_toolkit_variables_are_refused_in_env(tmp_path, name):
     with pytest.raises(ConfigError) as caught:
         load_deployment("sglang1", data_for("env name", name, tmp_path), PROJECT)
@@ -102,11 +120,14 @@ def test_a_loader_variable_named_in_allow_env_is_accepted(tmp_path):
     assert load_deployment("sglang1", data, PROJECT).servers["baseline"].env == {"LD_LIBRARY_PATH": "1"}
 
 
-@pytest.mark.parametrize("name, flags", [
-    ("HF_TOKEN", {"env": {"HF_TOKEN": "hf_canary_9f8e7d"}}),
-    ("api-key", {"api-key": "hf_canary_9f8e7d"}),
-    ("admin-api-key", {"admin-api-key": "hf_canary_9f8e7d"}),
-])
+@pytest.mark.parametrize(
+    "name, flags",
+    [
+        ("HF_TOKEN", {"env": {"HF_TOKEN": "hf_canary_9f8e7d"}}),
+        ("api-key", {"api-key": "hf_canary_9f8e7d"}),
+        ("admin-api-key", {"admin-api-key": "hf_canary_9f8e7d"}),
+    ],
+)
 def test_a_refused_secret_is_never_echoed(tmp_path, name, flags):
     data = data_for("chat-template", "x", tmp_path)
     servers = yaml.safe_load(open(data["servers_file"]))

@@ -10,8 +10,14 @@ PYINFRA = str(PROJECT / ".venv" / "bin" / "pyinfra")
 
 def run_dry(env: dict) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_PVE_", "PVE_"))}
-    return subprocess.run([PYINFRA, "inventory/prod.py", "deploy.py", "--dry"], cwd=PROJECT, capture_output=True,
-                          text=True, timeout=120, env=clean | env | {"HOME": env.get("HOME", "/nonexistent")})
+    return subprocess.run(
+        [PYINFRA, "inventory/prod.py", "deploy.py", "--dry"],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean | env | {"HOME": env.get("HOME", "/nonexistent")},
+    )
 
 
 def test_missing_key_known_hosts_and_secrets_are_listed_not_a_traceback(tmp_path):

@@ -30,16 +30,27 @@ from sglang_pve.deploy.operations.files import ManagedFile
 
 CASES = Path(__file__).resolve().parent.parent
 _RANDOM = re.compile(r"/[0-9a-f]{24}\b")
-OPERATIONS = {"files.file_set": files.file_set, "files.block": files.block, "systemd.server_units": systemd.server_units}
-FACTS = {f"{module.__name__.rsplit('.', 1)[-1]}.{name}": getattr(module, name)
-         for module, names in ((file_facts, ("FileDigests", "FileText")), (server_facts, ("ServerUnits",)),
-                               (python_facts, ("VenvSitePackages",)))
-         for name in names}
+OPERATIONS = {
+    "files.file_set": files.file_set,
+    "files.block": files.block,
+    "systemd.server_units": systemd.server_units,
+}
+FACTS = {
+    f"{module.__name__.rsplit('.', 1)[-1]}.{name}": getattr(module, name)
+    for module, names in (
+        (file_facts, ("FileDigests", "FileText")),
+        (server_facts, ("ServerUnits",)),
+        (python_facts, ("VenvSitePackages",)),
+    )
+    for name in names
+}
 
 
 def cases(kind: str) -> list:
-    return [pytest.param(path.parent.name, path, id=f"{path.parent.name}/{path.stem}")
-            for path in sorted((CASES / kind).glob("*/*.json"))]
+    return [
+        pytest.param(path.parent.name, path, id=f"{path.parent.name}/{path.stem}")
+        for path in sorted((CASES / kind).glob("*/*.json"))
+    ]
 
 
 def argument_key(kwargs: dict) -> str:

@@ -42,7 +42,9 @@ def lab_dirs(tmp_path, monkeypatch):
     for directory in ("srv/models", "srv/data"):
         (node_root / directory).mkdir(parents=True)
     # paths on the node: its real devices stand in for the GPUs, its dirs for the storage
-    monkeypatch.setattr(guests, "node_path", lambda path: Path(path) if path.startswith("/dev/") else node_root / path[1:])
+    monkeypatch.setattr(
+        guests, "node_path", lambda path: Path(path) if path.startswith("/dev/") else node_root / path[1:]
+    )
     return tmp_path
 
 
@@ -60,10 +62,18 @@ def test_a_privileged_config_becomes_the_lxc_config_pve_container_writes(lab_dir
     passthrough = layout.LXC_PATH / "129/passthrough/dev"
     assert "lxc.uts.name = sglang1" in lines  # the current section, not the snapshot's
     assert f"lxc.rootfs.path = overlay:/cache/rootfs:{upper}" in lines
-    assert {"lxc.net.0.link = " + layout.BRIDGE, "lxc.net.0.hwaddr = bc:24:11:aa:bb:cc",
-            "lxc.net.0.ipv4.address = 10.9.0.11/24", "lxc.net.0.ipv4.gateway = 10.9.0.1"} <= set(lines)
-    assert {"lxc.cgroup2.memory.max = 4294967296", "lxc.cgroup2.memory.swap.max = 0",
-            "lxc.cgroup.memory.limit_in_bytes = 4294967296", f"lxc.cgroup.cpuset.cpus = 0-{os.cpu_count() - 1}"} <= set(lines)
+    assert {
+        "lxc.net.0.link = " + layout.BRIDGE,
+        "lxc.net.0.hwaddr = bc:24:11:aa:bb:cc",
+        "lxc.net.0.ipv4.address = 10.9.0.11/24",
+        "lxc.net.0.ipv4.gateway = 10.9.0.1",
+    } <= set(lines)
+    assert {
+        "lxc.cgroup2.memory.max = 4294967296",
+        "lxc.cgroup2.memory.swap.max = 0",
+        "lxc.cgroup.memory.limit_in_bytes = 4294967296",
+        f"lxc.cgroup.cpuset.cpus = 0-{os.cpu_count() - 1}",
+    } <= set(lines)
     assert f"lxc.mount.entry = {lab_dirs}/node-root/srv/models shared none bind,ro,create=dir 0 0" in lines
     assert f"lxc.mount.entry = {passthrough}/null dev/null none bind,create=file 0 0" in lines
     assert f"lxc.mount.entry = {passthrough}/zero dev/zero none bind,ro,create=file 0 0" in lines
@@ -72,7 +82,10 @@ def test_a_privileged_config_becomes_the_lxc_config_pve_container_writes(lab_dir
     # raw lines last, the mount source a node path; every cgroup2 device rule doubled for v1
     assert f"lxc.mount.entry = {lab_dirs}/node-root/srv/data data none bind,create=dir 0 0" in lines
     assert [line for line in lines if line.startswith("lxc.cgroup.devices.allow")] == [
-        "lxc.cgroup.devices.allow = c 1:3 rw", "lxc.cgroup.devices.allow = c 1:5 r", "lxc.cgroup.devices.allow = c 195:* rwm"]
+        "lxc.cgroup.devices.allow = c 1:3 rw",
+        "lxc.cgroup.devices.allow = c 1:5 r",
+        "lxc.cgroup.devices.allow = c 195:* rwm",
+    ]
     assert not [line for line in lines if line.startswith("lxc.idmap")]
     null = os.stat(passthrough / "null")
     assert stat.S_ISCHR(null.st_mode) and stat.S_IMODE(null.st_mode) == 0o666 and null.st_rdev == os.makedev(1, 3)
@@ -83,7 +96,9 @@ def test_a_privileged_config_becomes_the_lxc_config_pve_container_writes(lab_dir
 def test_an_unprivileged_config_gets_the_id_map_and_shifted_owners(lab_dirs):
     record(130, unprivileged=True)
     lines = guests.build_config(130, CONFIG.format(unprivileged=1)).splitlines()
-    assert ["lxc.idmap = u 0 100000 65536", "lxc.idmap = g 0 100000 65536"] == [line for line in lines if line.startswith("lxc.idmap")]
+    assert ["lxc.idmap = u 0 100000 65536", "lxc.idmap = g 0 100000 65536"] == [
+        line for line in lines if line.startswith("lxc.idmap")
+    ]
     assert os.stat(layout.LXC_PATH / "130/passthrough/dev/null").st_uid == guests.UID_SHIFT
 
 

@@ -17,13 +17,37 @@ pytest.importorskip("torch", reason="the gloo path needs torch (CPU): pip instal
 @pytest.fixture(scope="module")
 def gloo_result(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("probe")
-    profiles = {"nccl-defaults": {}, "pcie-tuned": {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"},
-                "stuck": {"WORLD_SIZE": "99"}}  # rank 0 waits for 97 peers that never come
+    profiles = {
+        "nccl-defaults": {},
+        "pcie-tuned": {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"},
+        "stuck": {"WORLD_SIZE": "99"},
+    }  # rank 0 waits for 97 peers that never come
     (tmp / "p.json").write_text(json.dumps(profiles))
     out = tmp / "r.json"
-    subprocess.run([sys.executable, allreduce_probe.__file__, "--profiles", str(tmp / "p.json"), "--out", str(out),
-                    "--backend", "gloo", "--rounds", "2", "--trials", "3", "--iters", "2", "--max-bytes", str(1 << 20),
-                    "--timeout", "12"], check=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            allreduce_probe.__file__,
+            "--profiles",
+            str(tmp / "p.json"),
+            "--out",
+            str(out),
+            "--backend",
+            "gloo",
+            "--rounds",
+            "2",
+            "--trials",
+            "3",
+            "--iters",
+            "2",
+            "--max-bytes",
+            str(1 << 20),
+            "--timeout",
+            "12",
+        ],
+        check=True,
+        timeout=300,
+    )
     return json.loads(out.read_text())
 
 
@@ -34,39 +58,63 @@ def test_gloo_probe_runs_a_fresh_group_per_profile_and_bounds_a_hang(gloo_result
     for name in ("nccl-defaults", "pcie-tuned"):
         assert profiles[name]["status"] == "ok"
         rows = profiles[name]["sizes"]
-        assert [(r["regime"], r["bytes"]) for r in rows] == [(regime, n) for regime, _, n in allreduce_probe.sizes(1 << 20)]
-        assert rows[0]["bytes"] == 7168 * 2 and all(len(r["trials_us"]) == 6 and len(r["round_medians_us"]) == 2 and min(r["trials_us"]) > 0 for r in rows)
+        assert [(r["regime"], r["bytes"]) for r in rows] == [
+            (regime, n) for regime, _, n in allreduce_probe.sizes(1 << 20)
+        ]
+        assert rows[0]["bytes"] == 7168 * 2 and all(
+            len(r["trials_us"]) == 6 and len(r["round_medians_us"]) == 2 and min(r["trials_us"]) > 0 for r in rows
+        )
     report = analysis.render(gloo_result, {"decode": 0.8, "prefill": 0.2})
     assert "stuck: HUNG" in report and "overall (mix: decode 0.8, prefill 0.2)" in report
 
 
 def test_profile_environment_drops_other_profiles_variables_and_the_conf_file():
-    env = allreduce_probe.profile_env({"NCCL_PROTO": "LL", "NCCL_NVLS_ENABLE": "0", "PATH": "/bin"},
-                                      {"NCCL_P2P_DISABLE": 1}, scrub=["NCCL_PROTO", "NCCL_P2P_DISABLE"])
-    assert env == {"NCCL_NVLS_ENABLE": "0", "PATH": "/bin", "NCCL_P2P_DISABLE": "1", "NCCL_CONF_FILE": "/dev/null",
-                   "NCCL_CUMEM_ENABLE": "0"}
+    env = allreduce_probe.profile_env(
+        {"NCCL_PROTO": "LL", "NCCL_NVLS_ENABLE": "0", "PATH": "/bin"},
+        {"NCCL_P2P_DISABLE": 1},
+        scrub=["NCCL_PROTO", "NCCL_P2P_DISABLE"],
+    )
+    assert env == {
+        "NCCL_NVLS_ENABLE": "0",
+        "PATH": "/bin",
+        "NCCL_P2P_DISABLE": "1",
+        "NCCL_CONF_FILE": "/dev/null",
+        "NCCL_CUMEM_ENABLE": "0",
+    }
 
 
 def _result(latencies: dict) -> dict:
     """profile -> (decode trials, prefill trials), one size per regime."""
-    return {"world_size": 2, "profiles": {name: {"status": "ok", "sizes": [
-        {"regime": "decode", "label": "bs1", "bytes": 14336, "trials_us": dec},
-        {"regime": "prefill", "label": "32MiB", "bytes": 32 << 20, "trials_us": pre}]}
-        for name, (dec, pre) in latencies.items()}}
+    return {
+        "world_size": 2,
+        "profiles": {
+            name: {
+                "status": "ok",
+                "sizes": [
+                    {"regime": "decode", "label": "bs1", "bytes": 14336, "trials_us": dec},
+                    {"regime": "prefill", "label": "32MiB", "bytes": 32 << 20, "trials_us": pre},
+                ],
+            }
+            for name, (dec, pre) in latencies.items()
+        },
+    }
 
 
 def test_a_winner_is_named_only_outside_the_noise_and_per_regime():
-    result = _result({
-        "nccl-defaults": ([30, 31, 29, 30, 30], [300, 302, 298, 300, 301]),
-        "ll": ([20, 21, 19, 20, 20], [870, 880, 860, 875, 870]),  # wins decode, loses prefill 2.9x
-        "ll-simple": ([20, 26, 17, 31, 19], [301, 299, 300, 302, 300]),  # as fast, but noisy
-    })
+    result = _result(
+        {
+            "nccl-defaults": ([30, 31, 29, 30, 30], [300, 302, 298, 300, 301]),
+            "ll": ([20, 21, 19, 20, 20], [870, 880, 860, 875, 870]),  # wins decode, loses prefill 2.9x
+            "ll-simple": ([20, 26, 17, 31, 19], [301, 299, 300, 302, 300]),  # as fast, but noisy
+        }
+    )
     verdicts = analysis.analyse(result, {"decode": 0.8, "prefill": 0.2})
     assert verdicts["decode"].winner is None and set(verdicts["decode"].tied) == {"ll", "ll-simple"}
     assert verdicts["prefill"].winner is None and set(verdicts["prefill"].tied) == {"nccl-defaults", "ll-simple"}
     assert verdicts["overall"].scores["ll"][1] > verdicts["overall"].scores["ll-simple"][1]
-    clear = analysis.analyse(_result({"nccl-defaults": ([30] * 5, [300] * 5), "ll": ([20, 21, 20, 19, 20], [290] * 5)}),
-                             {"decode": 1.0})
+    clear = analysis.analyse(
+        _result({"nccl-defaults": ([30] * 5, [300] * 5), "ll": ([20, 21, 20, 19, 20], [290] * 5)}), {"decode": 1.0}
+    )
     assert clear["decode"].winner == "ll" and clear["overall"].winner == "ll"
 
 
@@ -80,6 +128,9 @@ def test_the_measured_profile_becomes_host_data_below_the_command_line(tmp_path)
     measured.write(tmp_path, "gpu1", "pcie-tuned-ll-simple", "2026-11-30T12:00:00Z", "overall ll-simple")
     measured.write(tmp_path, "gpu2", "nccl-defaults", "2026-11-30T12:00:00Z", "overall")
     hosts = measured.with_measured([("gpu1", {"ssh_user": "root"}), ("gpu3", {}), ("@pveguest/gpu2", {})], tmp_path)
-    assert hosts == [("gpu1", {"ssh_user": "root", "nccl_profile": "pcie-tuned-ll-simple"}), ("gpu3", {}),
-                     ("@pveguest/gpu2", {"nccl_profile": "nccl-defaults"})]
+    assert hosts == [
+        ("gpu1", {"ssh_user": "root", "nccl_profile": "pcie-tuned-ll-simple"}),
+        ("gpu3", {}),
+        ("@pveguest/gpu2", {"nccl_profile": "nccl-defaults"}),
+    ]
     assert set(measured.load(tmp_path)) == {"gpu1", "gpu2"}

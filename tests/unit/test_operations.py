@@ -20,8 +20,10 @@ YAML = "/etc/sglang/servers/a.yaml"
 
 
 def files(unit="unit-a", yaml="yaml-a"):
-    return {"a": [ManagedFile(UNIT, unit), ManagedFile(YAML, yaml)],
-            "b": [ManagedFile("/etc/systemd/system/sglang-b.service", "unit-b")]}
+    return {
+        "a": [ManagedFile(UNIT, unit), ManagedFile(YAML, yaml)],
+        "b": [ManagedFile("/etc/systemd/system/sglang-b.service", "unit-b")],
+    }
 
 
 def fact_output(on_host: dict[str, str], units: dict[str, tuple[str, str]], installed=None):
@@ -29,13 +31,23 @@ def fact_output(on_host: dict[str, str], units: dict[str, tuple[str, str]], inst
     lines = []
     for f in [f for fs in files().values() for f in fs]:
         content = on_host.get(f.path)
-        lines.append(f"{f.path}\t-" if content is None else f"{f.path}\t644\troot\troot\t{ManagedFile(f.path, content).sha1}")
+        lines.append(
+            f"{f.path}\t-" if content is None else f"{f.path}\t644\troot\troot\t{ManagedFile(f.path, content).sha1}"
+        )
     lines.append("--- units")
     lines += [f"ours {u}" for u in (installed if installed is not None else units)]
     lines.append("--- log dir")
     lines.append("--- show")
     for unit, (active, enabled) in units.items():
-        lines += [f"Id={unit}", "LoadState=loaded", f"ActiveState={active}", "SubState=x", f"UnitFileState={enabled}", "Result=success", ""]
+        lines += [
+            f"Id={unit}",
+            "LoadState=loaded",
+            f"ActiveState={active}",
+            "SubState=x",
+            f"UnitFileState={enabled}",
+            "Result=success",
+            "",
+        ]
     return lines
 
 
@@ -107,8 +119,17 @@ def test_a_link_at_a_managed_path_is_replaced_not_followed():
 
 
 def test_parse_show_skips_units_that_are_not_loaded():
-    states = parse_show(["Id=a.service", "LoadState=loaded", "ActiveState=failed", "UnitFileState=enabled",
-                         "Id=b.service", "LoadState=not-found", "ActiveState=inactive"])
+    states = parse_show(
+        [
+            "Id=a.service",
+            "LoadState=loaded",
+            "ActiveState=failed",
+            "UnitFileState=enabled",
+            "Id=b.service",
+            "LoadState=not-found",
+            "ActiveState=inactive",
+        ]
+    )
     assert list(states) == ["a.service"] and states["a.service"].active == "failed"
 
 
@@ -118,7 +139,9 @@ USER_RC = "export PATH=$PATH:/opt/bin\nexport HF_TOKEN=secret\n"
 def test_block_is_appended_and_the_rest_is_kept():
     text, old = file_ops.splice(USER_RC, "nccl", "export A=1\n")
     assert text.startswith(USER_RC) and old == ""
-    assert text.endswith("# >>> sglang-pve nccl >>> (managed block: rewritten on every deploy)\nexport A=1\n# <<< sglang-pve nccl <<<\n")
+    assert text.endswith(
+        "# >>> sglang-pve nccl >>> (managed block: rewritten on every deploy)\nexport A=1\n# <<< sglang-pve nccl <<<\n"
+    )
 
 
 def test_block_is_replaced_in_place():
@@ -137,7 +160,14 @@ def rc_fact(path: str, owner: str, text: str | None = "alias ll='ls -l'\n") -> l
 
 
 def block_run(fact_lines: list[str], user: str = "dev"):
-    return run(file_ops.block, {"readlink -m": fact_lines}, path="/home/dev/.zshrc", marker="nccl", body="export A=1\n", user=user)
+    return run(
+        file_ops.block,
+        {"readlink -m": fact_lines},
+        path="/home/dev/.zshrc",
+        marker="nccl",
+        body="export A=1\n",
+        user=user,
+    )
 
 
 def test_a_dotfiles_link_is_edited_in_its_target_as_the_user_with_its_mode():

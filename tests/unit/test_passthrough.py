@@ -49,9 +49,8 @@ def test_proxmox_lines_are_the_same_lines_in_colon_syntax():
 
 def test_bind_source_may_differ_from_the_container_path():
     devices = nvidia_devices([3], uvm_major=510, source_dir="/var/lib/lab/dev/")
-    assert (
-        "lxc.mount.entry = /var/lib/lab/dev/nvidia3 dev/nvidia3 none bind,optional,create=file"
-        in lxc_config_lines(devices)
+    assert "lxc.mount.entry = /var/lib/lab/dev/nvidia3 dev/nvidia3 none bind,optional,create=file" in lxc_config_lines(
+        devices
     )
 
 

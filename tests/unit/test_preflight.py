@@ -40,15 +40,25 @@ TARGET = {
     "architectures": ["KimiK25ForConditionalGeneration"],
     "model_type": "kimi_k25",
     "text_config": {
-        "architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168, "num_hidden_layers": 61,
-        "vocab_size": 163840, "max_position_embeddings": 262144,
+        "architectures": ["DeepseekV3ForCausalLM"],
+        "hidden_size": 7168,
+        "num_hidden_layers": 61,
+        "vocab_size": 163840,
+        "max_position_embeddings": 262144,
         "rope_scaling": {"type": "yarn", "factor": 64.0, "original_max_position_embeddings": 4096},
     },
 }
 DRAFT = {
-    "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 7168,
-    "target_hidden_size": 7168, "vocab_size": 163840, "draft_vocab_size": None, "tie_word_embeddings": False,
-    "num_hidden_layers": 1, "max_position_embeddings": 131072, "rope_scaling": None,
+    "architectures": ["LlamaForCausalLMEagle3"],
+    "model_type": "llama",
+    "hidden_size": 7168,
+    "target_hidden_size": 7168,
+    "vocab_size": 163840,
+    "draft_vocab_size": None,
+    "tie_word_embeddings": False,
+    "num_hidden_layers": 1,
+    "max_position_embeddings": 131072,
+    "rope_scaling": None,
     "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57], "use_aux_hidden_state": True},
 }
 SHIPPED = yaml.safe_load((PROJECT / "group_data" / "servers.yml").read_text())
@@ -84,8 +94,14 @@ def snapshot(target=TARGET, draft_config=DRAFT, models=None, **changes) -> HostS
     """A production host: 8 GPUs, nothing on the port, PID 1 may raise limits, SGLang not installed."""
     found = {TARGET_PATH: ModelDir(True, target, None), DRAFT_PATH: ModelDir(True, draft_config, None)}
     found.update(models or {})
-    fields = dict(models=found, gpus=[f"nvidia{i}" for i in range(8)], cap_sys_resource=True, init_userns=True,
-                  limits={"nofile": (1048576, 1048576), "memlock": (None, None)}, python=("/usr/bin/python3", 3, 11, 2))
+    fields = dict(
+        models=found,
+        gpus=[f"nvidia{i}" for i in range(8)],
+        cap_sys_resource=True,
+        init_userns=True,
+        limits={"nofile": (1048576, 1048576), "memlock": (None, None)},
+        python=("/usr/bin/python3", 3, 11, 2),
+    )
     fields.update(changes)
     return HostSnapshot(**fields)
 
@@ -98,7 +114,9 @@ def key_file(tmp_path: Path) -> dict:
     return {"api-key": {"file": str(path)}}
 
 
-def judge(tmp_path: Path, servers: dict | None = None, data: dict | None = None, groups=("all",), host=None, spec_changes=None):
+def judge(
+    tmp_path: Path, servers: dict | None = None, data: dict | None = None, groups=("all",), host=None, spec_changes=None
+):
     values = group_data(*groups)
     values["sglang_secrets"] = key_file(tmp_path)  # the shipped servers bind 0.0.0.0: a key is required
     values.update(data or {})
@@ -127,10 +145,16 @@ def test_shipped_eagle3_configs_pass_on_kimi(tmp_path):
 
 
 def test_an_open_bind_without_a_key_is_refused_unless_allowed(tmp_path):
-    assert_refused(judge(tmp_path, data={"sglang_secrets": {}}), "servers.{baseline,eagle3-2step,eagle3-3step,eagle3-5step}.host",
-                   "without an API key", "allow_unauthenticated")
+    assert_refused(
+        judge(tmp_path, data={"sglang_secrets": {}}),
+        "servers.{baseline,eagle3-2step,eagle3-3step,eagle3-5step}.host",
+        "without an API key",
+        "allow_unauthenticated",
+    )
     allowed = judge(tmp_path, data={"sglang_secrets": {}, "allow_unauthenticated": True})
-    assert allowed.problems == [] and {w.key for w in allowed.warnings} == {f"servers.{n}.host" for n in SHIPPED["servers"]}
+    assert allowed.problems == [] and {w.key for w in allowed.warnings} == {
+        f"servers.{n}.host" for n in SHIPPED["servers"]
+    }
     loopback = dict(SHIPPED, defaults=dict(SHIPPED["defaults"], host="127.0.0.1"))
     assert judge(tmp_path, loopback, data={"sglang_secrets": {}}).problems == []
 
@@ -151,7 +175,9 @@ def test_seed_context_mismatch_is_refused_with_both_numbers(tmp_path):
     report = judge(tmp_path, seed())
     assert_refused(report, "context-length", "262144", "131072", "context-length: 131072", OPT_IN)
     # one line for the three configs that share the draft
-    assert [p.key for p in merged(report.problems)] == ["servers.{eagle3-2step,eagle3-3step,eagle3-5step}.context-length"]
+    assert [p.key for p in merged(report.problems)] == [
+        "servers.{eagle3-2step,eagle3-3step,eagle3-5step}.context-length"
+    ]
     assert "262144" in report.refusal("sglang1") and "131072" in report.refusal("sglang1")
 
 
@@ -175,62 +201,179 @@ def test_top_level_aux_ids_only_warn(tmp_path):
 
 
 BAD = {
-    "unsupported draft architecture": (dict(host=snapshot(draft_config=draft(architectures=["Eagle3Speculator"]))),
-                                       "speculative-draft-model-path", "'Eagle3Speculator'", "LlamaForCausalLMEagle3"),
-    "draft hidden size": (dict(host=snapshot(draft_config=draft(hidden_size=4096))), "speculative-draft-model-path", "4096", "7168"),
-    "draft target_hidden_size": (dict(host=snapshot(draft_config=draft(target_hidden_size=5120))), "speculative-draft-model-path", "5120"),
-    "draft vocab size": (dict(host=snapshot(draft_config=draft(vocab_size=32000))), "speculative-draft-model-path", "32000", "163840"),
-    "aux layer beyond the target": (dict(host=snapshot(draft_config=draft(eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 29, 61]}))),
-                                    "speculative-draft-model-path", "[61]", "61 layers"),
-    "negative aux layer": (dict(host=snapshot(draft_config=draft(eagle_config={"eagle_aux_hidden_state_layer_ids": [-1, 29, 57]}))),
-                           "speculative-draft-model-path", "[-1]"),
-    "untied draft without draft_vocab_size": (dict(host=snapshot(draft_config=draft(draft_vocab_size=DELETE))),
-                                              "speculative-draft-model-path", "draft_vocab_size"),
-    "MLA head with 2 layers": (dict(host=snapshot(draft_config=draft(architectures=[MLA_HEAD], num_hidden_layers=2, q_lora_rank=1536))),
-                               "speculative-draft-model-path", "num_hidden_layers is 2"),
-    "MLA head without q_lora_rank": (dict(host=snapshot(draft_config=draft(architectures=[MLA_HEAD], q_lora_rank=None))),
-                                     "speculative-draft-model-path", "q_lora_rank"),
-    "MLA head on SGLang 0.5.10": (dict(data={"sglang_version": "0.5.10"},
-                                       host=snapshot(draft_config=draft(architectures=[MLA_HEAD], q_lora_rank=1536))),
-                                  "speculative-draft-model-path", "0.5.12", "0.5.10"),
-    "missing model directory": (dict(host=snapshot(models={TARGET_PATH: ModelDir(False, None, None)})),
-                                "model-path", TARGET_PATH, "no such directory"),
-    "draft directory without config.json": (dict(host=snapshot(models={DRAFT_PATH: ModelDir(True, None, "is missing")})),
-                                            "speculative-draft-model-path", "config.json is missing"),
-    "draft config.json not JSON": (dict(host=snapshot(models={DRAFT_PATH: ModelDir(True, None, "is not valid JSON (Expecting value)")})),
-                                   "speculative-draft-model-path", "not valid JSON"),
-    "hub id instead of a local model": (dict(servers=with_server("baseline", **{"model-path": "moonshotai/Kimi-K2.5"}),
-                                             host=snapshot(models={"moonshotai/Kimi-K2.5": ModelDir(False, None, None)})),
-                                        "servers.baseline.model-path", "Hugging Face Hub"),
-    "tp-size above the GPU count": (dict(host=snapshot(gpus=["nvidia0", "nvidia1", "nvidia2", "nvidia3"])),
-                                    "tp-size", "needs 8 GPUs", "has 4"),
+    "unsupported draft architecture": (
+        dict(host=snapshot(draft_config=draft(architectures=["Eagle3Speculator"]))),
+        "speculative-draft-model-path",
+        "'Eagle3Speculator'",
+        "LlamaForCausalLMEagle3",
+    ),
+    "draft hidden size": (
+        dict(host=snapshot(draft_config=draft(hidden_size=4096))),
+        "speculative-draft-model-path",
+        "4096",
+        "7168",
+    ),
+    "draft target_hidden_size": (
+        dict(host=snapshot(draft_config=draft(target_hidden_size=5120))),
+        "speculative-draft-model-path",
+        "5120",
+    ),
+    "draft vocab size": (
+        dict(host=snapshot(draft_config=draft(vocab_size=32000))),
+        "speculative-draft-model-path",
+        "32000",
+        "163840",
+    ),
+    "aux layer beyond the target": (
+        dict(host=snapshot(draft_config=draft(eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 29, 61]}))),
+        "speculative-draft-model-path",
+        "[61]",
+        "61 layers",
+    ),
+    "negative aux layer": (
+        dict(host=snapshot(draft_config=draft(eagle_config={"eagle_aux_hidden_state_layer_ids": [-1, 29, 57]}))),
+        "speculative-draft-model-path",
+        "[-1]",
+    ),
+    "untied draft without draft_vocab_size": (
+        dict(host=snapshot(draft_config=draft(draft_vocab_size=DELETE))),
+        "speculative-draft-model-path",
+        "draft_vocab_size",
+    ),
+    "MLA head with 2 layers": (
+        dict(host=snapshot(draft_config=draft(architectures=[MLA_HEAD], num_hidden_layers=2, q_lora_rank=1536))),
+        "speculative-draft-model-path",
+        "num_hidden_layers is 2",
+    ),
+    "MLA head without q_lora_rank": (
+        dict(host=snapshot(draft_config=draft(architectures=[MLA_HEAD], q_lora_rank=None))),
+        "speculative-draft-model-path",
+        "q_lora_rank",
+    ),
+    "MLA head on SGLang 0.5.10": (
+        dict(
+            data={"sglang_version": "0.5.10"},
+            host=snapshot(draft_config=draft(architectures=[MLA_HEAD], q_lora_rank=1536)),
+        ),
+        "speculative-draft-model-path",
+        "0.5.12",
+        "0.5.10",
+    ),
+    "missing model directory": (
+        dict(host=snapshot(models={TARGET_PATH: ModelDir(False, None, None)})),
+        "model-path",
+        TARGET_PATH,
+        "no such directory",
+    ),
+    "draft directory without config.json": (
+        dict(host=snapshot(models={DRAFT_PATH: ModelDir(True, None, "is missing")})),
+        "speculative-draft-model-path",
+        "config.json is missing",
+    ),
+    "draft config.json not JSON": (
+        dict(host=snapshot(models={DRAFT_PATH: ModelDir(True, None, "is not valid JSON (Expecting value)")})),
+        "speculative-draft-model-path",
+        "not valid JSON",
+    ),
+    "hub id instead of a local model": (
+        dict(
+            servers=with_server("baseline", **{"model-path": "moonshotai/Kimi-K2.5"}),
+            host=snapshot(models={"moonshotai/Kimi-K2.5": ModelDir(False, None, None)}),
+        ),
+        "servers.baseline.model-path",
+        "Hugging Face Hub",
+    ),
+    "tp-size above the GPU count": (
+        dict(host=snapshot(gpus=["nvidia0", "nvidia1", "nvidia2", "nvidia3"])),
+        "tp-size",
+        "needs 8 GPUs",
+        "has 4",
+    ),
     "no GPU device nodes": (dict(host=snapshot(gpus=[])), "gpus", "no NVIDIA GPU device nodes"),
-    "port held by a foreign process": (dict(host=snapshot(listeners=[
-        Listener(8000, "0.0.0.0", (Holder(812, "nginx", "nginx: master process /usr/sbin/nginx", None),))])),
-        "servers.{baseline,eagle3-2step,eagle3-3step,eagle3-5step}.port", "0.0.0.0:8000", "pid 812 (nginx: master"),
-    "unit limits above PID 1's hard limits": (dict(host=snapshot(cap_sys_resource=False,
-                                                                 limits={"nofile": (20000, 20000), "memlock": (8388608, 8388608)})),
-                                              "unit_limits.nofile", "1048576", "20000", "205/LIMITS"),
-    "infinite memlock above the hard limit": (dict(host=snapshot(cap_sys_resource=False,
-                                                                 limits={"nofile": (2097152, 2097152), "memlock": (65536, 65536)})),
-                                              "unit_limits.memlock", "'infinity'", "65536"),
-    "unprivileged container": (dict(host=snapshot(init_userns=False, limits={"nofile": (524288, 524288), "memlock": (None, None)})),
-                               "unit_limits.nofile", "user namespace"),
-    "SGLang's parser rejects a flag": (dict(host=snapshot(sglang=PINNED, verdicts={
-        "baseline": Verdict(False, "argument --reasoning-parser: invalid choice: 'kimi_k3'")})),
-        "servers.baseline", "/etc/sglang/servers/baseline.yaml", "own parser rejects it", "kimi_k3"),
-    "context-length above the target's": (dict(servers=with_server("baseline", **{"model-path": TARGET_PATH, "context-length": 300000})),
-                                          "servers.baseline.context-length", "300000", "262144"),
+    "port held by a foreign process": (
+        dict(
+            host=snapshot(
+                listeners=[
+                    Listener(8000, "0.0.0.0", (Holder(812, "nginx", "nginx: master process /usr/sbin/nginx", None),))
+                ]
+            )
+        ),
+        "servers.{baseline,eagle3-2step,eagle3-3step,eagle3-5step}.port",
+        "0.0.0.0:8000",
+        "pid 812 (nginx: master",
+    ),
+    "unit limits above PID 1's hard limits": (
+        dict(host=snapshot(cap_sys_resource=False, limits={"nofile": (20000, 20000), "memlock": (8388608, 8388608)})),
+        "unit_limits.nofile",
+        "1048576",
+        "20000",
+        "205/LIMITS",
+    ),
+    "infinite memlock above the hard limit": (
+        dict(host=snapshot(cap_sys_resource=False, limits={"nofile": (2097152, 2097152), "memlock": (65536, 65536)})),
+        "unit_limits.memlock",
+        "'infinity'",
+        "65536",
+    ),
+    "unprivileged container": (
+        dict(host=snapshot(init_userns=False, limits={"nofile": (524288, 524288), "memlock": (None, None)})),
+        "unit_limits.nofile",
+        "user namespace",
+    ),
+    "SGLang's parser rejects a flag": (
+        dict(
+            host=snapshot(
+                sglang=PINNED,
+                verdicts={"baseline": Verdict(False, "argument --reasoning-parser: invalid choice: 'kimi_k3'")},
+            )
+        ),
+        "servers.baseline",
+        "/etc/sglang/servers/baseline.yaml",
+        "own parser rejects it",
+        "kimi_k3",
+    ),
+    "context-length above the target's": (
+        dict(servers=with_server("baseline", **{"model-path": TARGET_PATH, "context-length": 300000})),
+        "servers.baseline.context-length",
+        "300000",
+        "262144",
+    ),
     "rope factor ignored (original_max_position_embeddings)": (
-        dict(servers=seed(), host=snapshot(draft_config=draft(max_position_embeddings=65536, rope_scaling={
-            "type": "yarn", "factor": 4.0, "original_max_position_embeddings": 65536}))),
-        "context-length", "262144", "65536"),
+        dict(
+            servers=seed(),
+            host=snapshot(
+                draft_config=draft(
+                    max_position_embeddings=65536,
+                    rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 65536},
+                )
+            ),
+        ),
+        "context-length",
+        "262144",
+        "65536",
+    ),
     "rope factor ignored (llama3)": (
-        dict(servers=seed(), host=snapshot(draft_config=draft(max_position_embeddings=32768, rope_scaling={
-            "rope_type": "llama3", "factor": 8.0}))),
-        "context-length", "262144", "32768"),
-    "probe failed": (dict(host=HostSnapshot(error="Traceback ...\nPermissionError: /proc/1/limits")), "preflight", "PermissionError"),
-    "python too old for the agent": (dict(host=snapshot(python=("/usr/bin/python3", 3, 9, 2))), "python", "3.9.2", ">= 3.11"),
+        dict(
+            servers=seed(),
+            host=snapshot(
+                draft_config=draft(max_position_embeddings=32768, rope_scaling={"rope_type": "llama3", "factor": 8.0})
+            ),
+        ),
+        "context-length",
+        "262144",
+        "32768",
+    ),
+    "probe failed": (
+        dict(host=HostSnapshot(error="Traceback ...\nPermissionError: /proc/1/limits")),
+        "preflight",
+        "PermissionError",
+    ),
+    "python too old for the agent": (
+        dict(host=snapshot(python=("/usr/bin/python3", 3, 9, 2))),
+        "python",
+        "3.9.2",
+        ">= 3.11",
+    ),
 }
 
 
@@ -244,10 +387,21 @@ def _rendered(text: str) -> RenderedConfig:
     return RenderedConfig("/etc/sglang/servers/eagle3-3step.yaml", text, hashlib.sha1(text.encode()).hexdigest(), {})
 
 
-@pytest.mark.parametrize("edit, key, fix", [
-    (("speculative-num-steps: 3", "speculative-num-step: 3"), "servers.eagle3-3step.speculative-num-step", "speculative-num-steps"),
-    (("speculative-num-draft-tokens: 4", "speculative-num-draft-tokens: 6"), "servers.eagle3-3step.speculative-num-draft-tokens", "set it to 4"),
-])
+@pytest.mark.parametrize(
+    "edit, key, fix",
+    [
+        (
+            ("speculative-num-steps: 3", "speculative-num-step: 3"),
+            "servers.eagle3-3step.speculative-num-step",
+            "speculative-num-steps",
+        ),
+        (
+            ("speculative-num-draft-tokens: 4", "speculative-num-draft-tokens: 6"),
+            "servers.eagle3-3step.speculative-num-draft-tokens",
+            "set it to 4",
+        ),
+    ],
+)
 def test_rendered_config_is_judged_by_the_config_model(tmp_path, edit, key, fix):
     values = group_data("all")
     text = probe_spec(load_deployment("sglang1", values, PROJECT), VENV, True).configs["eagle3-3step"].text
@@ -256,22 +410,33 @@ def test_rendered_config_is_judged_by_the_config_model(tmp_path, edit, key, fix)
     assert [p.key for p in report.problems] == [key] and fix in report.problems[0].fix
 
 
-@pytest.mark.parametrize("installed, verdict", [("0.5.9", Verdict(False, "unrecognized arguments")), (PINNED, Verdict(None, "timed out"))])
+@pytest.mark.parametrize(
+    "installed, verdict", [("0.5.9", Verdict(False, "unrecognized arguments")), (PINNED, Verdict(None, "timed out"))]
+)
 def test_parser_verdicts_that_only_warn(tmp_path, installed, verdict):
     report = judge(tmp_path, host=snapshot(sglang=installed, verdicts={"baseline": verdict}))
     assert report.problems == [] and [w.key for w in report.warnings] == ["servers.baseline"]
 
 
-@pytest.mark.parametrize("config, length", [
-    ({"max_position_embeddings": 4096}, 4096),
-    ({"seq_length": 8192, "max_position_embeddings": 4096}, 8192),  # first present key wins
-    ({"max_sequence_length": None, "max_position_embeddings": 4096}, 4096),
-    ({"max_position_embeddings": 32768, "rope_scaling": {"factor": 4.0}}, 131072),
-    ({"max_position_embeddings": 32768, "rope_scaling": {"factor": 4.0, "original_max_position_embeddings": 8192}}, 32768),
-    ({"max_position_embeddings": 131072, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, 131072),
-    ({}, 2048),
-    (TARGET, 262144),
-])
+@pytest.mark.parametrize(
+    "config, length",
+    [
+        ({"max_position_embeddings": 4096}, 4096),
+        ({"seq_length": 8192, "max_position_embeddings": 4096}, 8192),  # first present key wins
+        ({"max_sequence_length": None, "max_position_embeddings": 4096}, 4096),
+        ({"max_position_embeddings": 32768, "rope_scaling": {"factor": 4.0}}, 131072),
+        (
+            {
+                "max_position_embeddings": 32768,
+                "rope_scaling": {"factor": 4.0, "original_max_position_embeddings": 8192},
+            },
+            32768,
+        ),
+        ({"max_position_embeddings": 131072, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, 131072),
+        ({}, 2048),
+        (TARGET, 262144),
+    ],
+)
 def test_derived_context_length_follows_sglang(config, length):
     assert derived_context_length(config)[0] == length
 
@@ -283,15 +448,21 @@ LAB_SERVERS = copy.deepcopy(SHIPPED)
 for _name in ("eagle3-2step", "eagle3-5step"):
     del LAB_SERVERS["servers"][_name]
 LAB_SERVERS["servers"]["ssh-port"] = {
-    "port": 22, "speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/data/models/missing-eagle3",
-    "speculative-num-steps": 3, "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 4}
+    "port": 22,
+    "speculative-algorithm": "EAGLE3",
+    "speculative-draft-model-path": "/data/models/missing-eagle3",
+    "speculative-num-steps": 3,
+    "speculative-eagle-topk": 1,
+    "speculative-num-draft-tokens": 4,
+}
 LAB_SERVERS["servers"]["bad-parser"] = {"reasoning-parser": "kimi_k3"}
 CAPTURED = [
     "Warning: Permanently added '10.200.0.11' (ED25519) to the list of known hosts.",
     'sglang-pve-preflight {"cap_sys_resource": false, "configs": {"bad-parser": null, "baseline": '
     '"f03208f8677c54bd8bc9a69c44ec679bf33f03ba", "eagle3-3step": "774a9467fa38fc01aff1ed0b2fe193cce54b6fb4", '
     '"ssh-port": null}, "gpus": ["nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidia4", "nvidia5", "nvidia6", '
-    '"nvidia7"], "init_userns": true, "python": ["/usr/bin/python3", 3, 11, 2], "limits": {"memlock": [8388608, 8388608], "nofile": [20000, 20000]}, '
+    '"nvidia7"], "init_userns": true, "python": ["/usr/bin/python3", 3, 11, 2], '
+    '"limits": {"memlock": [8388608, 8388608], "nofile": [20000, 20000]}, '
     '"listeners": [{"address": "0.0.0.0", "holders": [{"cmdline": "sshd: /usr/sbin/sshd -D [listener] 0 of 10-100 '
     'startups", "comm": "sshd", "pid": 43, "unit": null}], "port": 22}, {"address": "::", "holders": [{"cmdline": '
     '"sshd: /usr/sbin/sshd -D [listener] 0 of 10-100 startups", "comm": "sshd", "pid": 43, "unit": null}], "port": '
@@ -309,7 +480,7 @@ CAPTURED = [
     '"rope_scaling": {"beta_fast": 1.0, "beta_slow": 1.0, "factor": 64.0, "mscale": 1.0, "mscale_all_dim": 1.0, '
     '"original_max_position_embeddings": 4096, "type": "yarn"}, "tie_word_embeddings": false, "vocab_size": '
     '163840}}, "dir": true, "error": null}}, "sglang": "0.5.16.dev20260720+g8905cbd42", "verdicts": {"bad-parser": '
-    '{"error": "argument --reasoning-parser: invalid choice: \'kimi_k3\' (choose from \'deepseek-r1\', \'deepseek-v3\', '
+    "{\"error\": \"argument --reasoning-parser: invalid choice: 'kimi_k3' (choose from 'deepseek-r1', 'deepseek-v3', "
     "'glm45', 'gpt-oss', 'kimi', 'kimi_k2', 'minimax', 'minimax-append-think', 'qwen3', 'qwen3-thinking', "
     '\'step3\')", "ok": false}, "baseline": {"error": "", "ok": true}, "eagle3-3step": {"error": "", "ok": true}, '
     '"ssh-port": {"error": "OSError: Can\'t load the configuration of \'/data/models/missing-eagle3\'. If you were '
@@ -326,7 +497,10 @@ def test_fact_parses_a_captured_lab_output(tmp_path):
     assert found.limits == {"memlock": (8388608, 8388608), "nofile": (20000, 20000)}
     assert not found.cap_sys_resource and found.init_userns
     assert [(x.port, x.address, x.holders[0].comm, x.holders[0].unit) for x in found.listeners] == [
-        (22, "0.0.0.0", "sshd", None), (22, "::", "sshd", None), (8000, "0.0.0.0", "python", "sglang-baseline.service")]
+        (22, "0.0.0.0", "sshd", None),
+        (22, "::", "sshd", None),
+        (8000, "0.0.0.0", "python", "sglang-baseline.service"),
+    ]
     assert found.models["/data/models/missing-eagle3"] == ModelDir(False, None, None)
     assert found.models[TARGET_PATH].config["text_config"]["num_hidden_layers"] == 61
     assert found.configs["bad-parser"] is None and len(found.configs["baseline"]) == 40
@@ -334,7 +508,11 @@ def test_fact_parses_a_captured_lab_output(tmp_path):
     # and the rules judge it: the lab's limits and our own listener on 8000 pass
     report = judge(tmp_path, LAB_SERVERS, groups=("all", "lab"), host=found)
     assert sorted(p.key for p in merged(report.problems)) == [
-        "servers.bad-parser", "servers.ssh-port", "servers.ssh-port.port", "servers.ssh-port.speculative-draft-model-path"]
+        "servers.bad-parser",
+        "servers.ssh-port",
+        "servers.ssh-port.port",
+        "servers.ssh-port.speculative-draft-model-path",
+    ]
     assert "port 8000 held by sglang-baseline.service" in report.summary()
 
 
@@ -344,7 +522,7 @@ def test_fact_reports_a_probe_without_result():
 
 # ---- the probe itself, run here as the fact's command (bash + python3), against a fake SGLang ----
 
-FAKE_SERVER_ARGS = '''
+FAKE_SERVER_ARGS = """
 import argparse, os, yaml
 
 class ServerArgs:
@@ -354,7 +532,8 @@ class ServerArgs:
     def resolve_once(self):
         length = self.namespace.context_length
         if length and length > 131072 and os.environ.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN") != "1":
-            raise ValueError(f"Target model's context_length ({length}) is greater than the derived context_length (131072)")
+            raise ValueError(f"Target model's context_length ({length}) is greater than "
+                             "the derived context_length (131072)")
 
 def prepare_server_args(argv):
     parser = argparse.ArgumentParser()
@@ -364,7 +543,7 @@ def prepare_server_args(argv):
     with open(argv[argv.index("--config") + 1]) as f:
         config = yaml.safe_load(f)
     return ServerArgs(parser.parse_args([w for k, v in config.items() for w in ("--" + k, str(v))]))
-'''
+"""
 
 
 def fake_venv(root: Path, version: str) -> Path:
@@ -375,7 +554,9 @@ def fake_venv(root: Path, version: str) -> Path:
     (site / "sglang" / "srt" / "__init__.py").write_text("")
     (site / "sglang" / "srt" / "server_args.py").write_text(FAKE_SERVER_ARGS)
     (site / f"sglang-{version}.dist-info").mkdir()
-    (site / f"sglang-{version}.dist-info" / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n")
+    (site / f"sglang-{version}.dist-info" / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n"
+    )
     python = root / "venv" / "bin" / "python"
     python.parent.mkdir(parents=True)
     python.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} "$@"\n')
@@ -385,8 +566,9 @@ def fake_venv(root: Path, version: str) -> Path:
 
 def run_probe(spec: ProbeSpec, tmp: Path) -> HostSnapshot:
     command = PreflightProbe().command(spec=spec)
-    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, TMPDIR=str(tmp)))
+    done = subprocess.run(
+        ["bash", "-c", command], capture_output=True, text=True, timeout=120, env=dict(os.environ, TMPDIR=str(tmp))
+    )
     assert done.returncode == 0, done.stderr
     return PreflightProbe().process(done.stdout.splitlines())
 
@@ -414,8 +596,12 @@ def host_files(tmp_path):
     (etc / "same.yaml").write_text(texts["same"])
     (etc / "changed.yaml").write_text("model-path: /old\n")
     configs = {
-        name: RenderedConfig(str(etc / f"{name}.yaml"), text, hashlib.sha1(text.encode()).hexdigest(),
-                             {OPT_IN: "1"} if name == "long-opted-in" else {})
+        name: RenderedConfig(
+            str(etc / f"{name}.yaml"),
+            text,
+            hashlib.sha1(text.encode()).hexdigest(),
+            {OPT_IN: "1"} if name == "long-opted-in" else {},
+        )
         for name, text in texts.items()
     }
     paths = tuple(str(models / name) for name in ("target", "draft", "empty", "broken", "absent"))
@@ -449,9 +635,15 @@ def test_probe_reads_models_configs_and_sglang_verdicts(host_files):
 def test_probe_judges_everything_alone_or_under_another_sglang(host_files):
     tmp_path, paths, configs = host_files
     venv = fake_venv(tmp_path, "0.5.9")
-    assert set(run_probe(ProbeSpec(paths, configs, (), str(venv), PINNED, judge_all=False), tmp_path / "tmp").verdicts) == set(configs)
-    assert set(run_probe(ProbeSpec(paths, configs, (), str(venv), "0.5.9", judge_all=True), tmp_path / "tmp").verdicts) == set(configs)
-    without = run_probe(ProbeSpec(paths, configs, (), str(tmp_path / "no-venv"), PINNED, judge_all=True), tmp_path / "tmp")
+    assert set(
+        run_probe(ProbeSpec(paths, configs, (), str(venv), PINNED, judge_all=False), tmp_path / "tmp").verdicts
+    ) == set(configs)
+    assert set(
+        run_probe(ProbeSpec(paths, configs, (), str(venv), "0.5.9", judge_all=True), tmp_path / "tmp").verdicts
+    ) == set(configs)
+    without = run_probe(
+        ProbeSpec(paths, configs, (), str(tmp_path / "no-venv"), PINNED, judge_all=True), tmp_path / "tmp"
+    )
     assert without.sglang is None and without.verdicts == {}
 
 
@@ -459,12 +651,21 @@ def test_probe_tells_our_listeners_from_foreign_ones(host_files):
     tmp_path, paths, configs = host_files
     foreign = socket.create_server(("127.0.0.1", 0))
     ours = subprocess.Popen(
-        [sys.executable, "-c", "import socket, time; s = socket.create_server(('127.0.0.1', 0)); "
-                               "print(s.getsockname()[1], flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True, env=dict(os.environ, SGLANG_PVE_UNIT="sglang-baseline.service"))
+        [
+            sys.executable,
+            "-c",
+            "import socket, time; s = socket.create_server(('127.0.0.1', 0)); "
+            "print(s.getsockname()[1], flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, SGLANG_PVE_UNIT="sglang-baseline.service"),
+    )
     try:
         our_port, foreign_port = int(ours.stdout.readline()), foreign.getsockname()[1]
-        found = run_probe(ProbeSpec((), {}, (our_port, foreign_port), str(tmp_path / "no-venv"), PINNED, True), tmp_path / "tmp")
+        found = run_probe(
+            ProbeSpec((), {}, (our_port, foreign_port), str(tmp_path / "no-venv"), PINNED, True), tmp_path / "tmp"
+        )
     finally:
         ours.kill()
         ours.wait()

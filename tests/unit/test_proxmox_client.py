@@ -25,17 +25,26 @@ def self_signed(directory):
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "pve1")])
     now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=3))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(__import__("ipaddress").ip_address("127.0.0.1"))]),
-                           critical=False)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=3))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(__import__("ipaddress").ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
     (directory / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (directory / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                          serialization.NoEncryption()))
+    (directory / "key.pem").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     digest = hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest()
-    return ":".join(digest[i:i + 2] for i in range(0, 64, 2))
+    return ":".join(digest[i : i + 2] for i in range(0, 64, 2))
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +70,11 @@ def server(tmp_path_factory):
             seen.append(("POST", self.path, body))
             if self.path.endswith("/access/ticket"):
                 ok = f"password={PASSWORD}" in body
-                return self.reply(200 if ok else 401, {"ticket": "PVE:root@pam:T", "CSRFPreventionToken": "C"} if ok else None,
-                                  None if ok else "authentication failure")
+                return self.reply(
+                    200 if ok else 401,
+                    {"ticket": "PVE:root@pam:T", "CSRFPreventionToken": "C"} if ok else None,
+                    None if ok else "authentication failure",
+                )
             if self.path.endswith("/status/start"):
                 return self.reply(500, None, "CT 129 already running")
             return self.reply(200, "UPID:pve1:0001:0002:0003:vzstart:129:root@pam:")
@@ -70,8 +82,12 @@ def server(tmp_path_factory):
         def do_GET(self):
             seen.append(("GET", self.path, self.headers.get("Cookie", "")))
             if "/tasks/" in self.path:
-                return self.reply(200, [{"n": 1, "t": "starting"}, {"n": 2, "t": "no such bridge vmbr9"}]
-                                  if self.path.split("?")[0].endswith("/log") else {"status": "stopped", "exitstatus": "no such bridge vmbr9"})
+                return self.reply(
+                    200,
+                    [{"n": 1, "t": "starting"}, {"n": 2, "t": "no such bridge vmbr9"}]
+                    if self.path.split("?")[0].endswith("/log")
+                    else {"status": "stopped", "exitstatus": "no such bridge vmbr9"},
+                )
             return self.reply(200, {"cores": 4, "digest": "d"})
 
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -84,12 +100,24 @@ def server(tmp_path_factory):
 
 
 def settings(server, **trust):
-    return load_api_settings("pve1", {"proxmox_api": {"host": "127.0.0.1", "port": server["port"],
-                                                      "password_env": "PVE_PASSWORD", "timeout_s": 5, **trust}})
+    return load_api_settings(
+        "pve1",
+        {
+            "proxmox_api": {
+                "host": "127.0.0.1",
+                "port": server["port"],
+                "password_env": "PVE_PASSWORD",
+                "timeout_s": 5,
+                **trust,
+            }
+        },
+    )
 
 
 def login(server, password=PASSWORD, **trust):
-    return connect(settings(server, **trust), Credential("root@pam", None, password, "environment variable PVE_PASSWORD"))
+    return connect(
+        settings(server, **trust), Credential("root@pam", None, password, "environment variable PVE_PASSWORD")
+    )
 
 
 def test_a_pinned_fingerprint_is_trusted_and_carries_the_ticket(server):
@@ -103,9 +131,12 @@ def test_a_wrong_fingerprint_fails_before_the_password_is_sent(server):
     with pytest.raises(ProxmoxError) as caught:
         login(server, fingerprint="00:" * 31 + "00")
     message = str(caught.value)
-    assert message.startswith(f"POST /access/ticket: TLS verification of 127.0.0.1:{server['port']} failed: "
-                              "Fingerprints did not match.")
-    assert message.endswith("Fix: compare proxmox_api.fingerprint/ca_file with the node's certificate (pvenode cert info)")
+    assert message.startswith(
+        f"POST /access/ticket: TLS verification of 127.0.0.1:{server['port']} failed: Fingerprints did not match."
+    )
+    assert message.endswith(
+        "Fix: compare proxmox_api.fingerprint/ca_file with the node's certificate (pvenode cert info)"
+    )
     assert PASSWORD not in message
     assert len(server["seen"]) == before  # the server never saw the request
 
@@ -138,15 +169,19 @@ def test_a_failed_task_reports_its_exit_status_and_log(server):
     api = login(server, fingerprint=server["fingerprint"])
     with pytest.raises(ProxmoxError) as caught:
         api.run_task("POST", "nodes/pve1/lxc/129/status/stop")
-    assert str(caught.value) == ("POST /nodes/pve1/lxc/129/status/stop: task failed: no such bridge vmbr9 "
-                                 "(task log: starting | no such bridge vmbr9)")
+    assert str(caught.value) == (
+        "POST /nodes/pve1/lxc/129/status/stop: task failed: no such bridge vmbr9 "
+        "(task log: starting | no such bridge vmbr9)"
+    )
 
 
 def test_a_task_with_warnings_succeeds_and_says_so(server, caplog, monkeypatch):
     api = login(server, fingerprint=server["fingerprint"])
     statuses = iter([{"status": "running"}, {"status": "stopped", "exitstatus": "WARNINGS: 1"}])
     real_get = api.get
-    monkeypatch.setattr(api, "get", lambda path, **kw: next(statuses) if path.endswith("/status") else real_get(path, **kw))
+    monkeypatch.setattr(
+        api, "get", lambda path, **kw: next(statuses) if path.endswith("/status") else real_get(path, **kw)
+    )
     monkeypatch.setattr("sglang_pve.provision.client.POLL_INTERVAL_S", 0)
     with caplog.at_level("WARNING", logger="pyinfra"):
         assert api.wait("UPID:pve1:0001:0002:0003:vzstart:129:root@pam:", "POST /x") == "WARNINGS: 1"
@@ -161,5 +196,14 @@ def test_an_unreachable_node_names_the_call():
 
 
 def test_booleans_go_on_the_wire_as_1_0_and_task_statuses():
-    assert wire({"unprivileged": False, "onboot": True, "cores": 4, "pool": None}) == {"unprivileged": 0, "onboot": 1, "cores": 4}
-    assert [task_succeeded(s) for s in ("OK", "WARNINGS: 2", "command 'lxc-start' failed", None)] == [True, True, False, False]
+    assert wire({"unprivileged": False, "onboot": True, "cores": 4, "pool": None}) == {
+        "unprivileged": 0,
+        "onboot": 1,
+        "cores": 4,
+    }
+    assert [task_succeeded(s) for s in ("OK", "WARNINGS: 2", "command 'lxc-start' failed", None)] == [
+        True,
+        True,
+        False,
+        False,
+    ]

@@ -35,15 +35,25 @@ def test_doctests_of_the_provisioning_helpers():
 
 
 def test_only_the_current_sections_own_lines_change():
-    new = conffile.edit(CONF, remove=["lxc.mount.entry: /tank/shared shared none bind,ro,create=dir 0 0"],
-                        add=["lxc.mount.entry: /tank/shared shared none bind,create=dir 0 0",
-                             "lxc.mount.entry: /tank/data data none bind,ro,create=dir 0 0"])
+    new = conffile.edit(
+        CONF,
+        remove=["lxc.mount.entry: /tank/shared shared none bind,ro,create=dir 0 0"],
+        add=[
+            "lxc.mount.entry: /tank/shared shared none bind,create=dir 0 0",
+            "lxc.mount.entry: /tank/data data none bind,ro,create=dir 0 0",
+        ],
+    )
     current, rest = new.split("\n[pve:pending]", 1)
     assert current.splitlines() == [
-        "#GPU server%3A SGLang", "arch: amd64", "cores: 64", "dev0: /dev/nvidia0,mode=0666",
-        "lxc.apparmor.profile: unconfined", "parent: sgpve-20261130-101010-config",
+        "#GPU server%3A SGLang",
+        "arch: amd64",
+        "cores: 64",
+        "dev0: /dev/nvidia0,mode=0666",
+        "lxc.apparmor.profile: unconfined",
+        "parent: sgpve-20261130-101010-config",
         "lxc.mount.entry: /tank/shared shared none bind,create=dir 0 0",
-        "lxc.mount.entry: /tank/data data none bind,ro,create=dir 0 0"]
+        "lxc.mount.entry: /tank/data data none bind,ro,create=dir 0 0",
+    ]
     assert rest == CONF.split("\n[pve:pending]", 1)[1]  # pending changes and snapshots untouched
 
 
@@ -57,4 +67,3 @@ def test_the_digest_is_checked_before_the_file_is_replaced(tmp_path, capsys):
     assert capsys.readouterr().out.strip() == hashlib.sha1(path.read_bytes()).hexdigest()
     assert "lxc.mount.entry: /x x none bind,create=dir 0 0\n\n[pve:pending]" in path.read_text()
     assert [p.name for p in tmp_path.iterdir()] == ["129.conf"]  # no temp file left
-

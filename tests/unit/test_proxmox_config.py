@@ -23,25 +23,45 @@ def test_a_valid_node_and_container_load():
 
 
 def test_every_container_problem_is_reported_at_once():
-    bad = CONTAINER | {"vmid": 99, "cores": 0, "gpus": [0, 0], "passthrough": "lxc", "bogus": 1,
-                       "net0": {"bridge": "vmbr0", "ip": "10.0.0.129"}, "mounts": [{"host": "relative", "path": "/x"}]}
+    bad = CONTAINER | {
+        "vmid": 99,
+        "cores": 0,
+        "gpus": [0, 0],
+        "passthrough": "lxc",
+        "bogus": 1,
+        "net0": {"bridge": "vmbr0", "ip": "10.0.0.129"},
+        "mounts": [{"host": "relative", "path": "/x"}],
+    }
     del bad["unprivileged"]
     with pytest.raises(ConfigError) as caught:
         load_container("sglang1", {"container": bad})
     found = problems(caught.value)
-    assert set(found) == {"container.vmid", "container.cores", "container.gpus", "container.passthrough",
-                          "container.bogus", "container.net0.ip", "container.mounts.0.host", "container.unprivileged"}
-    assert found["container.unprivileged"].startswith("sglang1: container.unprivileged = None: Field required. Fix: add")
+    assert set(found) == {
+        "container.vmid",
+        "container.cores",
+        "container.gpus",
+        "container.passthrough",
+        "container.bogus",
+        "container.net0.ip",
+        "container.mounts.0.host",
+        "container.unprivileged",
+    }
+    assert found["container.unprivileged"].startswith(
+        "sglang1: container.unprivileged = None: Field required. Fix: add"
+    )
     assert "Fix: use one of 'devN' or 'raw'" in found["container.passthrough"]
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"password_env": None}, "name exactly one secret source"),
-    ({"token_env": "PVE_TOKEN"}, "name exactly one secret source"),
-    ({"fingerprint": None}, "say how to trust the node's certificate"),
-    ({"fingerprint": None, "verify": False, "ca_file": "/etc/pve-ca.pem"}, "verify: false contradicts ca_file"),
-    ({"password_env": None, "token_env": "PVE_TOKEN"}, "token_env/token_file go with token_name"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"password_env": None}, "name exactly one secret source"),
+        ({"token_env": "PVE_TOKEN"}, "name exactly one secret source"),
+        ({"fingerprint": None}, "say how to trust the node's certificate"),
+        ({"fingerprint": None, "verify": False, "ca_file": "/etc/pve-ca.pem"}, "verify: false contradicts ca_file"),
+        ({"password_env": None, "token_env": "PVE_TOKEN"}, "token_env/token_file go with token_name"),
+    ],
+)
 def test_api_settings_refuse_ambiguous_secrets_and_trust(change, message):
     settings = {k: v for k, v in (API | change).items() if v is not None}
     with pytest.raises(ConfigError) as caught:
@@ -63,14 +83,20 @@ def test_credential_from_environment_and_missing_variable():
         read_credential("pve1", api, environ={})
     assert problems(caught.value)["proxmox_api.password_env"] == (
         "pve1: proxmox_api.password_env = 'PVE_PASSWORD': the environment variable is not set (or empty). "
-        "Fix: export PVE_PASSWORD=... before running pyinfra (or use a 0600 file instead)")
+        "Fix: export PVE_PASSWORD=... before running pyinfra (or use a 0600 file instead)"
+    )
 
 
 def test_credential_file_must_be_private(tmp_path):
     secret = tmp_path / "token"
     secret.write_text("0123-uuid\n")
-    api = load_api_settings("pve1", {"proxmox_api": {k: v for k, v in API.items() if k != "password_env"}
-                                     | {"token_name": "deploy", "token_file": str(secret)}})
+    api = load_api_settings(
+        "pve1",
+        {
+            "proxmox_api": {k: v for k, v in API.items() if k != "password_env"}
+            | {"token_name": "deploy", "token_file": str(secret)}
+        },
+    )
     os.chmod(secret, 0o640)
     with pytest.raises(ConfigError) as caught:
         read_credential("pve1", api)

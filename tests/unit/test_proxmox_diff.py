@@ -16,14 +16,25 @@ DEVICES = proxmox_dev_options(nvidia_devices(range(8), uvm_major=511))
 
 # What PVE returns for that container after creating it: its own key order, type=veth, size, digest.
 CURRENT = {
-    "arch": "amd64", "cores": 64, "memory": 524288, "swap": 0, "hostname": "sglang1", "onboot": 1,
-    "features": "nesting=1", "startup": "up=30,order=2", "ostype": "debian",
+    "arch": "amd64",
+    "cores": 64,
+    "memory": 524288,
+    "swap": 0,
+    "hostname": "sglang1",
+    "onboot": 1,
+    "features": "nesting=1",
+    "startup": "up=30,order=2",
+    "ostype": "debian",
     "net0": "name=eth0,bridge=vmbr0,gw=10.0.0.1,hwaddr=02:00:0A:00:00:81,ip=10.0.0.129/24,type=veth",
-    "rootfs": "local-zfs:subvol-129-disk-0,size=200G", "digest": "0" * 40,
+    "rootfs": "local-zfs:subvol-129-disk-0,size=200G",
+    "digest": "0" * 40,
     **{key: value.replace(",mode=0666", ",mode=0666") for key, value in DEVICES.items()},
-    "lxc": [["lxc.mount.entry", "/tank/shared shared none bind,ro,create=dir 0 0"],
-            ["lxc.mount.entry", "/tank/data data none bind,ro,create=dir 0 0"],
-            ["lxc.apparmor.profile", "unconfined"], ["lxc.mount.entry", "/srv/x x none rbind,optional 0 0"]],
+    "lxc": [
+        ["lxc.mount.entry", "/tank/shared shared none bind,ro,create=dir 0 0"],
+        ["lxc.mount.entry", "/tank/data data none bind,ro,create=dir 0 0"],
+        ["lxc.apparmor.profile", "unconfined"],
+        ["lxc.mount.entry", "/srv/x x none rbind,optional 0 0"],
+    ],
 }
 
 
@@ -43,22 +54,36 @@ def test_what_pve_returns_for_the_spec_is_no_change():
 
 
 def test_order_and_boolean_spelling_inside_property_strings_do_not_matter():
-    current = CURRENT | {"features": "nesting=true", "dev0": "mode=0666,path=/dev/nvidia0",
-                         "net0": "bridge=vmbr0,ip=10.0.0.129/24,name=eth0,type=veth,gw=10.0.0.1,hwaddr=02:00:0A:00:00:81"}
+    current = CURRENT | {
+        "features": "nesting=true",
+        "dev0": "mode=0666,path=/dev/nvidia0",
+        "net0": "bridge=vmbr0,ip=10.0.0.129/24,name=eth0,type=veth,gw=10.0.0.1,hwaddr=02:00:0A:00:00:81",
+    }
     assert compare(current).empty
 
 
 def test_changed_and_removed_keys_are_listed_key_old_new():
-    spec = load_container("sglang1", {"container": CONTAINER | {"cores": 96, "startup": None,
-                                                                 "features": {"nesting": True, "keyctl": True}}})
+    spec = load_container(
+        "sglang1",
+        {"container": CONTAINER | {"cores": 96, "startup": None, "features": {"nesting": True, "keyctl": True}}},
+    )
     result = compare(CURRENT, spec=spec)
-    assert result.lines() == ["cores: 64 -> 96", "features: nesting=1 -> keyctl=1,nesting=1", "startup: up=30,order=2 -> (deleted)"]
+    assert result.lines() == [
+        "cores: 64 -> 96",
+        "features: nesting=1 -> keyctl=1,nesting=1",
+        "startup: up=30,order=2 -> (deleted)",
+    ]
     assert result.put_parameters == {"cores": "96", "features": "keyctl=1,nesting=1"} and result.deleted == ["startup"]
 
 
 def test_fewer_gpus_delete_the_extra_dev_keys_and_a_missing_mac_is_pves_business():
-    spec = load_container("sglang1", {"container": CONTAINER | {"gpus": [0, 1], "net0": {"bridge": "vmbr0",
-                                                                 "ip": "10.0.0.129/24", "gw": "10.0.0.1"}}})
+    spec = load_container(
+        "sglang1",
+        {
+            "container": CONTAINER
+            | {"gpus": [0, 1], "net0": {"bridge": "vmbr0", "ip": "10.0.0.129/24", "gw": "10.0.0.1"}}
+        },
+    )
     devices = proxmox_dev_options(nvidia_devices([0, 1], uvm_major=511))
     result = compare(CURRENT, spec=spec, devices=devices)
     assert result.deleted == ["dev5", "dev6", "dev7", "dev8", "dev9", "dev10"]
@@ -66,12 +91,15 @@ def test_fewer_gpus_delete_the_extra_dev_keys_and_a_missing_mac_is_pves_business
 
 
 def test_raw_lines_only_the_toolkits_own_change_others_stay():
-    spec = load_container("sglang1", {"container": CONTAINER | {"mounts": [{"host": "/tank/shared", "path": "/shared",
-                                                                             "ro": False}]}})
+    spec = load_container(
+        "sglang1", {"container": CONTAINER | {"mounts": [{"host": "/tank/shared", "path": "/shared", "ro": False}]}}
+    )
     result = compare(CURRENT, spec=spec)
-    assert result.lines() == ["lxc: - lxc.mount.entry: /tank/shared shared none bind,ro,create=dir 0 0",
-                              "lxc: - lxc.mount.entry: /tank/data data none bind,ro,create=dir 0 0",
-                              "lxc: + lxc.mount.entry: /tank/shared shared none bind,create=dir 0 0"]
+    assert result.lines() == [
+        "lxc: - lxc.mount.entry: /tank/shared shared none bind,ro,create=dir 0 0",
+        "lxc: - lxc.mount.entry: /tank/data data none bind,ro,create=dir 0 0",
+        "lxc: + lxc.mount.entry: /tank/shared shared none bind,create=dir 0 0",
+    ]
     assert all("apparmor" not in line and "rbind" not in line for line in result.raw_old + result.raw_new)
 
 
@@ -85,8 +113,9 @@ def test_raw_passthrough_lines_follow_the_nodes_uvm_major():
 
 
 def test_unchangeable_keys_are_refused_with_the_reason():
-    spec = load_container("sglang1", {"container": CONTAINER | {"unprivileged": True,
-                                                                 "rootfs": {"storage": "local-lvm", "size_gb": 100}}})
+    spec = load_container(
+        "sglang1", {"container": CONTAINER | {"unprivileged": True, "rootfs": {"storage": "local-lvm", "size_gb": 100}}}
+    )
     found = {p.key: p.render("sglang1") for p in compare(CURRENT, spec=spec).refusals}
     assert set(found) == {"container.unprivileged", "container.rootfs.storage", "container.rootfs.size_gb"}
     assert "the container is privileged; Proxmox cannot change that in place" in found["container.unprivileged"]
@@ -108,8 +137,10 @@ def test_create_parameters_carry_every_key_with_booleans_as_1_0():
     assert not any(isinstance(v, bool) for v in params.values())
 
 
-@pytest.mark.parametrize("unprivileged, features, refused", [
-    (True, "nesting=1", False), (True, "keyctl=1,nesting=1", True), (False, "nesting=1", True)])
+@pytest.mark.parametrize(
+    "unprivileged, features, refused",
+    [(True, "nesting=1", False), (True, "keyctl=1,nesting=1", True), (False, "nesting=1", True)],
+)
 def test_a_token_may_not_set_devices_or_root_only_features(unprivileged, features, refused):
     change = diff.ConfigDiff(changes=[diff.Change("features", None, features)])
     assert bool(token_refusals(change, unprivileged)) == refused

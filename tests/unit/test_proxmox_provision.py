@@ -20,9 +20,11 @@ from sglang_pve.provision.nodes import Node
 from tests.unit.proxmox_data import CONTAINER
 
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl root@sglang1"
-GPUS = GpuDeviceInfo({"nvidia": 195, "nvidia-uvm": 510},
-                     [DeviceNode(f"/dev/nvidia{i}", 195, i) for i in range(8)] + [DeviceNode("/dev/nvidiactl", 195, 255)],
-                     "580.95.05")
+GPUS = GpuDeviceInfo(
+    {"nvidia": 195, "nvidia-uvm": 510},
+    [DeviceNode(f"/dev/nvidia{i}", 195, i) for i in range(8)] + [DeviceNode("/dev/nvidiactl", 195, 255)],
+    "580.95.05",
+)
 
 
 class NodeHost:
@@ -58,8 +60,9 @@ def pve(tmp_path, request):
 
 def node_of(pve, token=False, **settings) -> Node:
     secret = {"token_name": "deploy", "token_env": "T"} if token else {"password_env": "P"}
-    api = load_api_settings("pve1", {"proxmox_api": {"host": "127.0.0.1", "port": pve.port, "ca_file": str(pve.cert),
-                                                     **secret, **settings}})
+    api = load_api_settings(
+        "pve1", {"proxmox_api": {"host": "127.0.0.1", "port": pve.port, "ca_file": str(pve.cert), **secret, **settings}}
+    )
     credential = Credential("root@pam", "deploy" if token else None, TOKEN_SECRET if token else PASSWORD, "test")
     return Node("pve1", api, conf_dir=str(pve.state_root / "lxc"), _api=connect(api, credential))
 
@@ -77,7 +80,11 @@ def converge(pve, node, spec, guest) -> NodeHost:
 
 
 def writes(pve) -> list[str]:
-    return [f"{e['method']} {e['path']}" for e in pve.requests() if e["method"] != "GET" and not e["path"].endswith("/access/ticket")]
+    return [
+        f"{e['method']} {e['path']}"
+        for e in pve.requests()
+        if e["method"] != "GET" and not e["path"].endswith("/access/ticket")
+    ]
 
 
 @pytest.fixture
@@ -100,8 +107,9 @@ def test_created_from_nothing_then_a_second_run_only_reads_twice(pve, guest):
     fresh = node_of(pve)  # a new run: nothing cached
     again = plan(spec_of(pve), fresh, GPUS, guest)
     assert again.idle
-    assert [f"{e['method']} {e['path']}" for e in pve.requests()[before:] if not e["path"].endswith("/access/ticket")] == [
-        "GET /nodes/pve1/lxc", "GET /nodes/pve1/lxc/129/config"]
+    assert [
+        f"{e['method']} {e['path']}" for e in pve.requests()[before:] if not e["path"].endswith("/access/ticket")
+    ] == ["GET /nodes/pve1/lxc", "GET /nodes/pve1/lxc/129/config"]
 
 
 def test_a_change_takes_a_snapshot_then_only_the_differing_key(pve, guest):
@@ -113,8 +121,11 @@ def test_a_change_takes_a_snapshot_then_only_the_differing_key(pve, guest):
     host = NodeHost()
     _apply(None, host, node, wanted, guest)
     assert host.errors == []
-    changes = [(e["method"], e["path"], sorted(e["params"])) for e in pve.requests()[start:]
-               if e["method"] != "GET" and e["path"] != "/access/ticket"]
+    changes = [
+        (e["method"], e["path"], sorted(e["params"]))
+        for e in pve.requests()[start:]
+        if e["method"] != "GET" and e["path"] != "/access/ticket"
+    ]
     assert [c[:2] for c in changes] == [("POST", "/nodes/pve1/lxc/129/snapshot"), ("PUT", "/nodes/pve1/lxc/129/config")]
     assert changes[1][2] == ["cores", "digest"]  # only the differing key, with the digest
     taken = snapshots.listed(node, 129)
@@ -131,8 +142,10 @@ def test_a_concurrent_edit_is_reported_not_overwritten(pve, guest):
     node_of(pve).api.request("PUT", "nodes/pve1/lxc/129/config", memory=1024)  # someone else, meanwhile
     host = NodeHost()
     assert _apply(None, host, node, wanted, guest) is False
-    assert host.errors == ["PUT /nodes/pve1/lxc/129/config: not sent: the config changed since it was read (someone "
-                           "else edited it); nothing was overwritten: run again to review the new state"]
+    assert host.errors == [
+        "PUT /nodes/pve1/lxc/129/config: not sent: the config changed since it was read (someone "
+        "else edited it); nothing was overwritten: run again to review the new state"
+    ]
     assert "cores: 64" in pve.conf_text(129) and "memory: 1024" in pve.conf_text(129)
 
 
@@ -144,12 +157,25 @@ def test_a_token_may_not_set_devices_and_nothing_is_written(pve, guest):
     assert writes(pve) == []
 
 
-@pytest.mark.parametrize("fault, call, message", [
-    ({"method": "POST", "path": "/nodes/*/lxc/*/status/start", "task_error": "startup for container '129' failed"},
-     "POST /nodes/pve1/lxc/129/status/start", "task failed: startup for container '129' failed"),
-    ({"method": "POST", "path": "/nodes/*/lxc", "http_status": 500, "message": "got timeout", "times": 1},
-     "POST /nodes/pve1/lxc", "500 got timeout"),
-])
+@pytest.mark.parametrize(
+    "fault, call, message",
+    [
+        (
+            {
+                "method": "POST",
+                "path": "/nodes/*/lxc/*/status/start",
+                "task_error": "startup for container '129' failed",
+            },
+            "POST /nodes/pve1/lxc/129/status/start",
+            "task failed: startup for container '129' failed",
+        ),
+        (
+            {"method": "POST", "path": "/nodes/*/lxc", "http_status": 500, "message": "got timeout", "times": 1},
+            "POST /nodes/pve1/lxc",
+            "500 got timeout",
+        ),
+    ],
+)
 def test_an_api_fault_names_the_call_and_the_rerun_converges(pve, guest, fault, call, message):
     pve.faults([fault])
     host = converge(pve, node_of(pve), spec_of(pve), guest)
@@ -164,7 +190,10 @@ def test_no_answer_in_time_names_the_call(pve, guest):
     pve.faults([{"path": "/nodes/*/lxc", "delay_s": 3}])
     with pytest.raises(ProxmoxError) as caught:
         plan(spec_of(pve), node_of(pve, timeout_s=1), GPUS, guest)
-    assert str(caught.value) == "GET /nodes/pve1/lxc: no answer from 127.0.0.1:%d within 1s (proxmox_api.timeout_s)" % pve.port
+    assert (
+        str(caught.value)
+        == "GET /nodes/pve1/lxc: no answer from 127.0.0.1:%d within 1s (proxmox_api.timeout_s)" % pve.port
+    )
 
 
 def test_raw_passthrough_writes_cgroup_and_mount_lines_keeping_the_rest(pve, guest):

@@ -26,20 +26,27 @@ def test_bad_password_and_no_credentials(pve):
 
 
 def test_ticket_needs_csrf_token_on_writes(pve):
-    login = requests.post(url(pve, "/access/ticket"), verify=str(pve.cert),
-                          data={"username": "root@pam", "password": pve.credentials["users"]
-                                ["root@pam"]["password"]}).json()["data"]
+    login = requests.post(
+        url(pve, "/access/ticket"),
+        verify=str(pve.cert),
+        data={"username": "root@pam", "password": pve.credentials["users"]["root@pam"]["password"]},
+    ).json()["data"]
     cookies = {"PVEAuthCookie": login["ticket"]}
     assert requests.get(url(pve, "/nodes"), cookies=cookies, verify=str(pve.cert)).ok
-    r = requests.post(url(pve, "/nodes/pve1/lxc"), cookies=cookies, verify=str(pve.cert),
-                      data={"vmid": "180", "ostemplate": pve.TEMPLATE})
+    r = requests.post(
+        url(pve, "/nodes/pve1/lxc"),
+        cookies=cookies,
+        verify=str(pve.cert),
+        data={"vmid": "180", "ostemplate": pve.TEMPLATE},
+    )
     assert (r.status_code, r.reason) == (401, "Permission denied - invalid csrf token")
 
 
 def test_tokens(pve):
     assert pve.client(token=True).version.get()["release"] == "9.1"
-    r = requests.get(url(pve, "/version"), verify=str(pve.cert),
-                     headers={"Authorization": f"PVEAPIToken={TOKEN_ID}=wrong"})
+    r = requests.get(
+        url(pve, "/version"), verify=str(pve.cert), headers={"Authorization": f"PVEAPIToken={TOKEN_ID}=wrong"}
+    )
     assert (r.status_code, r.reason) == (401, "invalid token value!")
     assert TOKEN_SECRET not in r.text
 
@@ -48,12 +55,10 @@ def test_privsep_token_holds_no_privilege(tmp_path):
     with EmulatedNode(tmp_path, privsep_token=True) as pve:
         with pytest.raises(ResourceException) as e:
             pve.client(token=True).nodes("pve1").lxc(100).config.get()
-        assert (e.value.status_code, e.value.content) == (
-            403, "Permission check failed (/vms/100, VM.Audit)")
+        assert (e.value.status_code, e.value.content) == (403, "Permission check failed (/vms/100, VM.Audit)")
 
 
 def test_unknown_path_is_not_implemented(pve):
     with pytest.raises(ResourceException) as e:
         pve.client().nodes("pve1").nosuch.get()
-    assert (e.value.status_code, e.value.content) == (
-        501, "Method 'GET /nodes/pve1/nosuch' not implemented")
+    assert (e.value.status_code, e.value.content) == (501, "Method 'GET /nodes/pve1/nosuch' not implemented")

@@ -24,13 +24,35 @@ def serve(tmp_path, credentials_mode: int):
     os.chmod(creds, credentials_mode)
     cert, key = self_signed_cert(tmp_path)
     port = free_port()
-    cmd = [sys.executable, "-m", "lab.pve", "serve", "--version", "8", "--node", "pve1",
-           "--state-root", str(tmp_path / "etc-pve"), "--cert", str(cert), "--key", str(key),
-           "--credentials", str(creds), "--request-log", str(tmp_path / "requests.jsonl"),
-           "--backend", "dir", "--backend-options", json.dumps({"root": str(tmp_path / "vol")}),
-           "--listen", "127.0.0.1", "--port", str(port)]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True), \
-        port, cert
+    cmd = [
+        sys.executable,
+        "-m",
+        "lab.pve",
+        "serve",
+        "--version",
+        "8",
+        "--node",
+        "pve1",
+        "--state-root",
+        str(tmp_path / "etc-pve"),
+        "--cert",
+        str(cert),
+        "--key",
+        str(key),
+        "--credentials",
+        str(creds),
+        "--request-log",
+        str(tmp_path / "requests.jsonl"),
+        "--backend",
+        "dir",
+        "--backend-options",
+        json.dumps({"root": str(tmp_path / "vol")}),
+        "--listen",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True), port, cert
 
 
 def test_serves_pve8_over_https(tmp_path):
@@ -38,8 +60,7 @@ def test_serves_pve8_over_https(tmp_path):
     proc, port, cert = serve(tmp_path, 0o600)
     try:
         assert "PVE 8 API emulator for node pve1" in proc.stdout.readline()
-        px = ProxmoxAPI("127.0.0.1", port=port, user="root@pam", password=PASSWORD,
-                        verify_ssl=str(cert), timeout=10)
+        px = ProxmoxAPI("127.0.0.1", port=port, user="root@pam", password=PASSWORD, verify_ssl=str(cert), timeout=10)
         assert px.version.get()["release"] == "8.4"
         assert px.nodes.get()[0]["node"] == "pve1"
     finally:

@@ -8,12 +8,22 @@ from lab.pve import requestlog
 from lab.pve.backend import DirBackend
 from lab.pve.testing import EmulatedNode
 
-GPU_CT = dict(hostname="sglang1", cores=8, memory=4096, swap=0, rootfs="local-zfs:8",
-              net0="name=eth0,bridge=vmbr0,ip=10.0.0.11/24,gw=10.0.0.1", onboot=1,
-              unprivileged=0, features="nesting=1", startup="order=2",
-              dev0="/dev/nvidia0,mode=0666", dev1="/dev/nvidia-uvm,mode=0666",
-              dev2="mode=0666,path=/dev/nvidiactl",
-              mp0="/srv/models,mp=/shared,ro=1")
+GPU_CT = dict(
+    hostname="sglang1",
+    cores=8,
+    memory=4096,
+    swap=0,
+    rootfs="local-zfs:8",
+    net0="name=eth0,bridge=vmbr0,ip=10.0.0.11/24,gw=10.0.0.1",
+    onboot=1,
+    unprivileged=0,
+    features="nesting=1",
+    startup="order=2",
+    dev0="/dev/nvidia0,mode=0666",
+    dev1="/dev/nvidia-uvm,mode=0666",
+    dev2="mode=0666,path=/dev/nvidiactl",
+    mp0="/srv/models,mp=/shared,ro=1",
+)
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +34,9 @@ def pve(tmp_path_factory):
 
 def test_root_ticket_creates_gpu_container(pve):
     px = pve.client()
-    upid = px.nodes("pve1").lxc.post(vmid=129, ostemplate=pve.TEMPLATE, start=1,
-                                     **{"ssh-public-keys": "ssh-ed25519 AAAAC3Nza lab"}, **GPU_CT)
+    upid = px.nodes("pve1").lxc.post(
+        vmid=129, ostemplate=pve.TEMPLATE, start=1, **{"ssh-public-keys": "ssh-ed25519 AAAAC3Nza lab"}, **GPU_CT
+    )
     assert upid.startswith("UPID:pve1:") and ":vzcreate:129:root@pam:" in upid
     assert pve.wait(upid)["exitstatus"] == "OK"
     conf = pve.conf_text(129)
@@ -42,11 +53,11 @@ def test_token_of_root_is_not_root(pve):
     with pytest.raises(ResourceException) as e:
         px.nodes("pve1").lxc.post(vmid=130, ostemplate=pve.TEMPLATE, **GPU_CT)
     assert e.value.status_code == 403
-    assert e.value.content == ("Permission check failed (configuring device passthrough is only "
-                               "allowed for root@pam)")
+    assert e.value.content == ("Permission check failed (configuring device passthrough is only allowed for root@pam)")
     with pytest.raises(ResourceException, match="changing feature flags for privileged container"):
-        px.nodes("pve1").lxc.post(vmid=130, ostemplate=pve.TEMPLATE, hostname="x",
-                                  rootfs="local-lvm:4", unprivileged=0, features="nesting=1")
+        px.nodes("pve1").lxc.post(
+            vmid=130, ostemplate=pve.TEMPLATE, hostname="x", rootfs="local-lvm:4", unprivileged=0, features="nesting=1"
+        )
     bind_only = {k: v for k, v in GPU_CT.items() if not k.startswith(("dev", "features"))}
     with pytest.raises(ResourceException, match="mount point type bind is only allowed for root@pam"):
         px.nodes("pve1").lxc.post(vmid=130, ostemplate=pve.TEMPLATE, **bind_only)
@@ -58,20 +69,16 @@ def test_existing_vmid_and_missing_device_refused(pve):
     with pytest.raises(ResourceException, match="CT 129 already exists on node 'pve1'"):
         px.nodes("pve1").lxc.post(vmid=129, ostemplate=pve.TEMPLATE, **GPU_CT)
     with pytest.raises(ResourceException, match="Device /dev/nvidia9 does not exist"):
-        px.nodes("pve1").lxc.post(vmid=131, ostemplate=pve.TEMPLATE, dev0="/dev/nvidia9",
-                                  storage="local-lvm")
+        px.nodes("pve1").lxc.post(vmid=131, ostemplate=pve.TEMPLATE, dev0="/dev/nvidia9", storage="local-lvm")
     with pytest.raises(ResourceException, match="/dev/nvidia-caps is not a device"):
-        px.nodes("pve1").lxc.post(vmid=131, ostemplate=pve.TEMPLATE, dev0="/dev/nvidia-caps",
-                                  storage="local-lvm")
+        px.nodes("pve1").lxc.post(vmid=131, ostemplate=pve.TEMPLATE, dev0="/dev/nvidia-caps", storage="local-lvm")
 
 
 def test_missing_template_is_a_task_error_and_leaves_nothing(pve):
     px = pve.client()
-    upid = px.nodes("pve1").lxc.post(vmid=132, ostemplate="local:vztmpl/nope.tar.zst",
-                                     storage="local-lvm")
+    upid = px.nodes("pve1").lxc.post(vmid=132, ostemplate="local:vztmpl/nope.tar.zst", storage="local-lvm")
     status = pve.wait(upid)
-    assert status["exitstatus"] == ("unable to create CT 132 - volume 'local:vztmpl/nope.tar.zst' "
-                                    "does not exist")
+    assert status["exitstatus"] == ("unable to create CT 132 - volume 'local:vztmpl/nope.tar.zst' does not exist")
     assert not pve.node.exists(132)
 
 
@@ -86,15 +93,13 @@ def test_unprivileged_default_per_version(tmp_path, version, expected):
         assert cfg["rootfs"] == "local-lvm:vm-140-disk-0,size=4G"
         with pytest.raises(ResourceException) as e:
             px.nodes("pve1").lxc.post(vmid=141, ostemplate=pve.TEMPLATE)
-        assert e.value.errors == {"storage": "storage 'local' does not support container "
-                                             "directories"}
+        assert e.value.errors == {"storage": "storage 'local' does not support container directories"}
 
 
 def test_backend_failure_is_the_task_error_and_cleans_up(tmp_path):
     backend = DirBackend(tmp_path / "volumes", fail={"create": "guestd: lxc-create failed"})
     with EmulatedNode(tmp_path, backend=backend) as pve:
-        upid = pve.client().nodes("pve1").lxc.post(vmid=142, ostemplate=pve.TEMPLATE,
-                                                   storage="local-lvm")
+        upid = pve.client().nodes("pve1").lxc.post(vmid=142, ostemplate=pve.TEMPLATE, storage="local-lvm")
         assert pve.wait(upid)["exitstatus"] == "guestd: lxc-create failed"
         assert not pve.node.exists(142)
         log = [entry["t"] for entry in pve.client().nodes("pve1").tasks(upid).log.get()]

@@ -33,8 +33,11 @@ def test_running_snapshot_locks_the_config(tmp_path):
         assert backend.entered.wait(10)
         assert ct.status.current.get()["lock"] == "snapshot"
         assert px.nodes("pve1").tasks(upid).status.get()["status"] == "running"
-        for call in (lambda: ct.config.put(cores=2), lambda: ct.status.start.post(),
-                     lambda: ct.snapshot.post(snapname="other")):
+        for call in (
+            lambda: ct.config.put(cores=2),
+            lambda: ct.status.start.post(),
+            lambda: ct.snapshot.post(snapname="other"),
+        ):
             try:
                 result = call()
             except ResourceException as e:

@@ -13,8 +13,7 @@ def test_every_request_logged_secrets_masked(tmp_path):
         pve.client().version.get()
         pve.client(token=True).nodes("pve1").lxc.get()
         with pytest.raises(ResourceException):
-            pve.client().nodes("pve1").lxc.post(vmid=190, ostemplate=pve.TEMPLATE,
-                                                password=PASSWORD, onboot=True)
+            pve.client().nodes("pve1").lxc.post(vmid=190, ostemplate=pve.TEMPLATE, password=PASSWORD, onboot=True)
         entries = pve.requests()
         text = pve.request_log.read_text()
     assert PASSWORD not in text and TOKEN_SECRET not in text
@@ -23,7 +22,8 @@ def test_every_request_logged_secrets_masked(tmp_path):
         ("GET", "/version", "root@pam", 200),
         ("GET", "/nodes/pve1/lxc", TOKEN_ID, 200),
         ("POST", "/access/ticket", "root@pam", 200),
-        ("POST", "/nodes/pve1/lxc", "root@pam", 400)]
+        ("POST", "/nodes/pve1/lxc", "root@pam", 400),
+    ]
     assert entries[0]["params"] == {"username": "root@pam", "password": requestlog.MASK}
     assert entries[-1]["params"]["password"] == requestlog.MASK
     assert requestlog.schema_violations(entries) == [entries[-1]]

@@ -13,8 +13,11 @@ def pve(tmp_path_factory):
 
 
 def create(pve, vmid, **extra):
-    upid = pve.client().nodes("pve1").lxc.post(vmid=vmid, ostemplate=pve.TEMPLATE,
-                                               hostname=f"ct{vmid}", unprivileged=1, **extra)
+    upid = (
+        pve.client()
+        .nodes("pve1")
+        .lxc.post(vmid=vmid, ostemplate=pve.TEMPLATE, hostname=f"ct{vmid}", unprivileged=1, **extra)
+    )
     assert pve.wait(upid)["exitstatus"] == "OK"
     return pve.client().nodes("pve1").lxc(vmid)
 
@@ -61,5 +64,4 @@ def test_lvmthin_rolls_back_to_any_and_delete_relinks_parents(pve):
     assert pve.wait(ct.snapshot("sa").rollback.post())["exitstatus"] == "OK"
     assert ct.config.get()["cores"] == 1
     assert pve.wait(ct.snapshot("sb").delete())["exitstatus"] == "OK"
-    assert [(s["name"], s.get("parent")) for s in ct.snapshot.get()] == [
-        ("sa", None), ("sc", "sa"), ("current", "sa")]
+    assert [(s["name"], s.get("parent")) for s in ct.snapshot.get()] == [("sa", None), ("sc", "sa"), ("current", "sa")]

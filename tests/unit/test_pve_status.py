@@ -20,8 +20,7 @@ def test_power_state_rules(tmp_path):
         assert pve.wait(ct.status.start.post())["exitstatus"] == "OK"
         with pytest.raises(ResourceException, match="CT 210 already running"):
             ct.status.start.post()
-        with pytest.raises(ResourceException,
-                           match="unable to destroy CT 210 - container is running"):
+        with pytest.raises(ResourceException, match="unable to destroy CT 210 - container is running"):
             ct.delete()
         assert pve.wait(ct.status.shutdown.post(timeout=5))["exitstatus"] == "OK"
         assert ct.status.current.get()["status"] == "stopped"
@@ -31,8 +30,7 @@ def test_power_state_rules(tmp_path):
         log = [entry["t"] for entry in px.nodes("pve1").tasks(upid).log.get()]
         assert log == ["WARN: forced to stop CT 210 before destroying!", "TASK WARNINGS: 1"]
         assert not pve.node.exists(210)
-        with pytest.raises(ResourceException, match="Configuration file 'nodes/pve1/lxc/210.conf' "
-                                                    "does not exist"):
+        with pytest.raises(ResourceException, match="Configuration file 'nodes/pve1/lxc/210.conf' does not exist"):
             ct.config.get()
 
 
@@ -61,5 +59,7 @@ def test_backend_error_outside_a_task_is_a_500(tmp_path):
         with pytest.raises(ResourceException) as e:
             pve.client().nodes("pve1").lxc(212).status.current.get()
         assert (e.value.status_code, e.value.content) == (
-            500, "guestd at /run/pve-lab/guestd.sock unreachable: [Errno 111]")
+            500,
+            "guestd at /run/pve-lab/guestd.sock unreachable: [Errno 111]",
+        )
         assert pve.requests()[-1]["status"] == 500

@@ -26,6 +26,7 @@ PAGE = "\n".join(f'<a href="sglang-{v}-py3-none-any.whl#sha256=00">x</a>' for v 
 
 # --- nightly resolution ------------------------------------------------------------------------
 
+
 def test_wheel_versions_and_pick():
     versions = index.wheel_versions(PAGE + '<a href="../torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl">t</a>')
     assert Version("0.5.15") in versions and len(versions) == 4  # torch is another project
@@ -85,6 +86,7 @@ def test_config_accepts_nightly_specs_and_resolves_through_the_given_function():
 
 # --- the host's release store ------------------------------------------------------------------
 
+
 def _spec(root, version="1.0", active="a", **files):
     paths = {}
     for name, content in files.items():
@@ -96,9 +98,19 @@ def _spec(root, version="1.0", active="a", **files):
     venv.mkdir(parents=True, exist_ok=True)
     lock = root / "venvs" / f"sglang-{version}.lock"
     lock.write_text(f"sglang=={version} --hash=sha256:00\n")
-    return {"sglang_version": version, "venv": str(venv), "lock": str(lock), "active_server": active,
-            "lifecycle": None, "units": ["sglang-a.service"], "nccl_profile": "p", "files": sorted(paths.values()),
-            "blocks": {}, "user": "me@here", "commit": "abc"}
+    return {
+        "sglang_version": version,
+        "venv": str(venv),
+        "lock": str(lock),
+        "active_server": active,
+        "lifecycle": None,
+        "units": ["sglang-a.service"],
+        "nccl_profile": "p",
+        "files": sorted(paths.values()),
+        "blocks": {},
+        "user": "me@here",
+        "commit": "abc",
+    }
 
 
 def test_store_records_restores_byte_for_byte_and_prunes(tmp_path):
@@ -132,7 +144,10 @@ def test_store_records_restores_byte_for_byte_and_prunes(tmp_path):
     assert again["fingerprint"] == second["fingerprint"] and store.previous_id() == first["id"]
     os.unlink(os.path.join(store.dir, f"{again['id']}.json"))
     summary = store.summary("previous")
-    assert summary["target"] == first["id"] and base64.b64decode(summary["contents"][str(tmp_path / "etc" / "unit")]) == b"A\n"
+    assert (
+        summary["target"] == first["id"]
+        and base64.b64decode(summary["contents"][str(tmp_path / "etc" / "unit")]) == b"A\n"
+    )
     assert "sglang==1.0" in summary["lock"]
     assert store.summary("20990101T000000Z-00000000")["error"].startswith("no release")
 
@@ -141,7 +156,8 @@ def test_store_records_restores_byte_for_byte_and_prunes(tmp_path):
     assert not os.path.exists(first["venv"]) and not os.path.exists(first["lock"]["path"])
     assert os.path.exists(second["venv"]) and store.ids() == [second["id"]]
     assert sorted(os.listdir(os.path.join(store.dir, "blobs"))) == sorted(
-        {e["sha256"] for e in second["files"].values()} | {second["lock"]["sha256"]})
+        {e["sha256"] for e in second["files"].values()} | {second["lock"]["sha256"]}
+    )
 
 
 def test_one_record_and_switch_at_a_time(tmp_path):
@@ -188,13 +204,20 @@ def test_release_change_and_table_name_what_differs(tmp_path):
 
 # --- operation decisions -----------------------------------------------------------------------
 
-SOURCE = venvs.Source(index_url="https://u:tok@idx.example/simple", installer="uv", uv_version="0.13.9",
-                      import_check=("sglang", "yaml"))
+SOURCE = venvs.Source(
+    index_url="https://u:tok@idx.example/simple", installer="uv", uv_version="0.13.9", import_check=("sglang", "yaml")
+)
 
 
 def venv_run(fact_lines, **kwargs):
-    return run(venvs.venv, {"import importlib.metadata": fact_lines}, ("import importlib.metadata",),
-               path="/opt/v/sglang-1.0", version="1.0", **kwargs)
+    return run(
+        venvs.venv,
+        {"import importlib.metadata": fact_lines},
+        ("import importlib.metadata",),
+        path="/opt/v/sglang-1.0",
+        version="1.0",
+        **kwargs,
+    )
 
 
 def test_venv_is_a_noop_when_installed_and_locked():
@@ -216,8 +239,10 @@ def test_venv_is_built_beside_its_path_from_a_hash_lock_and_moved_into_place():
 
 def test_venv_installs_uv_first_and_pip_resolves_through_its_report():
     joined = "\n".join(venv_run([], source=SOURCE))
-    assert ("NETRC=/etc/sglang/secrets/index.netrc /opt/sglang-pve/uv/bin/pip install --quiet --disable-pip-version-check "
-            "--no-input --index-url https://idx.example/simple uv==0.13.9") in joined
+    assert (
+        "NETRC=/etc/sglang/secrets/index.netrc /opt/sglang-pve/uv/bin/pip install --quiet --disable-pip-version-check "
+        "--no-input --index-url https://idx.example/simple uv==0.13.9"
+    ) in joined
     pip = venvs.Source(index_url="https://pypi.org/simple", installer="pip")
     joined = "\n".join(venv_run([], source=pip))
     assert "uv" not in joined.replace("--no-input", "")
@@ -229,8 +254,12 @@ CANARY = "c4n4ry-T0k3n"
 
 def test_index_credentials_reach_the_installers_through_a_root_only_netrc_never_argv():
     for installer in ("uv", "pip"):
-        source = venvs.Source(index_url=f"https://u:{CANARY}@idx.example/simple", installer=installer, uv_version="0.13.9",
-                              extra_index_urls=(f"https://u:{CANARY}@idx.example/whl/", "https://pypi.org/simple"))
+        source = venvs.Source(
+            index_url=f"https://u:{CANARY}@idx.example/simple",
+            installer=installer,
+            uv_version="0.13.9",
+            extra_index_urls=(f"https://u:{CANARY}@idx.example/whl/", "https://pypi.org/simple"),
+        )
         for lock in (None, "sglang==1.0 --hash=sha256:00\n"):
             commands = venv_run([], source=source, lock=lock)
             assert CANARY not in "\n".join(commands) and "*MASKED*" not in "\n".join(commands)  # not hidden: absent
@@ -246,16 +275,28 @@ def test_index_credentials_reach_the_installers_through_a_root_only_netrc_never_
 
 
 def test_netrc_holds_one_entry_per_host_with_decoded_credentials():
-    source = venvs.Source(index_url="https://alice:p%40ss%2Fw0rd@idx.example/simple",
-                          extra_index_urls=("https://alice:p%40ss%2Fw0rd@idx.example:8443/whl/", "https://pypi.org/simple",
-                                            "https://__token__:t0k@other.example/simple"))
-    assert source.netrc.content == ("machine idx.example login alice password p@ss/w0rd\n"
-                                    "machine other.example login __token__ password t0k\n")
+    source = venvs.Source(
+        index_url="https://alice:p%40ss%2Fw0rd@idx.example/simple",
+        extra_index_urls=(
+            "https://alice:p%40ss%2Fw0rd@idx.example:8443/whl/",
+            "https://pypi.org/simple",
+            "https://__token__:t0k@other.example/simple",
+        ),
+    )
+    assert source.netrc.content == (
+        "machine idx.example login alice password p@ss/w0rd\nmachine other.example login __token__ password t0k\n"
+    )
     assert source.netrc.mode == "600" and source.netrc.user == "root" and source.netrc.secret
     for bad in ("https://alice:s3cr3tX@idx.example/x/", "https://alice:s3cr3tX%20blank@idx.example/x/"):
         with pytest.raises(OperationError) as error:
-            assert not venvs.Source(index_url="https://alice:p%40ss%2Fw0rd@idx.example/simple", extra_index_urls=(bad,)).netrc
-        assert "***@idx.example/x/" in str(error.value) and "w0rd" not in str(error.value) and "s3cr3tX" not in str(error.value)
+            assert not venvs.Source(
+                index_url="https://alice:p%40ss%2Fw0rd@idx.example/simple", extra_index_urls=(bad,)
+            ).netrc
+        assert (
+            "***@idx.example/x/" in str(error.value)
+            and "w0rd" not in str(error.value)
+            and "s3cr3tX" not in str(error.value)
+        )
 
 
 def test_netrc_content_is_hidden_under_diff(caplog):
@@ -267,8 +308,9 @@ def test_netrc_content_is_hidden_under_diff(caplog):
     from pyinfra.api.operation import add_op
 
     source = venvs.Source(index_url=f"https://u:{CANARY}@idx.example/simple", installer="pip")
-    inventory = Inventory((["@fake/t"], {"fake_delay": 0, "fake_delay_jitter": 0,
-                                         "fake_responses": {"import importlib.metadata": []}}))
+    inventory = Inventory(
+        (["@fake/t"], {"fake_delay": 0, "fake_delay_jitter": 0, "fake_responses": {"import importlib.metadata": []}})
+    )
     state = State(inventory=inventory, config=Config(DIFF=True))
     connect_all(state)
     with caplog.at_level(logging.DEBUG):
@@ -284,21 +326,48 @@ def test_venv_from_a_recorded_lock_does_not_resolve():
     assert any(c.startswith("upload") or "sglang-pve.lock" in c for c in commands)
 
 
-RECORD = {"id": "20261130T000000Z-aaaaaaaa", "sglang_version": "1.0", "active_server": "a", "nccl_profile": "p",
-          "units": ["sglang-a.service", "sglang-b.service"], "blocks": {}, "venv": "/v", "commit": "c",
-          "lock": {"path": "/v.lock", "sha256": "00"}, "status": "ready",
-          "files": {"/etc/systemd/system/sglang-a.service": {"sha256": "1"},
-                    "/etc/systemd/system/sglang-b.service": {"sha256": "2"}}}
-WANTED = releases.Release(sglang_version="1.0", venv="/v", active_server="a", units=("sglang-a.service", "sglang-b.service"),
-                          nccl_profile="p", files={"/etc/systemd/system/sglang-a.service": "1",
-                                                   "/etc/systemd/system/sglang-b.service": "2"})
+RECORD = {
+    "id": "20261130T000000Z-aaaaaaaa",
+    "sglang_version": "1.0",
+    "active_server": "a",
+    "nccl_profile": "p",
+    "units": ["sglang-a.service", "sglang-b.service"],
+    "blocks": {},
+    "venv": "/v",
+    "commit": "c",
+    "lock": {"path": "/v.lock", "sha256": "00"},
+    "status": "ready",
+    "files": {
+        "/etc/systemd/system/sglang-a.service": {"sha256": "1"},
+        "/etc/systemd/system/sglang-b.service": {"sha256": "2"},
+    },
+}
+WANTED = releases.Release(
+    sglang_version="1.0",
+    venv="/v",
+    active_server="a",
+    units=("sglang-a.service", "sglang-b.service"),
+    nccl_profile="p",
+    files={"/etc/systemd/system/sglang-a.service": "1", "/etc/systemd/system/sglang-b.service": "2"},
+)
 
 
 def release_run(release, running=("sglang-a.service",), pending=None):
-    report = {"current": RECORD["id"], "pending": pending, "releases": [RECORD], "previous": None,
-              "running": list(running)}
-    return run(releases.release, {"releases --dir": json.dumps(report)}, ("releases --dir",),
-               release=release, keep=5, venvs_dir="/opt/v")
+    report = {
+        "current": RECORD["id"],
+        "pending": pending,
+        "releases": [RECORD],
+        "previous": None,
+        "running": list(running),
+    }
+    return run(
+        releases.release,
+        {"releases --dir": json.dumps(report)},
+        ("releases --dir",),
+        release=release,
+        keep=5,
+        venvs_dir="/opt/v",
+    )
 
 
 def test_release_is_a_noop_when_current_and_running():
@@ -308,8 +377,11 @@ def test_release_is_a_noop_when_current_and_running():
 def test_release_switches_when_the_version_changes_or_the_server_is_down():
     from dataclasses import replace
 
-    for commands in (release_run(replace(WANTED, sglang_version="2.0")), release_run(WANTED, running=()),
-                     release_run(WANTED, pending=RECORD["id"])):  # a killed switch: what runs is unknown
+    for commands in (
+        release_run(replace(WANTED, sglang_version="2.0")),
+        release_run(WANTED, running=()),
+        release_run(WANTED, pending=RECORD["id"]),
+    ):  # a killed switch: what runs is unknown
         assert len(commands) == 1 and " apply --spec " in commands[0] and "--record-only" not in commands[0]
         spec = json.loads(base64.b64decode(commands[0].split("--spec ")[1].split()[0]))
         assert spec["lifecycle"] == "/etc/sglang/servers/a.lifecycle.json" and spec["lock"] == "/v.lock"
@@ -324,6 +396,7 @@ def test_release_records_without_restart_when_only_an_idle_configuration_changed
     changed = replace(WANTED, files=WANTED.files | {"/etc/systemd/system/sglang-a.service": "3"})
     [command] = release_run(changed)
     assert "--record-only" not in command
-    [command] = release_run(replace(WANTED, files=WANTED.files | {"/etc/systemd/system/sglang-b.service": "3"}),
-                            pending=RECORD["id"])
+    [command] = release_run(
+        replace(WANTED, files=WANTED.files | {"/etc/systemd/system/sglang-b.service": "3"}), pending=RECORD["id"]
+    )
     assert "--record-only" not in command

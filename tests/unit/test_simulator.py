@@ -56,8 +56,10 @@ DRAFT_CONFIG = {
     "max_position_embeddings": 131072,
 }
 # 100 GB in 4 shards: 47 GiB of weights per rank at tp 2.
-TARGET_INDEX = {"metadata": {"total_size": 100 * 10**9},
-                "weight_map": {f"w{i}": f"model-0000{i}-of-00004.safetensors" for i in range(1, 5)}}
+TARGET_INDEX = {
+    "metadata": {"total_size": 100 * 10**9},
+    "weight_map": {f"w{i}": f"model-0000{i}-of-00004.safetensors" for i in range(1, 5)},
+}
 BASELINE = {
     "served-model-name": "kimi-k2.5",
     "tp-size": 2,
@@ -216,7 +218,10 @@ def lab(tmp_path, models):
         with log.open("wb") as out:
             popen = subprocess.Popen(
                 [sys.executable, "-m", "sglang.launch_server", "--config", str(config_path)],
-                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
             )
         port = yaml.safe_load(config_path.read_text())["port"]
         sim = Sim(popen, log, port, tmp_path / "run")
@@ -290,7 +295,10 @@ def test_resolve_applies_speculative_rules(sglang, lab, caplog):
 
     args = resolved(speculative_num_draft_tokens=7)
     assert (args.speculative_num_steps, args.speculative_num_draft_tokens) == (2, 3)
-    assert "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1" in caplog.text
+    assert (
+        "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
+        in caplog.text
+    )
     assert args.max_running_requests == 48
     args = resolved(speculative_num_steps=None, speculative_eagle_topk=None, speculative_num_draft_tokens=None)
     assert (args.speculative_num_steps, args.speculative_eagle_topk, args.speculative_num_draft_tokens) == (3, 1, 4)
@@ -312,7 +320,7 @@ def test_context_length_rules(sglang, tmp_path, monkeypatch):
     ModelConfig = sglang.model_config.ModelConfig
     with pytest.raises(ValueError) as exc:
         ModelConfig(str(tmp_path), context_length=262144, is_draft_model=True)
-    assert str(exc.value) == CONTEXT_ERROR.replace("131072", "262144").replace("65536", "131072")[len("ValueError: "):]
+    assert str(exc.value) == CONTEXT_ERROR.replace("131072", "262144").replace("65536", "131072")[len("ValueError: ") :]
     monkeypatch.setenv("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "1")
     assert ModelConfig(str(tmp_path), context_length=262144, is_draft_model=True).context_len == 262144
 
@@ -337,34 +345,38 @@ def test_baseline_starts_phase_by_phase_and_stops_on_sigterm(lab):
     assert status == 200 and json.loads(body)["data"][0]["max_model_len"] == 262144
     sim.wait_log(r"The server is fired up and ready to roll!")
     assert sim.http("/health")[0] == 200
-    _assert_in_order(sim.log(), [
-        r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] server_args=ServerArgs\(model_path=",
-        r"^\[[\d :-]+ TP0\] Init torch distributed begin\.$",
-        r"^\[[\d :-]+ TP0\] Init torch distributed ends\. elapsed=[\d.]+ s, mem usage=[\d.]+ GB$",
-        r"^\[[\d :-]+ TP0\] Load weight begin\. avail mem=[\d.]+ GB$",
-        r"\rMulti-thread loading shards: 100% Completed \| 4/4 \[",
-        r"TP0\] Load weight end\. elapsed=[\d.]+ s, type=KimiK25ForConditionalGeneration, .*mem usage=46\.57 GB\.$",
-        r"TP0\] KV Cache is allocated\. #tokens: \d+, KV size: [\d.]+ GB$",
-        r"TP0\] Memory pool end\. avail mem=[\d.]+ GB$",
-        r"TP0\] Capture cuda graph begin\. This can take up to several minutes\. avail mem=[\d.]+ GB$",
-        r"\rCapturing batches \(bs=1 avail_mem=[\d.]+ GB\): 100%\|",
-        r"TP0\] Capture cuda graph end\. Time elapsed: [\d.]+ s\. mem usage=[\d.]+ GB\. avail mem=[\d.]+ GB\.$",
-        r"TP0\] max_total_num_tokens=\d+, chunked_prefill_size=8192, max_prefill_tokens=16384, "
-        r"max_running_requests=\d+, context_len=262144, available_gpu_mem=[\d.]+ GB$",
-        r"^\[[\d :-]+\] INFO:     Started server process \[\d+\]$",
-        r"INFO:     Waiting for application startup\.$",
-        r"INFO:     Application startup complete\.$",
-        rf"INFO:     Uvicorn running on http://127\.0\.0\.1:{sim.port} \(Press CTRL\+C to quit\)$",
-        r'INFO:     127\.0\.0\.1:\d+ - "GET /model_info HTTP/1\.1" 200 OK$',
-        r"TP0\] Prefill batch\. #new-seq: 1, #new-token: \d+",
-        r'"POST /v1/chat/completions HTTP/1\.1" 200 OK$',  # Kimi-K2.5 is multimodal
-        r"^\[[\d :-]+\] The server is fired up and ready to roll!$",
-    ])
+    _assert_in_order(
+        sim.log(),
+        [
+            r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] server_args=ServerArgs\(model_path=",
+            r"^\[[\d :-]+ TP0\] Init torch distributed begin\.$",
+            r"^\[[\d :-]+ TP0\] Init torch distributed ends\. elapsed=[\d.]+ s, mem usage=[\d.]+ GB$",
+            r"^\[[\d :-]+ TP0\] Load weight begin\. avail mem=[\d.]+ GB$",
+            r"\rMulti-thread loading shards: 100% Completed \| 4/4 \[",
+            r"TP0\] Load weight end\. elapsed=[\d.]+ s, type=KimiK25ForConditionalGeneration, .*mem usage=46\.57 GB\.$",
+            r"TP0\] KV Cache is allocated\. #tokens: \d+, KV size: [\d.]+ GB$",
+            r"TP0\] Memory pool end\. avail mem=[\d.]+ GB$",
+            r"TP0\] Capture cuda graph begin\. This can take up to several minutes\. avail mem=[\d.]+ GB$",
+            r"\rCapturing batches \(bs=1 avail_mem=[\d.]+ GB\): 100%\|",
+            r"TP0\] Capture cuda graph end\. Time elapsed: [\d.]+ s\. mem usage=[\d.]+ GB\. avail mem=[\d.]+ GB\.$",
+            r"TP0\] max_total_num_tokens=\d+, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+            r"max_running_requests=\d+, context_len=262144, available_gpu_mem=[\d.]+ GB$",
+            r"^\[[\d :-]+\] INFO:     Started server process \[\d+\]$",
+            r"INFO:     Waiting for application startup\.$",
+            r"INFO:     Application startup complete\.$",
+            rf"INFO:     Uvicorn running on http://127\.0\.0\.1:{sim.port} \(Press CTRL\+C to quit\)$",
+            r'INFO:     127\.0\.0\.1:\d+ - "GET /model_info HTTP/1\.1" 200 OK$',
+            r"TP0\] Prefill batch\. #new-seq: 1, #new-token: \d+",
+            r'"POST /v1/chat/completions HTTP/1\.1" 200 OK$',  # Kimi-K2.5 is multimodal
+            r"^\[[\d :-]+\] The server is fired up and ready to roll!$",
+        ],
+    )
     assert sim.log().count("Init torch distributed ends") == 2  # every rank
     assert sim.log().count("Multi-thread loading shards:   0%") == 1  # TP0 only
 
-    status, body = sim.http("/generate", {"text": "The capital city of France is",
-                                          "sampling_params": {"max_new_tokens": 12}})
+    status, body = sim.http(
+        "/generate", {"text": "The capital city of France is", "sampling_params": {"max_new_tokens": 12}}
+    )
     meta = json.loads(body)["meta_info"]
     assert status == 200 and meta["completion_tokens"] == 12 and "spec_accept_length" not in meta
     smi = _nvidia_smi(lab.run, "--query-gpu=index,memory.used,utilization.gpu", "--format=csv,noheader,nounits")
@@ -382,15 +394,18 @@ def test_baseline_starts_phase_by_phase_and_stops_on_sigterm(lab):
 def test_speculative_server_reports_acceptance(lab):
     sim = lab.start(lab.config("eagle3-2step", spec=True, random_seed=7))
     sim.wait_log(r"The server is fired up and ready to roll!")
-    _assert_in_order(sim.log(), [
-        r"TP0\] Load weight end\. .*type=KimiK25ForConditionalGeneration",
-        r"TP0\] Memory pool end\.",
-        r"TP0\] Load weight begin\.",
-        r"TP0\] Load weight end\. .*type=LlamaForCausalLMEagle3",
-        r"TP0\] Capture cuda graph end\.",
-        r"TP0\] Capture draft cuda graph end\.",
-        r"context_len=131072",
-    ])
+    _assert_in_order(
+        sim.log(),
+        [
+            r"TP0\] Load weight end\. .*type=KimiK25ForConditionalGeneration",
+            r"TP0\] Memory pool end\.",
+            r"TP0\] Load weight begin\.",
+            r"TP0\] Load weight end\. .*type=LlamaForCausalLMEagle3",
+            r"TP0\] Capture cuda graph end\.",
+            r"TP0\] Capture draft cuda graph end\.",
+            r"context_len=131072",
+        ],
+    )
     request = {"text": "hello", "sampling_params": {"max_new_tokens": 40, "temperature": 0}}
     first, second = (json.loads(sim.http("/generate", request)[1]) for _ in range(2))
     assert first["text"] == second["text"]  # deterministic for a seed
@@ -407,12 +422,15 @@ def test_crash_fault_fails_like_the_draft_context_check(lab):
     assert sim.popen.wait(timeout=20) != 0
     log = sim.log()
     assert CONTEXT_ERROR in log
-    _assert_in_order(log, [
-        r"TP\d\] Memory pool end\.",
-        r"TP\d\] Scheduler hit an exception: Traceback \(most recent call last\):",
-        re.escape(CONTEXT_ERROR),
-        r"^\[[\d :-]+\] Received sigquit from a child process\. It usually means the child failed\.$",
-    ])
+    _assert_in_order(
+        log,
+        [
+            r"TP\d\] Memory pool end\.",
+            r"TP\d\] Scheduler hit an exception: Traceback \(most recent call last\):",
+            re.escape(CONTEXT_ERROR),
+            r"^\[[\d :-]+\] Received sigquit from a child process\. It usually means the child failed\.$",
+        ],
+    )
     assert "Capture cuda graph" not in log and not sim.port_open()
     _wait(lambda: not _group_members(sim.popen.pid), 5, "the process tree to exit")
 
@@ -476,23 +494,33 @@ def test_nvidia_smi_formats(tmp_path):
     gpus = tmp_path / "gpus"
     gpus.mkdir()
     starttime = _start_time(os.getpid())
-    (gpus / "1.json").write_text(json.dumps({"pid": os.getpid(), "starttime": starttime, "gpu": 3,
-                                             "memory_used_mib": 90000, "utilization_gpu": 35}))
+    (gpus / "1.json").write_text(
+        json.dumps(
+            {"pid": os.getpid(), "starttime": starttime, "gpu": 3, "memory_used_mib": 90000, "utilization_gpu": 35}
+        )
+    )
     # Same PID, other start time: the process that wrote it is gone (PID reused).
-    (gpus / "2.json").write_text(json.dumps({"pid": os.getpid(), "starttime": "1", "gpu": 4,
-                                             "memory_used_mib": 50000, "utilization_gpu": 90}))
+    (gpus / "2.json").write_text(
+        json.dumps({"pid": os.getpid(), "starttime": "1", "gpu": 4, "memory_used_mib": 50000, "utilization_gpu": 90})
+    )
 
-    out = _nvidia_smi(tmp_path, "--query-gpu=index,name,memory.used,memory.total,utilization.gpu,driver_version",
-                      "--format=csv").stdout.splitlines()
+    out = _nvidia_smi(
+        tmp_path, "--query-gpu=index,name,memory.used,memory.total,utilization.gpu,driver_version", "--format=csv"
+    ).stdout.splitlines()
     assert out[0] == "index, name, memory.used [MiB], memory.total [MiB], utilization.gpu [%], driver_version"
     assert out[4] == "3, NVIDIA RTX PRO 6000 Blackwell Server Edition, 90003 MiB, 97887 MiB, 35 %, 580.95.05"
     assert out[5].startswith("4, NVIDIA RTX PRO 6000 Blackwell Server Edition, 3 MiB,")
     assert not (gpus / "2.json").exists()  # record of a gone process: dropped
     plain = _nvidia_smi(tmp_path, "--query-gpu=uuid,memory.used", "--format=csv,noheader,nounits").stdout.splitlines()
     assert len(plain) == 8 and re.fullmatch(r"GPU-[0-9a-f-]{36}, 90003", plain[3])
-    assert _nvidia_smi(tmp_path, "--query-compute-apps=pid,used_memory,gpu_uuid", "--format=csv,noheader,nounits").stdout == ""
+    assert (
+        _nvidia_smi(tmp_path, "--query-compute-apps=pid,used_memory,gpu_uuid", "--format=csv,noheader,nounits").stdout
+        == ""
+    )
     listing = _nvidia_smi(tmp_path, "-L").stdout.splitlines()
-    assert len(listing) == 8 and listing[0].startswith("GPU 0: NVIDIA RTX PRO 6000 Blackwell Server Edition (UUID: GPU-")
+    assert len(listing) == 8 and listing[0].startswith(
+        "GPU 0: NVIDIA RTX PRO 6000 Blackwell Server Edition (UUID: GPU-"
+    )
     assert "CUDA Version: 13.0" in _nvidia_smi(tmp_path).stdout
     bad = _nvidia_smi(tmp_path, "--query-gpu=index,bogus", "--format=csv")
     assert bad.returncode == 2 and bad.stdout.strip() == 'Field "bogus" is not a valid field to query.'

@@ -3,18 +3,39 @@
 from sglang_pve.tools.status_render import render
 
 REPORT = {
-    "driver": "580.95.05", "gpu_error": None,
-    "gpus": [{"index": i, "memory_used_mib": 87026 if i < 7 else 3, "memory_total_mib": 97887, "utilization_pct": 0} for i in range(8)],
-    "holders": [{"pid": 4242, "devices": ["/dev/nvidia0"], "cmdline": "python3 rogue.py", "ours": False},
-                {"pid": 17, "devices": ["/dev/nvidia1"], "cmdline": "python -m sglang.launch_server", "ours": True}],
+    "driver": "580.95.05",
+    "gpu_error": None,
+    "gpus": [
+        {"index": i, "memory_used_mib": 87026 if i < 7 else 3, "memory_total_mib": 97887, "utilization_pct": 0}
+        for i in range(8)
+    ],
+    "holders": [
+        {"pid": 4242, "devices": ["/dev/nvidia0"], "cmdline": "python3 rogue.py", "ours": False},
+        {"pid": 17, "devices": ["/dev/nvidia1"], "cmdline": "python -m sglang.launch_server", "ours": True},
+    ],
     "servers": [
-        {"server": "baseline", "state": {"ActiveState": "active", "SubState": "running"}, "phase": "ready",
-         "seconds_in_phase": 3725, "health": {"status": 200}, "restarts": {"in_window": 1}, "verdict": "ready",
-         "last_log_line": "[...] Decode batch, accept len: 2.85", "diagnosis": None},
-        {"server": "eagle3-2step", "state": {"ActiveState": "failed", "SubState": "failed"}, "phase": "cuda_graph",
-         "seconds_in_phase": 11, "health": None, "restarts": {"in_window": 0},
-         "verdict": "failed: stalled in cuda_graph", "last_log_line": "Capture cuda graph begin.",
-         "diagnosis": "/var/lib/sglang-pve/diagnoses/eagle3-2step-x-stall.json"},
+        {
+            "server": "baseline",
+            "state": {"ActiveState": "active", "SubState": "running"},
+            "phase": "ready",
+            "seconds_in_phase": 3725,
+            "health": {"status": 200},
+            "restarts": {"in_window": 1},
+            "verdict": "ready",
+            "last_log_line": "[...] Decode batch, accept len: 2.85",
+            "diagnosis": None,
+        },
+        {
+            "server": "eagle3-2step",
+            "state": {"ActiveState": "failed", "SubState": "failed"},
+            "phase": "cuda_graph",
+            "seconds_in_phase": 11,
+            "health": None,
+            "restarts": {"in_window": 0},
+            "verdict": "failed: stalled in cuda_graph",
+            "last_log_line": "Capture cuda graph begin.",
+            "diagnosis": "/var/lib/sglang-pve/diagnoses/eagle3-2step-x-stall.json",
+        },
     ],
 }
 
@@ -36,8 +57,17 @@ def test_not_deployed_host():
 
 
 def test_strings_from_the_host_are_printed_with_control_characters_escaped():
-    hostile = dict(REPORT, holders=[{"pid": 4242, "devices": ["/dev/nvidia0"], "ours": False,
-                                     "cmdline": "python3 x.py\x1b[2J\x1b[1;1Hsglang1: all good\nfake line"}])
+    hostile = dict(
+        REPORT,
+        holders=[
+            {
+                "pid": 4242,
+                "devices": ["/dev/nvidia0"],
+                "ours": False,
+                "cmdline": "python3 x.py\x1b[2J\x1b[1;1Hsglang1: all good\nfake line",
+            }
+        ],
+    )
     hostile["servers"] = [dict(REPORT["servers"][1], last_log_line="boom\r\x1b]0;pwned\x07")]
     text = render("sglang1", hostile)
     assert not any(c in text for c in "\x1b\r\x07") and len(text.splitlines()) == 7  # no forged line

@@ -25,9 +25,9 @@ def digest_script(paths: list[str]) -> str:
     `path<TAB>-` for a missing one and `path<TAB>!` for a link or anything else (never followed)."""
     quoted = " ".join(shlex.quote(p) for p in paths)
     return (
-        f"for p in {quoted}; do if [ -L \"$p\" ] || {{ [ -e \"$p\" ] && [ ! -f \"$p\" ]; }}; then printf '%s\\t!\\n' \"$p\"; "
-        "elif [ -f \"$p\" ]; then "
-        "printf '%s\\t%s\\t' \"$p\" \"$(stat -c '%a\t%U\t%G' \"$p\")\"; sha1sum < \"$p\" | cut -d' ' -f1; "
+        f'for p in {quoted}; do if [ -L "$p" ] || {{ [ -e "$p" ] && [ ! -f "$p" ]; }}; then printf \'%s\\t!\\n\' "$p"; '
+        'elif [ -f "$p" ]; then '
+        'printf \'%s\\t%s\\t\' "$p" "$(stat -c \'%a\t%U\t%G\' "$p")"; sha1sum < "$p" | cut -d\' \' -f1; '
         "else printf '%s\\t-\\n' \"$p\"; fi; done"
     )
 
@@ -90,13 +90,13 @@ class FileText(FactBase[TextFile]):
     def command(self, path, follow=False, owner=None):
         start = shlex.quote(path)
         resolve = f"p=$(readlink -m -- {start})" if follow else f"p={start}"
-        owned = f" && [ \"$(stat -c %U \"$p\")\" = {shlex.quote(owner)} ]" if owner else ""
+        owned = f' && [ "$(stat -c %U "$p")" = {shlex.quote(owner)} ]' if owner else ""
         # base64 keeps every byte, trailing newlines included; the stat line tells "missing" from "empty"
         return (
             f"{resolve}; printf '%s\\n' \"$p\"; "
-            "if [ -L \"$p\" ] || { [ -e \"$p\" ] && [ ! -f \"$p\" ]; }; then echo '!'; "
-            "elif [ -f \"$p\" ]; then stat -c '%a\t%U\t%G' \"$p\"; sha1sum < \"$p\" | cut -d' ' -f1; "
-            f"if true{owned}; then printf text:; base64 -w0 < \"$p\"; echo; fi; fi"
+            'if [ -L "$p" ] || { [ -e "$p" ] && [ ! -f "$p" ]; }; then echo \'!\'; '
+            'elif [ -f "$p" ]; then stat -c \'%a\t%U\t%G\' "$p"; sha1sum < "$p" | cut -d\' \' -f1; '
+            f'if true{owned}; then printf text:; base64 -w0 < "$p"; echo; fi; fi'
         )
 
     def process(self, output):

@@ -8,7 +8,15 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
-from sglang_pve.agent.gpus import QUERY, DeviceNode, Gpu, parse_driver_version, parse_fd_links, parse_gpu_csv, parse_proc_devices
+from sglang_pve.agent.gpus import (
+    QUERY,
+    DeviceNode,
+    Gpu,
+    parse_driver_version,
+    parse_fd_links,
+    parse_gpu_csv,
+    parse_proc_devices,
+)
 
 _SECTION = "--- sglang-pve section"
 
@@ -33,7 +41,9 @@ class GpuDeviceInfo:
     @property
     def gpu_indices(self) -> list[int]:
         """N of every /dev/nvidiaN, sorted."""
-        return sorted(int(n.path.removeprefix("/dev/nvidia")) for n in self.nodes if n.path.removeprefix("/dev/nvidia").isdigit())
+        return sorted(
+            int(n.path.removeprefix("/dev/nvidia")) for n in self.nodes if n.path.removeprefix("/dev/nvidia").isdigit()
+        )
 
     @property
     def gpu_count(self) -> int:
@@ -51,7 +61,7 @@ class GpuDevices(FactBase[GpuDeviceInfo]):
     def command(self):
         return (
             f"cat /proc/devices; echo '{_SECTION}'; "
-            "for f in /dev/nvidia* /dev/nvidia-caps/*; do [ -c \"$f\" ] && stat -c '%n %Hr %Lr' \"$f\"; done; "
+            'for f in /dev/nvidia* /dev/nvidia-caps/*; do [ -c "$f" ] && stat -c \'%n %Hr %Lr\' "$f"; done; '
             f"echo '{_SECTION}'; cat /proc/driver/nvidia/version 2>/dev/null; true"
         )
 
@@ -59,7 +69,11 @@ class GpuDevices(FactBase[GpuDeviceInfo]):
         devices, nodes, version = _sections(output)
         parsed = [line.split() for line in nodes]
         return GpuDeviceInfo(
-            majors={name: major for name, major in parse_proc_devices("\n".join(devices)).items() if name.startswith("nvidia")},
+            majors={
+                name: major
+                for name, major in parse_proc_devices("\n".join(devices)).items()
+                if name.startswith("nvidia")
+            },
             nodes=[DeviceNode(path, int(major), int(minor)) for path, major, minor in parsed],
             driver=parse_driver_version("\n".join(version)),
         )
@@ -113,8 +127,10 @@ class DeviceHolders(FactBase[list]):
     def process(self, output):
         links, commands = _sections(output)
         cmdlines = dict(line.split(" ", 1) if " " in line else (line, "") for line in commands if line.strip())
-        return [Holder(pid, devices, cmdlines.get(str(pid), "").strip())
-                for pid, devices in parse_fd_links("\n".join(links)).items()]
+        return [
+            Holder(pid, devices, cmdlines.get(str(pid), "").strip())
+            for pid, devices in parse_fd_links("\n".join(links)).items()
+        ]
 
 
 class UserSpaceDriver(FactBase[str]):
@@ -134,5 +150,7 @@ class UserSpaceDriver(FactBase[str]):
         return "nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>&1 | head -n 3"
 
     def process(self, output):
-        library = next((line.split(":", 1)[1].strip() for line in output if line.startswith("NVML library version:")), None)
+        library = next(
+            (line.split(":", 1)[1].strip() for line in output if line.startswith("NVML library version:")), None
+        )
         return library or (output[0].strip() if output else None)

@@ -43,8 +43,12 @@ class ProbeSpec:
 
     def encoded(self) -> str:
         spec = {
-            "models": list(self.models), "ports": list(self.ports), "venv": self.venv, "pinned": self.pinned,
-            "judge": "all" if self.judge_all else "changed", "timeout_s": self.timeout_s,
+            "models": list(self.models),
+            "ports": list(self.ports),
+            "venv": self.venv,
+            "pinned": self.pinned,
+            "judge": "all" if self.judge_all else "changed",
+            "timeout_s": self.timeout_s,
             "configs": {name: asdict(config) for name, config in self.configs.items()},
         }
         return base64.b64encode(json.dumps(spec).encode()).decode()
@@ -103,7 +107,9 @@ def parse_snapshot(document: dict) -> HostSnapshot:
         models={path: ModelDir(m["dir"], m["config"], m["error"]) for path, m in document["models"].items()},
         configs=document["configs"],
         gpus=document["gpus"],
-        listeners=[Listener(x["port"], x["address"], tuple(Holder(**h) for h in x["holders"])) for x in document["listeners"]],
+        listeners=[
+            Listener(x["port"], x["address"], tuple(Holder(**h) for h in x["holders"])) for x in document["listeners"]
+        ],
         limits={name: tuple(values) for name, values in document["limits"].items()},
         cap_sys_resource=document["cap_sys_resource"],
         init_userns=document["init_userns"],
@@ -130,7 +136,7 @@ class PreflightProbe(FactBase["HostSnapshot | None"]):
         return f"{TARGET_PYTHON} -c {shlex.quote(_BOOTSTRAP)} {script} {spec.encoded()}"
 
     def process(self, output):
-        lines = [line[len(MARKER):] for line in output if line.startswith(MARKER)]
+        lines = [line[len(MARKER) :] for line in output if line.startswith(MARKER)]
         if not lines:
             return HostSnapshot(error="the probe printed no result:\n" + "\n".join(output[-20:]))
         return parse_snapshot(json.loads(lines[-1]))

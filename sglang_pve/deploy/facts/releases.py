@@ -52,8 +52,13 @@ class Releases(FactBase[ReleaseReport]):
             return ReleaseReport()
         document = json.loads(text)
         return ReleaseReport(
-            current=document["current"], pending=document.get("pending"), releases=document["releases"], previous=document["previous"],
-            running=document["running"], target=document.get("target"),
+            current=document["current"],
+            pending=document.get("pending"),
+            releases=document["releases"],
+            previous=document["previous"],
+            running=document["running"],
+            target=document.get("target"),
             contents={path: base64.b64decode(data) for path, data in (document.get("contents") or {}).items()},
-            lock=document.get("lock"), error=document.get("error"),
+            lock=document.get("lock"),
+            error=document.get("error"),
         )

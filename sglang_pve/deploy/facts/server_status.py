@@ -16,7 +16,9 @@ class ServerStatus(FactBase[dict | None]):
     """
 
     def command(self):
-        return f"if [ -f {paths.AGENT} ]; then python3 -I {paths.AGENT} status --json --spec-dir {paths.SERVERS_DIR}; fi"
+        return (
+            f"if [ -f {paths.AGENT} ]; then python3 -I {paths.AGENT} status --json --spec-dir {paths.SERVERS_DIR}; fi"
+        )
 
     def process(self, output):
         text = "\n".join(output).strip()

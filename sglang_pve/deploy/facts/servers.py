@@ -57,8 +57,13 @@ def parse_show(lines: list[str]) -> dict[str, UnitState]:
     if current:
         blocks.append(current)
     return {
-        b["Id"]: UnitState(b.get("ActiveState", ""), b.get("SubState", ""), b.get("UnitFileState", ""), b.get("Result", ""),
-                           b.get("NeedDaemonReload") == "yes")
+        b["Id"]: UnitState(
+            b.get("ActiveState", ""),
+            b.get("SubState", ""),
+            b.get("UnitFileState", ""),
+            b.get("Result", ""),
+            b.get("NeedDaemonReload") == "yes",
+        )
         for b in blocks
         if b.get("LoadState") == "loaded"
     }
@@ -82,9 +87,11 @@ class ServerUnits(FactBase[ServersState]):
         marker, unit_glob = shlex.quote(MARKER), f"{shlex.quote(UNIT_DIR)}/{shlex.quote(UNIT_PREFIX)}*.service"
         return (
             f"{digest_script(list(paths))}; echo {shlex.quote(_UNITS)}; "
-            f"for f in {unit_glob}; do [ -f \"$f\" ] || continue; "
-            f"if head -c 512 \"$f\" | grep -qF {marker}; then echo \"ours ${{f##*/}}\"; else echo \"foreign ${{f##*/}}\"; fi; done; "
-            f"[ -d {LOG_DIR} ] && [ ! -L {LOG_DIR} ] && [ \"$(stat -c %a:%u {LOG_DIR})\" = 700:0 ] && echo {shlex.quote(_LOG_DIR)}; "
+            f'for f in {unit_glob}; do [ -f "$f" ] || continue; '
+            f'if head -c 512 "$f" | grep -qF {marker}; then echo "ours ${{f##*/}}"; '
+            f'else echo "foreign ${{f##*/}}"; fi; done; '
+            f'[ -d {LOG_DIR} ] && [ ! -L {LOG_DIR} ] && [ "$(stat -c %a:%u {LOG_DIR})" = 700:0 ] '
+            f"&& echo {shlex.quote(_LOG_DIR)}; "
             f"echo {shlex.quote(_SHOW)}; systemctl show --property={_PROPERTIES} {declared}"
         )
 

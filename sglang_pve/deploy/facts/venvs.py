@@ -36,5 +36,7 @@ class SglangVenv(FactBase[VenvState]):
         )
 
     def process(self, output):
-        found = dict((line.split(" ", 1) + [""])[:2] for line in output if line.split(" ", 1)[0] in ("version", "lock", "uv"))
+        found = dict(
+            (line.split(" ", 1) + [""])[:2] for line in output if line.split(" ", 1)[0] in ("version", "lock", "uv")
+        )
         return VenvState(found.get("version"), found.get("lock") or None, found.get("uv") or None)

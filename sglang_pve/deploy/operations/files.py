@@ -47,10 +47,16 @@ class ManagedFile:
 def show_diff(file: ManagedFile, current: FileState | None, old_text: str | None = None) -> None:
     """Log a unified diff the way pyinfra's files.put does under --diff. Binary files get a note."""
     if file.secret:
-        host.log(f"Will {'create' if current is None else 'replace'} {file.path} (holds secrets: content not shown)", logger.info)
+        host.log(
+            f"Will {'create' if current is None else 'replace'} {file.path} (holds secrets: content not shown)",
+            logger.info,
+        )
         return
     if current == NOT_A_FILE:
-        host.log(f"Will replace {file.path}: a link or not a regular file (whatever it points to stays untouched)", logger.info)
+        host.log(
+            f"Will replace {file.path}: a link or not a regular file (whatever it points to stays untouched)",
+            logger.info,
+        )
         return
     if isinstance(file.content, bytes):
         host.log(f"Will {'create' if current is None else 'replace'} {file.path} (binary, sha1 {file.sha1[:12]})")
@@ -78,10 +84,14 @@ def _install_script(file: ManagedFile, staged: str, as_user: str | None) -> str:
     every step runs as that user, so a link they planted reaches nothing they could not write anyway."""
     target, source = shlex.quote(file.path), shlex.quote(staged)
     if as_user:
-        steps = (f'set -e; t=$1; tmp=$(mktemp -- {_TEMP}); trap \'rm -f -- "$tmp"\' EXIT; '
-                 f'cat > "$tmp"; chmod {file.mode} -- "$tmp"; mv -f -T -- "$tmp" "$t"')
-        return (f'set -e; s={source}; trap \'rm -f -- "$s"\' EXIT; '
-                f'runuser -u {shlex.quote(as_user)} -- sh -c {shlex.quote(steps)} sh {target} < "$s"')
+        steps = (
+            f"set -e; t=$1; tmp=$(mktemp -- {_TEMP}); trap 'rm -f -- \"$tmp\"' EXIT; "
+            f'cat > "$tmp"; chmod {file.mode} -- "$tmp"; mv -f -T -- "$tmp" "$t"'
+        )
+        return (
+            f"set -e; s={source}; trap 'rm -f -- \"$s\"' EXIT; "
+            f'runuser -u {shlex.quote(as_user)} -- sh -c {shlex.quote(steps)} sh {target} < "$s"'
+        )
     return (
         f'set -e; t={target}; s={source}; d=$(dirname -- "$t"); trap \'rm -f -- "$s"\' EXIT; mkdir -p -- "$d"; '
         'if [ "$(stat -c %u -- "$d")" != 0 ]; then '
@@ -158,8 +168,10 @@ def splice(text: str, marker: str, body: str) -> tuple[str, str]:
         separator = "" if not text else ("\n" if text.endswith("\n") else "\n\n")
         return text + separator + block, ""
     if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
-        raise OperationError(f"the sglang-pve {marker} block markers are damaged (begin lines {starts}, end lines {ends}); "
-                             "repair or delete them by hand, then deploy again")
+        raise OperationError(
+            f"the sglang-pve {marker} block markers are damaged (begin lines {starts}, end lines {ends}); "
+            "repair or delete them by hand, then deploy again"
+        )
     old = "".join(lines[starts[0] + 1 : ends[0]])
     return "".join(lines[: starts[0]]) + block + "".join(lines[ends[0] + 1 :]), old
 
@@ -188,10 +200,14 @@ def block(path: str, marker: str, body: str, user: str = "root", group: str | No
     found = host.get_fact(FileText, path=path, follow=True, owner=user)
     where = path if found.path == path else f"{path} (a link to {found.path})"
     if found.state == NOT_A_FILE:
-        raise OperationError(f"{where} is not a regular file: refusing to edit it. Fix: make it a file, or point shell_rc elsewhere")
+        raise OperationError(
+            f"{where} is not a regular file: refusing to edit it. Fix: make it a file, or point shell_rc elsewhere"
+        )
     if found.exists and found.state.user != user:
-        raise OperationError(f"{where} belongs to {found.state.user}, not {user}: refusing to edit it (a link planted towards "
-                             f"someone else's file reads the same). Fix: chown it to {user}, or set shell_user/shell_rc to match")
+        raise OperationError(
+            f"{where} belongs to {found.state.user}, not {user}: refusing to edit it (a link planted towards "
+            f"someone else's file reads the same). Fix: chown it to {user}, or set shell_user/shell_rc to match"
+        )
     text = found.text if found.exists else ""
     new_text, old_body = splice(text, marker, body)
     if found.exists and new_text == text:
@@ -204,4 +220,6 @@ def block(path: str, marker: str, body: str, user: str = "root", group: str | No
         logger.info("")
     # A dotfiles link stays a link: the block is written into its target, with the target's own mode.
     mode = found.state.mode if found.exists else "644"
-    yield from write_commands(ManagedFile(found.path, new_text, mode, user, group or user), None if user == "root" else user)
+    yield from write_commands(
+        ManagedFile(found.path, new_text, mode, user, group or user), None if user == "root" else user
+    )

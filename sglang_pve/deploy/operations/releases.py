@@ -56,17 +56,18 @@ class Release:
         files = {p: e["sha256"] for p, e in record["files"].items()}
         wanted = self.files
         if runtime_only:
-            idle = {p for u in self.units if u != paths.unit_name(self.active_server or "")
-                    for p in _server_paths(u)}
+            idle = {p for u in self.units if u != paths.unit_name(self.active_server or "") for p in _server_paths(u)}
             files, wanted = ({p: d for p, d in f.items() if p not in idle} for f in (files, wanted))
         same = (record["sglang_version"], record["active_server"], record["nccl_profile"], files)
         return same == (self.sglang_version, self.active_server, self.nccl_profile, wanted) and (
-            runtime_only or (record.get("blocks") or {}) == self.blocks)
+            runtime_only or (record.get("blocks") or {}) == self.blocks
+        )
 
     def agent_spec(self) -> dict:
         spec = asdict(self)
-        spec.update(files=sorted(self.files), units=list(self.units), lock=paths.lock_path(self.venv),
-                    lifecycle=self.lifecycle)
+        spec.update(
+            files=sorted(self.files), units=list(self.units), lock=paths.lock_path(self.venv), lifecycle=self.lifecycle
+        )
         return spec
 
 
@@ -81,14 +82,26 @@ def _agent(*args) -> StringCommand:
 
 def _apply(spec: dict, keep: int, venvs_dir: str, record_only: bool = False) -> StringCommand:
     encoded = base64.b64encode(json.dumps(spec, sort_keys=True).encode()).decode()
-    return _agent("apply", "--spec", encoded, "--keep", str(keep), "--venvs-dir", QuoteString(venvs_dir),
-                  *(["--record-only"] if record_only else []))
+    return _agent(
+        "apply",
+        "--spec",
+        encoded,
+        "--keep",
+        str(keep),
+        "--venvs-dir",
+        QuoteString(venvs_dir),
+        *(["--record-only"] if record_only else []),
+    )
 
 
 def _running(report, record: dict | None) -> bool:
     """The record's server runs, and no switch was left unfinished (a killed switch may have
     started another server, or none): otherwise the rerun switches again."""
-    return report.pending is None and bool(record) and (record["active_server"] is None or paths.unit_name(record["active_server"]) in report.running)
+    return (
+        report.pending is None
+        and bool(record)
+        and (record["active_server"] is None or paths.unit_name(record["active_server"]) in report.running)
+    )
 
 
 @operation()
@@ -112,10 +125,14 @@ def release(release: Release, keep: int, venvs_dir: str):
     current = report.current_record
     running = _running(report, current)
     if release.matches(current) and running:
-        host.noop(f"release {current['id']} runs ({release.active_server or 'no server'}, SGLang {release.sglang_version})")
+        host.noop(
+            f"release {current['id']} runs ({release.active_server or 'no server'}, SGLang {release.sglang_version})"
+        )
         return
     # only files of configurations that do not run (or the shell block) changed: record, no restart
-    yield _apply(release.agent_spec(), keep, venvs_dir, record_only=running and release.matches(current, runtime_only=True))
+    yield _apply(
+        release.agent_spec(), keep, venvs_dir, record_only=running and release.matches(current, runtime_only=True)
+    )
 
 
 @operation()
@@ -139,8 +156,9 @@ def switched(server: str, keep: int, venvs_dir: str):
         raise OperationError(f"{host.name}: no release yet; run deploy.py first")
     if paths.unit_name(server) not in current["units"]:
         names = ", ".join(u.removeprefix(paths.UNIT_PREFIX).removesuffix(".service") for u in current["units"])
-        raise OperationError(f"{host.name}: server={server!r} is not a configuration of release {current['id']}; "
-                             f"use one of {names}")
+        raise OperationError(
+            f"{host.name}: server={server!r} is not a configuration of release {current['id']}; use one of {names}"
+        )
     if current["active_server"] == server and _running(report, current):
         host.noop(f"{server} runs (release {current['id']})")
         return
@@ -150,8 +168,14 @@ def switched(server: str, keep: int, venvs_dir: str):
 def _switch_spec(current: dict, server: str) -> dict:
     """The current release with another configuration active (its files are all in place)."""
     spec = {key: current[key] for key in ("sglang_version", "venv", "nccl_profile", "blocks", "units")}
-    spec.update(active_server=server, lifecycle=paths.lifecycle_path(server), files=sorted(current["files"]),
-                lock=current["lock"]["path"], user=who(), commit=current.get("commit"))
+    spec.update(
+        active_server=server,
+        lifecycle=paths.lifecycle_path(server),
+        files=sorted(current["files"]),
+        lock=current["lock"]["path"],
+        user=who(),
+        commit=current.get("commit"),
+    )
     return spec
 
 
@@ -189,18 +213,24 @@ def rolled_back(to: str | None, keep: int, venvs_dir: str):
         raise OperationError(f"{host.name}: cannot roll back: {report.error}")
     target = report.get(report.target)
     states = host.get_fact(FileDigests, paths=sorted(target["files"]))
-    wanted = [ManagedFile(path, _text_or_bytes(report.contents[path]), e["mode"], e["user"], e["group"])
-              for path, e in sorted(target["files"].items())]
+    wanted = [
+        ManagedFile(path, _text_or_bytes(report.contents[path]), e["mode"], e["user"], e["group"])
+        for path, e in sorted(target["files"].items())
+    ]
     changed = [f for f in wanted if f.needs_write(states.get(f.path))]
     if report.current == target["id"] and not changed and _running(report, target):
         host.noop(f"release {target['id']} runs")
         return
-    logger.info(f"{host.print_prefix}rolling back to release {target['id']}: {target['active_server']}, "
-                f"SGLang {target['sglang_version']}, NCCL profile {target['nccl_profile']} (now: {report.current})")
+    logger.info(
+        f"{host.print_prefix}rolling back to release {target['id']}: {target['active_server']}, "
+        f"SGLang {target['sglang_version']}, NCCL profile {target['nccl_profile']} (now: {report.current})"
+    )
     if state.config.DIFF:
         for file in changed:
             show_diff(file, states.get(file.path))
-    yield _agent("switch", "--to", QuoteString(target["id"]), "--keep", str(keep), "--venvs-dir", QuoteString(venvs_dir))
+    yield _agent(
+        "switch", "--to", QuoteString(target["id"]), "--keep", str(keep), "--venvs-dir", QuoteString(venvs_dir)
+    )
 
 
 def _text_or_bytes(data: bytes) -> str | bytes:

@@ -9,8 +9,13 @@ from sglang_pve.deploy.operations.files import ManagedFile, converge
 
 
 def _unit_files(server: str) -> list[str]:
-    return [paths.unit_path(server), paths.server_config_path(server), paths.lifecycle_path(server),
-            paths.secret_config_path(server), paths.secret_env_path(server)]
+    return [
+        paths.unit_path(server),
+        paths.server_config_path(server),
+        paths.lifecycle_path(server),
+        paths.secret_config_path(server),
+        paths.secret_env_path(server),
+    ]
 
 
 def _warn_foreign(current: ServersState, declared: dict[str, str]) -> set[str]:
@@ -21,8 +26,10 @@ def _warn_foreign(current: ServersState, declared: dict[str, str]) -> set[str]:
     if foreign:
         logger.warning(f"{host.print_prefix}left alone, not managed by sglang-pve (no marker): {', '.join(foreign)}")
     for name in sorted(taken):
-        logger.warning(f"{host.print_prefix}server configuration {name} is not deployed: {declared[name]} exists and "
-                       "is not managed by sglang-pve; rename the configuration in servers.yml or remove that unit")
+        logger.warning(
+            f"{host.print_prefix}server configuration {name} is not deployed: {declared[name]} exists and "
+            "is not managed by sglang-pve; rename the configuration in servers.yml or remove that unit"
+        )
     return taken
 
 
@@ -57,7 +64,9 @@ def server_units(files: dict[str, list[ManagedFile]]):
     units_changed = any(f.path.endswith(".service") and f.differs(current.files.get(f.path)) for f in wanted)
     commands = list(converge(wanted, current.files))
     if not current.log_dir:  # root-only: SGLang logs its server_args, API key included
-        commands.insert(0, StringCommand("install", "-d", "-m", "700", "-o", "root", "-g", "root", QuoteString(paths.LOG_DIR)))
+        commands.insert(
+            0, StringCommand("install", "-d", "-m", "700", "-o", "root", "-g", "root", QuoteString(paths.LOG_DIR))
+        )
 
     for unit in stale:
         commands.append(StringCommand("systemctl", "disable", "--now", QuoteString(unit)))

@@ -63,8 +63,13 @@ class Source:
         return [f"NETRC={paths.INDEX_NETRC}"] if self.netrc else []
 
     def lock_header(self, version: str) -> str:
-        urls = [f"# index-url {masked(self.index_url)}"] + [f"# extra-index-url {masked(u)}" for u in self.extra_index_urls]
-        return "\n".join([f"# sglang-pve lock of sglang=={version} (install with hashes required, --no-deps)", *urls]) + "\n"
+        urls = [f"# index-url {masked(self.index_url)}"] + [
+            f"# extra-index-url {masked(u)}" for u in self.extra_index_urls
+        ]
+        return (
+            "\n".join([f"# sglang-pve lock of sglang=={version} (install with hashes required, --no-deps)", *urls])
+            + "\n"
+        )
 
 
 def _and(*commands: list) -> list:
@@ -80,13 +85,41 @@ def _resolve(source: Source, version: str, build: str) -> list:
     header = ["printf", "%s", QuoteString(source.lock_header(version)), ">", lock]
     requirement = QuoteString(f"sglang=={version}")
     if source.installer == "uv":
-        compile_ = ["printf", QuoteString("%s\\n"), requirement, "|", *source.env, QuoteString(f"{paths.UV_VENV}/bin/uv"), "pip", "compile", "-",
-                    "--quiet", "--generate-hashes", "--no-header", "--no-annotate",
-                    "--python", QuoteString(f"{build}/bin/python"), *source.index_args(uv=True), ">>", lock]
+        compile_ = [
+            "printf",
+            QuoteString("%s\\n"),
+            requirement,
+            "|",
+            *source.env,
+            QuoteString(f"{paths.UV_VENV}/bin/uv"),
+            "pip",
+            "compile",
+            "-",
+            "--quiet",
+            "--generate-hashes",
+            "--no-header",
+            "--no-annotate",
+            "--python",
+            QuoteString(f"{build}/bin/python"),
+            *source.index_args(uv=True),
+            ">>",
+            lock,
+        ]
         return _and(header, compile_)
     report = QuoteString(f"{build}/{_REPORT}")
-    pip = [*source.env, QuoteString(f"{build}/bin/pip"), "install", "--quiet", "--disable-pip-version-check", "--no-input",
-           "--dry-run", "--report", report, *source.index_args(), requirement]
+    pip = [
+        *source.env,
+        QuoteString(f"{build}/bin/pip"),
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--dry-run",
+        "--report",
+        report,
+        *source.index_args(),
+        requirement,
+    ]
     convert = [QuoteString(f"{build}/bin/python"), "-c", QuoteString(_REPORT_TO_LOCK), report, ">>", lock]
     return _and(pip, header, convert, ["rm", "-f", report])
 
@@ -95,15 +128,41 @@ def _install(source: Source, build: str) -> list:
     """Install exactly the lock: hashes required, no dependency resolution."""
     lock = QuoteString(f"{build}/{LOCK_IN_BUILD}")
     if source.installer == "uv":
-        return [*source.env, QuoteString(f"{paths.UV_VENV}/bin/uv"), "pip", "install", "--quiet", "--require-hashes", "--no-deps",
-                "--python", QuoteString(f"{build}/bin/python"), *source.index_args(uv=True), "-r", lock]
-    return [*source.env, QuoteString(f"{build}/bin/pip"), "install", "--quiet", "--disable-pip-version-check", "--no-input",
-            "--no-compile", "--require-hashes", "--no-deps", *source.index_args(), "-r", lock]
+        return [
+            *source.env,
+            QuoteString(f"{paths.UV_VENV}/bin/uv"),
+            "pip",
+            "install",
+            "--quiet",
+            "--require-hashes",
+            "--no-deps",
+            "--python",
+            QuoteString(f"{build}/bin/python"),
+            *source.index_args(uv=True),
+            "-r",
+            lock,
+        ]
+    return [
+        *source.env,
+        QuoteString(f"{build}/bin/pip"),
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--no-compile",
+        "--require-hashes",
+        "--no-deps",
+        *source.index_args(),
+        "-r",
+        lock,
+    ]
 
 
 def _cleaned_on_failure(build: str, command: list) -> StringCommand:
     """`{ command; } || { rm -rf build; exit 1; }`: a failed step leaves nothing half-built."""
-    return StringCommand("{", *command, ";", "}", "||", "{", "rm", "-rf", QuoteString(build), ";", "exit", "1", ";", "}")
+    return StringCommand(
+        "{", *command, ";", "}", "||", "{", "rm", "-rf", QuoteString(build), ";", "exit", "1", ";", "}"
+    )
 
 
 @operation()
@@ -140,11 +199,21 @@ def venv(path: str, version: str, source: Source, lock: str | None = None):
         yield from converge([source.netrc], {})
     if source.installer == "uv" and current.uv != source.uv_version:
         uv_pip = QuoteString(f"{paths.UV_VENV}/bin/pip")
-        yield StringCommand(*_and(
-            ["python3", "-m", "venv", QuoteString(paths.UV_VENV)],
-            [*source.env, uv_pip, "install", "--quiet", "--disable-pip-version-check", "--no-input", *source.index_args(),
-             QuoteString(f"uv=={source.uv_version}")],
-        ))
+        yield StringCommand(
+            *_and(
+                ["python3", "-m", "venv", QuoteString(paths.UV_VENV)],
+                [
+                    *source.env,
+                    uv_pip,
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    "--no-input",
+                    *source.index_args(),
+                    QuoteString(f"uv=={source.uv_version}"),
+                ],
+            )
+        )
 
     outside = [hook.path for hook in source.hooks if not hook.path.startswith(path + "/")]
     if outside:
@@ -159,25 +228,58 @@ def venv(path: str, version: str, source: Source, lock: str | None = None):
 
     # the hook first: the import check runs with it, and it is compiled with the rest
     for hook in source.hooks:
-        target = build + hook.path[len(path):]
+        target = build + hook.path[len(path) :]
         yield StringCommand("mkdir", "-p", QuoteString(posixpath.dirname(target)))
         yield FileUploadCommand(BytesIO(hook.data), target)
     python = QuoteString(f"{build}/bin/python")
     check = "import " + ", ".join(source.import_check)
     # Scripts and activate files name the build path; they must name the final one.
-    relocate = ["grep", "-rlIZF", QuoteString(build), QuoteString(f"{build}/bin"), "|",
-                "xargs", "-0", "-r", "sed", "-i", QuoteString(f"s#{build}#{path}#g")]
+    relocate = [
+        "grep",
+        "-rlIZF",
+        QuoteString(build),
+        QuoteString(f"{build}/bin"),
+        "|",
+        "xargs",
+        "-0",
+        "-r",
+        "sed",
+        "-i",
+        QuoteString(f"s#{build}#{path}#g"),
+    ]
     # Bytecode now, naming the final path (tracebacks), so that no later import (a preflight
     # under --dry) writes into the venv; a file that does not compile is no reason to fail (pip's rule).
-    compile_ = ["{", python, "-m", "compileall", "-q", "-s", QuoteString(build), "-p", QuoteString(path),
-                QuoteString(f"{build}/lib"), ">/dev/null", "||", "true", ";", "}"]
-    yield _cleaned_on_failure(build, _and(_install(source, build), [python, "-c", QuoteString(check)], relocate, compile_))
+    compile_ = [
+        "{",
+        python,
+        "-m",
+        "compileall",
+        "-q",
+        "-s",
+        QuoteString(build),
+        "-p",
+        QuoteString(path),
+        QuoteString(f"{build}/lib"),
+        ">/dev/null",
+        "||",
+        "true",
+        ";",
+        "}",
+    ]
+    yield _cleaned_on_failure(
+        build, _and(_install(source, build), [python, "-c", QuoteString(check)], relocate, compile_)
+    )
     built_lock = QuoteString(f"{build}/{LOCK_IN_BUILD}")
     old = QuoteString(f"{build}.old")
-    yield _cleaned_on_failure(build, _and(
-        ["chmod", "600", built_lock], ["mv", "-f", built_lock, QuoteString(lock_file)],
-        # a venv already at `path` (another build of this version, or an unlocked one) is replaced
-        ["rm", "-rf", old], ["if", "[", "-e", QuoteString(path), "];", "then", "mv", QuoteString(path), old, ";", "fi"],
-        ["mv", "-T", QuoteString(build), QuoteString(path)], ["rm", "-rf", old],
-    ))
-
+    yield _cleaned_on_failure(
+        build,
+        _and(
+            ["chmod", "600", built_lock],
+            ["mv", "-f", built_lock, QuoteString(lock_file)],
+            # a venv already at `path` (another build of this version, or an unlocked one) is replaced
+            ["rm", "-rf", old],
+            ["if", "[", "-e", QuoteString(path), "];", "then", "mv", QuoteString(path), old, ";", "fi"],
+            ["mv", "-T", QuoteString(build), QuoteString(path)],
+            ["rm", "-rf", old],
+        ),
+    )

@@ -59,7 +59,9 @@ def merged(problems: list[Problem]) -> list[Problem]:
     for problem, servers in groups.values():
         if len(servers) > 1:
             flag = problem.key.split(".", 2)[2:]
-            problem = Problem(".".join(["servers", "{" + ",".join(servers) + "}", *flag]), problem.value, problem.message, problem.fix)
+            problem = Problem(
+                ".".join(["servers", "{" + ",".join(servers) + "}", *flag]), problem.value, problem.message, problem.fix
+            )
         result.append(problem)
     return result
 
@@ -73,11 +75,14 @@ def probe_spec(deployment: Deployment, venv: str, judge_all: bool) -> ProbeSpec:
         configs[name] = RenderedConfig(rendered.path, rendered.content, rendered.sha1, dict(server.env))
     servers = deployment.servers.values()
     models = dict.fromkeys(p for s in servers for p in (s.args.model_path, s.args.speculative_draft_model_path) if p)
-    return ProbeSpec(tuple(models), configs, tuple(sorted({port(s) for s in servers})), venv,
-                     deployment.sglang_version, judge_all)
+    return ProbeSpec(
+        tuple(models), configs, tuple(sorted({port(s) for s in servers})), venv, deployment.sglang_version, judge_all
+    )
 
 
-def server_problems(server: ServerConfig, spec: ProbeSpec, snapshot: HostSnapshot, pinned: str) -> tuple[list[Problem], list[Problem]]:
+def server_problems(
+    server: ServerConfig, spec: ProbeSpec, snapshot: HostSnapshot, pinned: str
+) -> tuple[list[Problem], list[Problem]]:
     """(problems, warnings) of one server configuration."""
     name, args = server.name, server.args
     problems, warnings = rendered_problems(name, spec.configs[name].text), []
@@ -85,14 +90,18 @@ def server_problems(server: ServerConfig, spec: ProbeSpec, snapshot: HostSnapsho
     problems += found
     draft_path, draft = args.speculative_draft_model_path, None
     if draft_path:
-        draft, found = model_config(f"servers.{name}.speculative-draft-model-path", draft_path, snapshot.models[draft_path])
+        draft, found = model_config(
+            f"servers.{name}.speculative-draft-model-path", draft_path, snapshot.models[draft_path]
+        )
         problems += found
     for found_problems, found_warnings in (
         context_problems(server, target, draft) if target is not None else ([], []),
         eagle3_problems(name, draft_path, target, draft, pinned)
-        if target is not None and draft is not None and args.speculative_algorithm == "EAGLE3" else ([], []),
+        if target is not None and draft is not None and args.speculative_algorithm == "EAGLE3"
+        else ([], []),
         verdict_problems(name, spec.configs[name].path, snapshot.verdicts[name], snapshot.sglang, pinned)
-        if name in snapshot.verdicts else ([], []),
+        if name in snapshot.verdicts
+        else ([], []),
     ):
         problems += found_problems
         warnings += found_warnings
@@ -103,8 +112,14 @@ def check(deployment: Deployment, spec: ProbeSpec, snapshot: HostSnapshot) -> Re
     """Every rule over the deployment and what the probe read; all problems at once."""
     report = Report()
     if snapshot.error:
-        report.problems.append(Problem("preflight", None, f"the probe failed on the host: {snapshot.error}",
-                                       "fix what the traceback shows (the host needs python3 and /proc)"))
+        report.problems.append(
+            Problem(
+                "preflight",
+                None,
+                f"the probe failed on the host: {snapshot.error}",
+                "fix what the traceback shows (the host needs python3 and /proc)",
+            )
+        )
         return report
     report.problems += python_problems(snapshot.python)
     servers, pinned = deployment.servers, deployment.sglang_version
@@ -125,9 +140,14 @@ def python_problems(python: tuple) -> list[Problem]:
     if version >= contract.MIN_PYTHON:
         return []
     wanted = ".".join(map(str, contract.MIN_PYTHON))
-    return [Problem("python", f"{path} {'.'.join(map(str, version)) or 'unknown'}",
-                    f"the lifecycle agent needs Python >= {wanted} at {contract.TARGET_PYTHON}",
-                    f"install python3 >= {wanted} as {contract.TARGET_PYTHON} (Debian 12 and Ubuntu 24.04 ship it)")]
+    return [
+        Problem(
+            "python",
+            f"{path} {'.'.join(map(str, version)) or 'unknown'}",
+            f"the lifecycle agent needs Python >= {wanted} at {contract.TARGET_PYTHON}",
+            f"install python3 >= {wanted} as {contract.TARGET_PYTHON} (Debian 12 and Ubuntu 24.04 ship it)",
+        )
+    ]
 
 
 def _port_line(number: int, snapshot: HostSnapshot) -> str:
@@ -141,9 +161,15 @@ def _checked(deployment: Deployment, spec: ProbeSpec, snapshot: HostSnapshot) ->
     if snapshot.cap_sys_resource and snapshot.init_userns:
         limits = "unit limits: PID 1 may raise its hard limits"
     else:
-        limits = "unit limits within PID 1's hard limits (" + ", ".join(
-            f"{name} {value} <= {snapshot.limits[name][1] or 'unlimited'}"
-            for name, value in deployment.data.unit_limits.model_dump().items() if name in snapshot.limits) + ")"
+        limits = (
+            "unit limits within PID 1's hard limits ("
+            + ", ".join(
+                f"{name} {value} <= {snapshot.limits[name][1] or 'unlimited'}"
+                for name, value in deployment.data.unit_limits.model_dump().items()
+                if name in snapshot.limits
+            )
+            + ")"
+        )
     if not snapshot.sglang:
         parser = f"SGLang not installed in {spec.venv} yet: its parser judges the configs once it is"
     elif not snapshot.verdicts:
@@ -151,9 +177,12 @@ def _checked(deployment: Deployment, spec: ProbeSpec, snapshot: HostSnapshot) ->
     else:
         accepted = sum(1 for v in snapshot.verdicts.values() if v.ok)
         parser = f"SGLang {snapshot.sglang}'s parser accepts {accepted} of {len(snapshot.verdicts)} judged configs" + (
-            "" if len(snapshot.verdicts) == len(spec.configs) else " (the changed ones)")
+            "" if len(snapshot.verdicts) == len(spec.configs) else " (the changed ones)"
+        )
     return [
-        f"Python {'.'.join(map(str, snapshot.python[1:]))} at {snapshot.python[0]} runs the agent" if snapshot.python else "Python unknown",
+        f"Python {'.'.join(map(str, snapshot.python[1:]))} at {snapshot.python[0]} runs the agent"
+        if snapshot.python
+        else "Python unknown",
         f"{len(spec.configs)} server configs with canonical flags",
         f"{len(spec.models)} model dirs with config.json",
         f"drafts of {drafts} configs fit their targets (architecture, sizes, aux layers, context length)",

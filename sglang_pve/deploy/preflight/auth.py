@@ -24,16 +24,28 @@ def auth_problems(deployment: Deployment) -> tuple[list[Problem], list[Problem]]
     open_binds = {name: s.args.host for name, s in deployment.servers.items() if not loopback(s.args.host)}
     if not open_binds:
         return [], []
-    found = [Problem(f"servers.{name}.host", bind, "binds beyond the loopback without an API key: anyone who reaches "
-                     "the port may use every endpoint, admin ones included",
-                     'give sglang_secrets: {"api-key": {"file": "/path/to/0600-file"}} (or {"env": "VARIABLE"}), '
-                     "bind to 127.0.0.1, or set allow_unauthenticated: true")
-             for name, bind in open_binds.items()]
+    found = [
+        Problem(
+            f"servers.{name}.host",
+            bind,
+            "binds beyond the loopback without an API key: anyone who reaches "
+            "the port may use every endpoint, admin ones included",
+            'give sglang_secrets: {"api-key": {"file": "/path/to/0600-file"}} (or {"env": "VARIABLE"}), '
+            "bind to 127.0.0.1, or set allow_unauthenticated: true",
+        )
+        for name, bind in open_binds.items()
+    ]
     return ([], found) if deployment.data.allow_unauthenticated else (found, [])
 
 
 def user_warnings(deployment: Deployment) -> list[Problem]:
     if deployment.data.server_user != "root":
         return []
-    return [Problem("server_user", "root", "the servers run as root, unsandboxed: a flaw in SGLang or a model's "
-                    "remote code owns the host", 'leave server_user at its default ("sglang") unless root is really needed')]
+    return [
+        Problem(
+            "server_user",
+            "root",
+            "the servers run as root, unsandboxed: a flaw in SGLang or a model's remote code owns the host",
+            'leave server_user at its default ("sglang") unless root is really needed',
+        )
+    ]

@@ -12,7 +12,13 @@ have loaded, when that exceeds the draft's derived length.
 
 from sglang_pve.config import Problem, ServerConfig
 
-CONTEXT_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings")
+CONTEXT_LENGTH_KEYS = (
+    "max_sequence_length",
+    "seq_length",
+    "max_seq_len",
+    "model_max_length",
+    "max_position_embeddings",
+)
 OPT_IN = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
 
 
@@ -30,7 +36,11 @@ def derived_context_length(config: dict) -> tuple[int, str]:
     rope = rope if isinstance(rope, dict) else {}
     factor, note = rope.get("factor") or 1, ""
     if factor != 1 and ("original_max_position_embeddings" in rope or rope.get("rope_type") == "llama3"):
-        reason = "original_max_position_embeddings is set" if "original_max_position_embeddings" in rope else "rope_type llama3"
+        reason = (
+            "original_max_position_embeddings is set"
+            if "original_max_position_embeddings" in rope
+            else "rope_type llama3"
+        )
         factor, note = 1, f"; rope_scaling.factor {rope['factor']} not applied: {reason}"
     for key in CONTEXT_LENGTH_KEYS:
         value = text.get(key)
@@ -51,10 +61,14 @@ def context_problems(server: ServerConfig, target: dict, draft: dict | None) -> 
     key = f"servers.{name}.context-length"
     problems, warnings = [], []
     if requested is not None and requested > derived_target:
-        message = (f"context-length {requested} exceeds the target's derived context length {derived_target} "
-                   f"({target_how}); SGLang refuses it")
+        message = (
+            f"context-length {requested} exceeds the target's derived context length {derived_target} "
+            f"({target_how}); SGLang refuses it"
+        )
         if opted_in(server):
-            warnings.append(Problem(key, requested, f"{message} unless {OPT_IN}=1, which the unit sets", "none needed if intended"))
+            warnings.append(
+                Problem(key, requested, f"{message} unless {OPT_IN}=1, which the unit sets", "none needed if intended")
+            )
         else:
             problems.append(Problem(key, requested, message, f"set context-length to at most {derived_target}"))
     if draft is None:
@@ -64,17 +78,27 @@ def context_problems(server: ServerConfig, target: dict, draft: dict | None) -> 
     if context <= derived_draft:
         return problems, warnings
     source = "context-length" if requested is not None else f"derived from the target's config.json, {target_how}"
-    message = (f"the target runs at context length {context} ({source}) but the draft's derived context length "
-               f"is {derived_draft} ({draft_how}); SGLang refuses to start (a ValueError, possibly only after the "
-               "target's weights have loaded)")
-    fix = (f"cap it: context-length: {derived_draft} (also saves KV-cache memory); or opt in with "
-           f"env: {{{OPT_IN}: 1}}, accepting lower draft acceptance beyond {derived_draft} tokens, the length "
-           "the draft was trained for")
+    message = (
+        f"the target runs at context length {context} ({source}) but the draft's derived context length "
+        f"is {derived_draft} ({draft_how}); SGLang refuses to start (a ValueError, possibly only after the "
+        "target's weights have loaded)"
+    )
+    fix = (
+        f"cap it: context-length: {derived_draft} (also saves KV-cache memory); or opt in with "
+        f"env: {{{OPT_IN}: 1}}, accepting lower draft acceptance beyond {derived_draft} tokens, the length "
+        "the draft was trained for"
+    )
     if opted_in(server):
-        warnings.append(Problem(key, context, f"the target runs at context length {context} ({source}), beyond the draft's "
-                                f"derived context length {derived_draft} ({draft_how}); the unit's {OPT_IN}=1 lets SGLang "
-                                "stretch the draft, with lower acceptance past the length it was trained for",
-                                f"cap context-length at {derived_draft} if long prompts are not needed"))
+        warnings.append(
+            Problem(
+                key,
+                context,
+                f"the target runs at context length {context} ({source}), beyond the draft's "
+                f"derived context length {derived_draft} ({draft_how}); the unit's {OPT_IN}=1 lets SGLang "
+                "stretch the draft, with lower acceptance past the length it was trained for",
+                f"cap context-length at {derived_draft} if long prompts are not needed",
+            )
+        )
     else:
         problems.append(Problem(key, context, message, fix))
     return problems, warnings

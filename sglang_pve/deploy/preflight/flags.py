@@ -21,17 +21,37 @@ def rendered_problems(name: str, text: str) -> list[Problem]:
     return check_speculative(args, f"servers.{name}")
 
 
-def verdict_problems(name: str, path: str, verdict: Verdict, installed: str, pinned: str) -> tuple[list[Problem], list[Problem]]:
+def verdict_problems(
+    name: str, path: str, verdict: Verdict, installed: str, pinned: str
+) -> tuple[list[Problem], list[Problem]]:
     """(problems, warnings) from SGLang's verdict; a venv holding another version only warns,
     since the deploy installs the pinned one over it."""
     key = f"servers.{name}"
     if verdict.ok:
         return [], []
     if verdict.ok is None:
-        return [], [Problem(key, path, f"SGLang {installed} could not judge it: {verdict.error}",
-                            f"run `python -m sglang.launch_server --config {path}` in the venv to see")]
+        return [], [
+            Problem(
+                key,
+                path,
+                f"SGLang {installed} could not judge it: {verdict.error}",
+                f"run `python -m sglang.launch_server --config {path}` in the venv to see",
+            )
+        ]
     if installed != pinned:
-        return [], [Problem(key, path, f"SGLang {installed} (not the pinned {pinned}) rejects it: {verdict.error}",
-                            "check it against the pinned version's flags once the deploy has installed it")]
-    return [Problem(key, path, f"SGLang {installed}'s own parser rejects it: {verdict.error}",
-                    "correct the server's flags in the servers file as SGLang's message says")], []
+        return [], [
+            Problem(
+                key,
+                path,
+                f"SGLang {installed} (not the pinned {pinned}) rejects it: {verdict.error}",
+                "check it against the pinned version's flags once the deploy has installed it",
+            )
+        ]
+    return [
+        Problem(
+            key,
+            path,
+            f"SGLang {installed}'s own parser rejects it: {verdict.error}",
+            "correct the server's flags in the servers file as SGLang's message says",
+        )
+    ], []

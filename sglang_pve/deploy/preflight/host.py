@@ -19,13 +19,22 @@ def gpus_needed(server: ServerConfig) -> int:
 
 def gpu_problems(servers: dict[str, ServerConfig], gpus: list[str]) -> list[Problem]:
     if not gpus:
-        return [Problem("gpus", "/dev/nvidia[0-9]*", "the host has no NVIDIA GPU device nodes, so no server can start",
-                        "pass the GPUs through to the container (device nodes and cgroup access, tasks/gpu) "
-                        "and check the driver on the Proxmox node with nvidia-smi")]
+        return [
+            Problem(
+                "gpus",
+                "/dev/nvidia[0-9]*",
+                "the host has no NVIDIA GPU device nodes, so no server can start",
+                "pass the GPUs through to the container (device nodes and cgroup access, tasks/gpu) "
+                "and check the driver on the Proxmox node with nvidia-smi",
+            )
+        ]
     return [
-        Problem(f"servers.{name}.tp-size", server.args.tp_size or 1,
-                f"needs {gpus_needed(server)} GPUs but the host has {len(gpus)} ({' '.join(gpus)})",
-                f"set tp-size to at most {len(gpus) - (server.args.base_gpu_id or 0)}, or pass more GPUs through")
+        Problem(
+            f"servers.{name}.tp-size",
+            server.args.tp_size or 1,
+            f"needs {gpus_needed(server)} GPUs but the host has {len(gpus)} ({' '.join(gpus)})",
+            f"set tp-size to at most {len(gpus) - (server.args.base_gpu_id or 0)}, or pass more GPUs through",
+        )
         for name, server in servers.items()
         if gpus_needed(server) > len(gpus)
     ]
@@ -46,12 +55,22 @@ def port_problems(servers: dict[str, ServerConfig], listeners: list[Listener]) -
         foreign = [x for x in listeners if x.port == port(server) and not ours(x)]
         if not foreign:
             continue
-        where = " and ".join(f"[{x.address}]:{x.port}" if ":" in x.address else f"{x.address}:{x.port}" for x in foreign)
+        where = " and ".join(
+            f"[{x.address}]:{x.port}" if ":" in x.address else f"{x.address}:{x.port}" for x in foreign
+        )
         holders = {h.pid: h for x in foreign for h in x.holders}
-        who = ", ".join(f"pid {h.pid} ({h.cmdline or h.comm})" for h in holders.values()) or "a process the probe cannot see"
-        problems.append(Problem(f"servers.{name}.port", port(server),
-                                f"{where} {'is' if len(foreign) == 1 else 'are'} held by {who}, not by one of this toolkit's units",
-                                "stop that service, or give this server another port"))
+        who = (
+            ", ".join(f"pid {h.pid} ({h.cmdline or h.comm})" for h in holders.values())
+            or "a process the probe cannot see"
+        )
+        problems.append(
+            Problem(
+                f"servers.{name}.port",
+                port(server),
+                f"{where} {'is' if len(foreign) == 1 else 'are'} held by {who}, not by one of this toolkit's units",
+                "stop that service, or give this server another port",
+            )
+        )
     return problems
 
 
@@ -71,7 +90,10 @@ def limit_problems(limits: UnitLimits, snapshot: HostSnapshot) -> list[Problem]:
     if not snapshot.cap_sys_resource:
         why, grant = "PID 1 lacks CAP_SYS_RESOURCE", " or grant it CAP_SYS_RESOURCE"
     else:  # only the initial user namespace's CAP_SYS_RESOURCE lifts hard limits
-        why, grant = "PID 1 runs in a user namespace (unprivileged container), where CAP_SYS_RESOURCE cannot raise hard limits", ""
+        why, grant = (
+            "PID 1 runs in a user namespace (unprivileged container), where CAP_SYS_RESOURCE cannot raise hard limits",
+            "",
+        )
     problems = []
     for name, requested in limits.model_dump().items():
         if name not in snapshot.limits:
@@ -79,11 +101,14 @@ def limit_problems(limits: UnitLimits, snapshot: HostSnapshot) -> list[Problem]:
         hard = snapshot.limits[name][1]
         wanted = limit_value(requested)
         if hard is not None and (wanted is None or wanted > hard):
-            problems.append(Problem(
-                f"unit_limits.{name}", requested,
-                f"above PID 1's hard limit {hard} and {why}, so systemd cannot apply it: every server unit "
-                "would fail to start with status 205/LIMITS",
-                f"lower unit_limits.{name} to at most {hard}, or raise the container's limit on the Proxmox node "
-                f"(lxc.prlimit.{name} in its config){grant}",
-            ))
+            problems.append(
+                Problem(
+                    f"unit_limits.{name}",
+                    requested,
+                    f"above PID 1's hard limit {hard} and {why}, so systemd cannot apply it: every server unit "
+                    "would fail to start with status 205/LIMITS",
+                    f"lower unit_limits.{name} to at most {hard}, or raise the container's limit on the Proxmox node "
+                    f"(lxc.prlimit.{name} in its config){grant}",
+                )
+            )
     return problems

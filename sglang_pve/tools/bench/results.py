@@ -55,8 +55,18 @@ def _fmt(value, spec: str = ".1f", missing: str = "-") -> str:
     return missing if value is None else format(value, spec)
 
 
-COLUMNS = ("configuration", "status", "output tok/s", "x baseline", "TPOT ms", "TTFT ms", "ITL p50/p90/p99 ms",
-           "accept (server/req)", "startup s", "diagnosis")
+COLUMNS = (
+    "configuration",
+    "status",
+    "output tok/s",
+    "x baseline",
+    "TPOT ms",
+    "TTFT ms",
+    "ITL p50/p90/p99 ms",
+    "accept (server/req)",
+    "startup s",
+    "diagnosis",
+)
 
 
 def table_rows(records: list[dict]) -> list[tuple]:
@@ -67,13 +77,20 @@ def table_rows(records: list[dict]) -> list[tuple]:
         m = r.get("single_stream") or {}
         tok_s = _tok_s(r)
         accept = "/".join(_fmt(m.get(k), ".2f") for k in ("accept_length", "request_accept_length"))
-        rows.append((
-            r["configuration"], r["status"], _fmt(tok_s), _fmt(tok_s / base if tok_s and base else None, ".3f"),
-            _fmt(m.get("mean_tpot_ms"), ".2f"), _fmt(m.get("mean_ttft_ms")),
-            "/".join(_fmt(m.get(f"{s}_itl_ms"), ".2f") for s in ("median", "p90", "p99")) if m else "-",
-            accept if m else "-", _fmt((r.get("startup") or {}).get("total_s")),
-            r.get("diagnosis") or "",
-        ))
+        rows.append(
+            (
+                r["configuration"],
+                r["status"],
+                _fmt(tok_s),
+                _fmt(tok_s / base if tok_s and base else None, ".3f"),
+                _fmt(m.get("mean_tpot_ms"), ".2f"),
+                _fmt(m.get("mean_ttft_ms")),
+                "/".join(_fmt(m.get(f"{s}_itl_ms"), ".2f") for s in ("median", "p90", "p99")) if m else "-",
+                accept if m else "-",
+                _fmt((r.get("startup") or {}).get("total_s")),
+                r.get("diagnosis") or "",
+            )
+        )
     return rows
 
 
@@ -84,8 +101,17 @@ def ratios(records: list[dict]) -> dict:
 
 
 def _sweep_rows(records: list[dict]) -> list[tuple]:
-    return [(r["configuration"], s["concurrency"], f"{s['output_throughput']:.1f}", f"{s['mean_tpot_ms']:.2f}",
-             f"{s['mean_ttft_ms']:.1f}") for r in records for s in r.get("sweep") or []]
+    return [
+        (
+            r["configuration"],
+            s["concurrency"],
+            f"{s['output_throughput']:.1f}",
+            f"{s['mean_tpot_ms']:.2f}",
+            f"{s['mean_ttft_ms']:.1f}",
+        )
+        for r in records
+        for s in r.get("sweep") or []
+    ]
 
 
 SWEEP_COLUMNS = ("configuration", "concurrency", "output tok/s", "TPOT ms", "TTFT ms")
@@ -94,12 +120,15 @@ SWEEP_COLUMNS = ("configuration", "concurrency", "output tok/s", "TPOT ms", "TTF
 def render_text(records: list[dict]) -> str:
     rows = [COLUMNS, *table_rows(records)]
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(COLUMNS) - 1)]
-    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + str(row[-1])
-             for row in rows]
+    lines = [
+        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + str(row[-1])
+        for row in rows
+    ]
     sweep = _sweep_rows(records)
     if sweep:
-        lines += ["", "  ".join(SWEEP_COLUMNS)] + ["  ".join(str(c).ljust(len(h)) for c, h in zip(row, SWEEP_COLUMNS, strict=True))
-                                                  for row in sweep]
+        lines += ["", "  ".join(SWEEP_COLUMNS)] + [
+            "  ".join(str(c).ljust(len(h)) for c, h in zip(row, SWEEP_COLUMNS, strict=True)) for row in sweep
+        ]
     return "\n".join(line.rstrip() for line in lines)
 
 
@@ -111,10 +140,13 @@ def render_markdown(records: list[dict], title: str) -> str:
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in table_rows(records)]
     first = records[0] if records else {}
     plan = first.get("plan", {})
-    lines += ["", f"SGLang {first.get('sglang_version', '?')}, NCCL profile {first.get('nccl_profile', '?')}, "
-              f"release {first.get('release') or '-'}; {plan.get('num_prompts')} prompts of {plan.get('input_words')} "
-              f"words, {plan.get('output_len')} output tokens, concurrency 1, seed {plan.get('seed')}. "
-              "Metrics as SGLang's bench_serving defines them (README: Benchmark)."]
+    lines += [
+        "",
+        f"SGLang {first.get('sglang_version', '?')}, NCCL profile {first.get('nccl_profile', '?')}, "
+        f"release {first.get('release') or '-'}; {plan.get('num_prompts')} prompts of {plan.get('input_words')} "
+        f"words, {plan.get('output_len')} output tokens, concurrency 1, seed {plan.get('seed')}. "
+        "Metrics as SGLang's bench_serving defines them (README: Benchmark).",
+    ]
     sweep = _sweep_rows(records)
     if sweep:
         lines += ["", "| " + " | ".join(SWEEP_COLUMNS) + " |", "|" + "---|" * len(SWEEP_COLUMNS)]
@@ -133,6 +165,8 @@ def render_change(records: list[dict], earlier: list[dict]) -> str:
         new_p = (r.get("single_stream") or {}).get("mean_tpot_ms") if new_t else None
         old_p = (old.get("single_stream") or {}).get("mean_tpot_ms") if old_t else None
         delta = f" ({(new_t / old_t - 1) * 100:+.1f}%)" if new_t and old_t else ""
-        lines.append(f"{r['configuration']:<20} {_fmt(old_t):>8} -> {_fmt(new_t):>6}{delta:>9} "
-                     f"{_fmt(old_p, '.2f'):>8} -> {_fmt(new_p, '.2f'):>7}")
+        lines.append(
+            f"{r['configuration']:<20} {_fmt(old_t):>8} -> {_fmt(new_t):>6}{delta:>9} "
+            f"{_fmt(old_p, '.2f'):>8} -> {_fmt(new_p, '.2f'):>7}"
+        )
     return "\n".join(lines)

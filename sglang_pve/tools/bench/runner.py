@@ -57,8 +57,11 @@ def run(job: Job) -> None:
     from pyinfra import host
 
     previous = switch.active_server(host, job.all_servers)
-    _say(host, f"run {job.run_id}: {len(job.configs)} configuration(s): {', '.join(job.configs)}; "
-               f"running now: {previous or 'none'} (started again at the end)")
+    _say(
+        host,
+        f"run {job.run_id}: {len(job.configs)} configuration(s): {', '.join(job.configs)}; "
+        f"running now: {previous or 'none'} (started again at the end)",
+    )
     records = []
     previous_handlers = _on_interrupt(gevent.getcurrent(), host)
     try:
@@ -97,7 +100,10 @@ def _restore(host, job: Job, previous: str | None) -> None:
     if previous:
         _say(host, f"restoring {previous} (fresh start)")
         started = switch.start(host, previous, job.all_servers)
-        _say(host, f"{previous} is running again" if started.ok else f"{previous} FAILED to start again: {started.diagnosis}")
+        _say(
+            host,
+            f"{previous} is running again" if started.ok else f"{previous} FAILED to start again: {started.diagnosis}",
+        )
     else:
         _say(host, "nothing ran before: stopping the benchmarked configurations")
         switch.stop(host, job.configs)
@@ -108,12 +114,25 @@ def _measure(host, job: Job, name: str, position: str) -> dict:
     _say(host, f"{name} ({position}): fresh start, waiting for the readiness gate")
     started = switch.start(host, name, job.all_servers)
     record = {
-        "run_id": job.run_id, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": host.name,
-        "configuration": name, "status": "failed", "diagnosis": None, "sglang_version": job.sglang_version,
-        "nccl_profile": job.nccl_profile, "release": job.release, "plan": {k: v for k, v in job.plan.items() if k != "prompts"},
-        "startup": {"phases": started.record.get("startup_phases") or {}, "total_s": started.record.get("startup_s"),
-                    "switch_s": round(started.seconds, 3), "stop_previous_s": round(started.stop_seconds, 3)},
-        "single_stream": None, "sweep": [], **job.extra,
+        "run_id": job.run_id,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "host": host.name,
+        "configuration": name,
+        "status": "failed",
+        "diagnosis": None,
+        "sglang_version": job.sglang_version,
+        "nccl_profile": job.nccl_profile,
+        "release": job.release,
+        "plan": {k: v for k, v in job.plan.items() if k != "prompts"},
+        "startup": {
+            "phases": started.record.get("startup_phases") or {},
+            "total_s": started.record.get("startup_s"),
+            "switch_s": round(started.seconds, 3),
+            "stop_previous_s": round(started.stop_seconds, 3),
+        },
+        "single_stream": None,
+        "sweep": [],
+        **job.extra,
     }
     if not started.ok:
         record.update(diagnosis=started.diagnosis, diagnosis_file=started.record.get("diagnosis"))
@@ -139,16 +158,24 @@ def _measure(host, job: Job, name: str, position: str) -> dict:
     record["overhead_s"] = round(time.monotonic() - tic - started.stop_seconds - startup - measured, 3)
     single = record["single_stream"] or {}
     accept = single.get("accept_length")
-    _say(host, f"{name}: {single.get('output_throughput', 0):.1f} output tok/s, TPOT {single.get('mean_tpot_ms', 0):.2f} ms"
-               + (f", accept length {accept:.2f}" if accept else ""))
+    _say(
+        host,
+        f"{name}: {single.get('output_throughput', 0):.1f} output tok/s, TPOT {single.get('mean_tpot_ms', 0):.2f} ms"
+        + (f", accept length {accept:.2f}" if accept else ""),
+    )
     return record
 
 
 def _run_client(host, job: Job, name: str) -> dict | None:
     endpoint_host, port = job.endpoints[name]
     plan_path, out_path = f"{REMOTE_DIR}/plan-{name}.json", f"{REMOTE_DIR}/result-{name}.json"
-    plan = {**job.plan, "server": name, "host": endpoint_host, "port": port,
-            "api_key_file": paths.secret_config_path(name) if job.api_key else None}
+    plan = {
+        **job.plan,
+        "server": name,
+        "host": endpoint_host,
+        "port": port,
+        "api_key_file": paths.secret_config_path(name) if job.api_key else None,
+    }
     host.put_file(BytesIO(json.dumps(plan).encode()), plan_path, print_output=False)
     host.run_shell_command(StringCommand("rm", "-f", out_path), print_output=False)
     # Progress lines of the client stream back live (print_output).
@@ -170,7 +197,10 @@ def _report(host, job: Job, records: list[dict]) -> None:
     if job.compare:
         history = results.load(job.results_dir)
         earlier = results.earlier_run(history, job.run_id, host.name, job.compare)
-        lines.append(results.render_change(records, results.run_records(history, earlier, host.name)) if earlier
-                     else f"no earlier run {job.compare!r} of {host.name} in {history_path}")
+        lines.append(
+            results.render_change(records, results.run_records(history, earlier, host.name))
+            if earlier
+            else f"no earlier run {job.compare!r} of {host.name} in {history_path}"
+        )
     lines.append(f"history: {history_path}; table: {markdown}; chart: {png}")
     logger.info("\n".join(lines))

@@ -4,7 +4,8 @@ Until the atomic switch of the releases work (tasks/switch.py) lands, a start is
 configurations (their ExecStopPost returns once the GPUs are free), then `systemctl restart
 sglang-<name>`, which returns once the readiness gate (ExecStartPost) passed or failed, with the
 agent's diagnosis in the status record. The explicit stop first matters: Conflicts= implies no
-order, and a start racing the old server's drain found its port still bound (seen in the lab). `restart` also restarts a configuration that was already running, so every
+order, and a start racing the old server's drain found its port still bound (seen in the lab). `restart` also
+restarts a configuration that was already running, so every
 measured start is fresh (SGLang's avg_spec_accept_length counts from the start). Nothing here
 reverts a failed start: the benchmark puts the previous configuration back itself, at the end.
 """
@@ -60,15 +61,17 @@ def stop(host, servers: list[str]) -> None:
         return
     units = " ".join(shlex.quote(paths.unit_name(s)) for s in servers)
     # A stop we asked for is no failure worth keeping (SGLang ends its drain with SIGKILL).
-    host.run_shell_command(f"systemctl stop {units}; systemctl reset-failed {units} 2>/dev/null; true",
-                           print_output=False)
+    host.run_shell_command(
+        f"systemctl stop {units}; systemctl reset-failed {units} 2>/dev/null; true", print_output=False
+    )
 
 
 def active_server(host, servers: list[str]) -> str | None:
     """The configuration running now (at most one: the units conflict), or None."""
     units = [paths.unit_name(s) for s in servers]
     ok, output = host.run_shell_command(
-        StringCommand("systemctl", "show", "-p", "Id,ActiveState", *units), print_output=False)
+        StringCommand("systemctl", "show", "-p", "Id,ActiveState", *units), print_output=False
+    )
     state, active = {}, None
     for line in output.stdout.splitlines() + [""]:
         if not line.strip():

@@ -95,8 +95,7 @@ def mixed_scores(result: dict, mix: dict) -> dict:
     for name in sorted(names):
         trials = min(len(per_regime[regime][name]) for regime in per_regime)
         out[name] = [
-            math.exp(sum(mix[r] / total * math.log(per_regime[r][name][t]) for r in per_regime))
-            for t in range(trials)
+            math.exp(sum(mix[r] / total * math.log(per_regime[r][name][t]) for r in per_regime)) for t in range(trials)
         ]
     return out
 
@@ -130,8 +129,16 @@ def size_table(result: dict) -> list:
         for row in entry["sizes"]:
             trials = row["trials_us"]
             median = statistics.median(trials)
-            rows.append((name, row["label"], row["regime"], median, (max(trials) - min(trials)) / median * 100,
-                         bus_bandwidth_gbs(row["bytes"], median, world)))
+            rows.append(
+                (
+                    name,
+                    row["label"],
+                    row["regime"],
+                    median,
+                    (max(trials) - min(trials)) / median * 100,
+                    bus_bandwidth_gbs(row["bytes"], median, world),
+                )
+            )
     return rows
 
 
@@ -139,9 +146,11 @@ def render(result: dict, mix: dict) -> str:
     """The probe's report as text: per-size table, failures, per-regime scores and verdicts."""
     ok = ok_profiles(result)
     ref = reference(result)
-    lines = [f"NCCL probe on {result.get('host', '?')}: {result.get('world_size')} ranks, backend "
-             f"{result.get('backend')}, {result.get('rounds', 1)} fresh process groups per profile x "
-             f"{result.get('trials')} trials x {result.get('iters')} all-reduces per graph replay"]
+    lines = [
+        f"NCCL probe on {result.get('host', '?')}: {result.get('world_size')} ranks, backend "
+        f"{result.get('backend')}, {result.get('rounds', 1)} fresh process groups per profile x "
+        f"{result.get('trials')} trials x {result.get('iters')} all-reduces per graph replay"
+    ]
     labels = [row["label"] for row in next(iter(ok.values()))["sizes"]] if ok else []
     if ok:
         lines.append("median latency us (spread % = (max-min)/median over all trials of all rounds)")
@@ -160,16 +169,22 @@ def render(result: dict, mix: dict) -> str:
         lines.append("bus bandwidth GB/s at the median")
         for name, entry in ok.items():
             world = result.get("world_size", 2)
-            lines.append(f"{name:<24}" + "".join(
-                f"{bus_bandwidth_gbs(row['bytes'], statistics.median(row['trials_us']), world):>14.2f}"
-                for row in entry["sizes"]))
+            lines.append(
+                f"{name:<24}"
+                + "".join(
+                    f"{bus_bandwidth_gbs(row['bytes'], statistics.median(row['trials_us']), world):>14.2f}"
+                    for row in entry["sizes"]
+                )
+            )
     for name, entry in result["profiles"].items():
         if entry.get("status") != "ok":
             lines.append(f"{name}: {entry.get('status', 'failed').upper()}: {entry.get('error', '')}")
     verdicts = analyse(result, mix)
     mix_text = ", ".join(f"{regime} {weight:g}" for regime, weight in mix.items())
-    lines.append(f"scores relative to {ref} (geometric mean over the regime's sizes; lower is faster): "
-                 "median [p25..p75] over trials")
+    lines.append(
+        f"scores relative to {ref} (geometric mean over the regime's sizes; lower is faster): "
+        "median [p25..p75] over trials"
+    )
     for key, v in verdicts.items():
         title = f"overall (mix: {mix_text})" if key == "overall" else key
         lines.append(f"  {title}: {v.describe()}")

@@ -43,18 +43,37 @@ def run(job: ProbeJob) -> None:
 
     ok, output = host.run_shell_command(StringCommand(job.python, "-c", "import torch"), print_output=False)
     if not ok:
-        raise PyinfraError(f"{host.name}: the NCCL probe needs torch in SGLang's venv, and `{job.python} -c "
-                           f"'import torch'` failed: {output.stderr.strip()[-300:]}. Fix: deploy SGLang first "
-                           "(pyinfra ... deploy.py); the lab's simulator venv has no torch, so there the probe "
-                           "runs on the controller with gloo (tests/unit/test_nccl_probe.py)")
+        raise PyinfraError(
+            f"{host.name}: the NCCL probe needs torch in SGLang's venv, and `{job.python} -c "
+            f"'import torch'` failed: {output.stderr.strip()[-300:]}. Fix: deploy SGLang first "
+            "(pyinfra ... deploy.py); the lab's simulator venv has no torch, so there the probe "
+            "runs on the controller with gloo (tests/unit/test_nccl_probe.py)"
+        )
     script, profiles, result = (f"{REMOTE_DIR}/{name}" for name in ("nccl-probe.py", "profiles.json", "result.json"))
     host.run_shell_command(StringCommand("mkdir", "-p", "-m", "700", REMOTE_DIR), print_output=False)
     host.put_file(BytesIO(Path(allreduce_probe.__file__).read_bytes()), script, print_output=False)
     host.put_file(BytesIO(json.dumps(job.profiles).encode()), profiles, print_output=False)
-    host.run_shell_command(StringCommand(
-        job.python, script, "--profiles", profiles, "--out", result, "--rounds", str(job.rounds), "--trials", str(job.trials),
-        "--iters", str(job.iters), "--timeout", str(job.timeout_s), "--max-bytes", str(job.max_bytes),
-    ), print_output=True)
+    host.run_shell_command(
+        StringCommand(
+            job.python,
+            script,
+            "--profiles",
+            profiles,
+            "--out",
+            result,
+            "--rounds",
+            str(job.rounds),
+            "--trials",
+            str(job.trials),
+            "--iters",
+            str(job.iters),
+            "--timeout",
+            str(job.timeout_s),
+            "--max-bytes",
+            str(job.max_bytes),
+        ),
+        print_output=True,
+    )
     ok, output = host.run_shell_command(StringCommand("cat", result), print_output=False)
     if not ok:
         raise PyinfraError(f"{host.name}: the NCCL probe left no result in {result} (its output is above)")
@@ -68,8 +87,13 @@ def run(job: ProbeJob) -> None:
     logger.info(f"{report}\nraw result: {saved}")
     overall = analysis.analyse(data, job.mix)["overall"]
     if job.write and overall.winner:
-        path = measured.write(job.project_dir, host.name, overall.winner, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                              f"overall {overall.describe()}")
+        path = measured.write(
+            job.project_dir,
+            host.name,
+            overall.winner,
+            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            f"overall {overall.describe()}",
+        )
         logger.info(f"{host.print_prefix}nccl_profile {overall.winner} written to {path} for the next deploy")
     elif job.write:
         logger.warning(f"{host.print_prefix}nothing written: {overall.describe()}")

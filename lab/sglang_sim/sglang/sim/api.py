@@ -79,19 +79,27 @@ def list_models(tm: TokenizerManager) -> dict:
     name = tm.args.served_model_name
     return {
         "object": "list",
-        "data": [{
-            "id": name,
-            "object": "model",
-            "created": int(time.time()),
-            "owned_by": "sglang",
-            "root": name,
-            "max_model_len": tm.context_len,
-        }],
+        "data": [
+            {
+                "id": name,
+                "object": "model",
+                "created": int(time.time()),
+                "owned_by": "sglang",
+                "root": name,
+                "max_model_len": tm.context_len,
+            }
+        ],
     }
 
 
-def _sampling_spec(prompt_key: str, tokens: int, max_new: Optional[int], stream: bool,
-                   temperature: Optional[float], seed: Optional[int]) -> GenerateSpec:
+def _sampling_spec(
+    prompt_key: str,
+    tokens: int,
+    max_new: Optional[int],
+    stream: bool,
+    temperature: Optional[float],
+    seed: Optional[int],
+) -> GenerateSpec:
     if max_new is not None and (not isinstance(max_new, int) or max_new < 0):
         raise ApiError(400, f"max_new_tokens must be a non-negative integer, got {max_new!r}")
     return GenerateSpec(prompt_key, tokens, max_new, stream, seed, greedy=temperature == 0)
@@ -205,15 +213,22 @@ def openai_completion(tm: TokenizerManager, body: dict, chat: bool) -> Body:
         return _openai_stream(outputs, common, chat, tokens, include_usage)
     words, meta, _ = _collect(outputs, 1)[0]
     text = " ".join(words)
-    choice = {"index": 0, "logprobs": None, "finish_reason": meta["finish_reason"]["type"],
-              "matched_stop": meta["finish_reason"].get("matched")}
+    choice = {
+        "index": 0,
+        "logprobs": None,
+        "finish_reason": meta["finish_reason"]["type"],
+        "matched_stop": meta["finish_reason"].get("matched"),
+    }
     if chat:
-        choice["message"] = {"role": "assistant", "content": text, "reasoning_content": None,
-                             "tool_calls": None}
+        choice["message"] = {"role": "assistant", "content": text, "reasoning_content": None, "tool_calls": None}
     else:
         choice["text"] = text
-    return {**common, "object": "chat.completion" if chat else "text_completion",
-            "choices": [choice], "usage": _usage(tokens, meta["completion_tokens"])}
+    return {
+        **common,
+        "object": "chat.completion" if chat else "text_completion",
+        "choices": [choice],
+        "usage": _usage(tokens, meta["completion_tokens"]),
+    }
 
 
 def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
@@ -225,8 +240,7 @@ def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
     }
 
 
-def _openai_stream(outputs, common: dict, chat: bool, prompt_tokens: int,
-                   include_usage: bool) -> Iterator[bytes]:
+def _openai_stream(outputs, common: dict, chat: bool, prompt_tokens: int, include_usage: bool) -> Iterator[bytes]:
     obj = "chat.completion.chunk" if chat else "text_completion"
     first = True
     for _, output, _ in outputs:
@@ -242,6 +256,7 @@ def _openai_stream(outputs, common: dict, chat: bool, prompt_tokens: int,
         yield _sse({**common, "object": obj, "choices": [choice], "usage": None})
         first = False
         if meta and include_usage:
-            yield _sse({**common, "object": obj, "choices": [],
-                        "usage": _usage(prompt_tokens, meta["completion_tokens"])})
+            yield _sse(
+                {**common, "object": obj, "choices": [], "usage": _usage(prompt_tokens, meta["completion_tokens"])}
+            )
     yield _sse_done()

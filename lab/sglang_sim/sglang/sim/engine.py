@@ -63,9 +63,7 @@ def _launch_subprocesses(args: ServerArgs, faults: Faults, chans: Channels) -> T
         proc.start()
         writer.close()
         schedulers.append((proc, reader))
-    detokenizer = ctx.Process(
-        target=run_detokenizer_process, args=(args.log_level, chans), name="sglang::detokenizer"
-    )
+    detokenizer = ctx.Process(target=run_detokenizer_process, args=(args.log_level, chans), name="sglang::detokenizer")
     detokenizer.start()
     return schedulers, [proc for proc, _ in schedulers] + [detokenizer]
 
@@ -171,6 +169,10 @@ def launch_server(args: ServerArgs, faults: Faults) -> None:
         server.serve_forever()
     except KeyboardInterrupt:
         stopping.set()
-        for line in ("Shutting down", "Waiting for application shutdown.",
-                     "Application shutdown complete.", f"Finished server process [{os.getpid()}]"):
+        for line in (
+            "Shutting down",
+            "Waiting for application shutdown.",
+            "Application shutdown complete.",
+            f"Finished server process [{os.getpid()}]",
+        ):
             uvicorn_logger.info(line)

@@ -84,8 +84,7 @@ def _parse_entry(entry: object, where: str, seed: Optional[DecodeRate] = None) -
     unknown = set(entry) - set(FILE_KEYS)
     if unknown:
         raise ValueError(
-            f"{where}: unknown fault key(s) {', '.join(sorted(map(str, unknown)))}; "
-            f"known: {', '.join(FILE_KEYS)}"
+            f"{where}: unknown fault key(s) {', '.join(sorted(map(str, unknown)))}; known: {', '.join(FILE_KEYS)}"
         )
     hang, crash = entry.get("hang"), entry.get("crash")
     if hang is not None and hang not in PHASES:

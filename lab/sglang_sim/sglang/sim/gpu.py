@@ -74,8 +74,9 @@ class GpuHolder:
             # Guess at torch's wording when CUDA cannot initialise (no/denied control nodes).
             raise RuntimeError("No CUDA GPUs are available") from None
 
-    def publish(self, used_gib: Optional[float] = None, utilization: Optional[int] = None,
-                phase: Optional[str] = None) -> None:
+    def publish(
+        self, used_gib: Optional[float] = None, utilization: Optional[int] = None, phase: Optional[str] = None
+    ) -> None:
         """Update and atomically rewrite this process's usage record."""
         if used_gib is not None:
             self.used_gib = used_gib

@@ -47,8 +47,7 @@ def _json(obj, status: int = 200) -> Reply:
 
 def _deprecated(old: str, new: str) -> None:
     logger.warning(
-        f"Endpoint '{old}' is deprecated and will be removed in a future version. "
-        f"Please use '{new}' instead."
+        f"Endpoint '{old}' is deprecated and will be removed in a future version. Please use '{new}' instead."
     )
 
 
@@ -158,8 +157,16 @@ class RequestHandler(BaseHTTPRequestHandler):
     @staticmethod
     def _error_reply(path: str, error: api.ApiError) -> Reply:
         if path.startswith("/v1/"):
-            return _json({"object": "error", "message": str(error), "type": "BadRequestError",
-                          "param": None, "code": error.status}, error.status)
+            return _json(
+                {
+                    "object": "error",
+                    "message": str(error),
+                    "type": "BadRequestError",
+                    "param": None,
+                    "code": error.status,
+                },
+                error.status,
+            )
         return _json({"error": {"message": str(error)}}, error.status)
 
     def _send(self, reply: Reply) -> None:
@@ -187,8 +194,7 @@ class RequestHandler(BaseHTTPRequestHandler):
         code = int(code)
         client = f"{self.client_address[0]}:{self.client_address[1]}"
         access_logger.info(
-            f'{client} - "{self.command} {self.path} {self.request_version}" '
-            f"{code} {HTTPStatus(code).phrase}"
+            f'{client} - "{self.command} {self.path} {self.request_version}" {code} {HTTPStatus(code).phrase}'
         )
 
     def log_message(self, format, *args) -> None:

@@ -36,8 +36,9 @@ class MemoryPlan:
     draft_graph: float
 
 
-def plan_memory(args: ServerArgs, target: ModelConfig, draft: Optional[ModelConfig],
-                rank: int, graph_sizes: int) -> MemoryPlan:
+def plan_memory(
+    args: ServerArgs, target: ModelConfig, draft: Optional[ModelConfig], rank: int, graph_sizes: int
+) -> MemoryPlan:
     """The memory plan of rank `rank`; kv_tokens <= 0 means the pool does not fit."""
     jitter = (rank * 7 % 5) * 0.01  # ranks differ by a few MB, as in real logs
     dist_init = 1.05 + jitter

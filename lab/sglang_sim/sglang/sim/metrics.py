@@ -46,9 +46,15 @@ def render_metrics(tm: TokenizerManager) -> str:
     values = _gauge_values(tm)
     lines = []
     for name, help_text in GAUGES:
-        lines += [f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} gauge",
-                  f"sglang:{name}{labels} {float(values[name])}"]
+        lines += [
+            f"# HELP sglang:{name} {help_text}",
+            f"# TYPE sglang:{name} gauge",
+            f"sglang:{name}{labels} {float(values[name])}",
+        ]
     for name, help_text in COUNTERS:
-        lines += [f"# HELP sglang:{name}_total {help_text}", f"# TYPE sglang:{name}_total counter",
-                  f"sglang:{name}_total{labels} {tm.chans.stat(name)}"]
+        lines += [
+            f"# HELP sglang:{name}_total {help_text}",
+            f"# TYPE sglang:{name}_total counter",
+            f"sglang:{name}_total{labels} {tm.chans.stat(name)}",
+        ]
     return "\n".join(lines) + "\n"

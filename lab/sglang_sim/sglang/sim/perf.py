@@ -40,7 +40,6 @@ PREFILL_TOK_S = 4000.0
 MEAN_ACCEPT_PROB = 0.72
 
 
-
 @dataclass(frozen=True)
 class DecodeRate:
     """A configuration's single-stream decode rate (tuned NCCL) and mean accept length."""
@@ -86,7 +85,7 @@ def accept_prob_for(accept_length: float, steps: int) -> float:
     low, high = 0.0, 1.0
     for _ in range(60):
         mid = (low + high) / 2
-        if sum(mid ** i for i in range(steps + 1)) < accept_length:
+        if sum(mid**i for i in range(steps + 1)) < accept_length:
             low = mid
         else:
             high = mid

@@ -1,7 +1,8 @@
 """A TP rank: SGLang's scheduler process, phase by phase, then its event loop.
 
 Every rank logs its own startup lines (`[... TPn] ...`) and holds its GPU; TP0 alone draws the
-progress bars and prints the scheduler-ready line; serving is in serving.py. Any exception is logged as `Scheduler hit an exception: <traceback>` and the
+progress bars and prints the scheduler-ready line; serving is in serving.py. Any exception is logged as
+`Scheduler hit an exception: <traceback>` and the
 parent gets SIGQUIT, as in SGLang. A `hang` fault stops a rank right after the begin line of
 its phase (kv_cache has none: right after `Load weight end`), GPU idle, memory kept.
 """
@@ -82,9 +83,7 @@ class Scheduler:
         if self.faults.crash == "context_length" and not self.args.is_speculative:
             derived = ModelConfig(self.args.model_path).derived_context_len
             requested = self.args.context_length or derived
-            raise ValueError(
-                context_length_error(requested, _forced_derived(requested, derived), False)
-            )
+            raise ValueError(context_length_error(requested, _forced_derived(requested, derived), False))
         return ModelConfig(self.args.model_path, context_length=self.args.context_length)
 
     def init_model_worker(self) -> dict:
@@ -207,8 +206,7 @@ class Scheduler:
             self._hang_if("cuda_graph")
             return
         logger.info(
-            f"Capture cuda graph begin. This can take up to several minutes. "
-            f"avail mem={self.gpu.avail_gib:.2f} GB"
+            f"Capture cuda graph begin. This can take up to several minutes. avail mem={self.gpu.avail_gib:.2f} GB"
         )
         self._hang_if("cuda_graph")
         self.gpu.publish(utilization=CAPTURE_UTILIZATION)
@@ -223,9 +221,7 @@ class Scheduler:
                 self._capture_decode_graphs(gib, fraction)
             else:
                 if log:
-                    logger.info(
-                        f"{label} begin. This can take up to several minutes. avail mem={before:.2f} GB"
-                    )
+                    logger.info(f"{label} begin. This can take up to several minutes. avail mem={before:.2f} GB")
                 self._sleep("cuda_graph", fraction)
                 self._use(gib)
             if log:
@@ -293,8 +289,7 @@ class Scheduler:
         serve(self)
 
 
-def run_scheduler_process(args: ServerArgs, tp_rank: int, faults: Faults, chans: Channels,
-                          pipe_writer) -> None:
+def run_scheduler_process(args: ServerArgs, tp_rank: int, faults: Faults, chans: Channels, pipe_writer) -> None:
     """Entry point of the `sglang::scheduler_TP<n>` process (multiprocessing spawn)."""
     kill_itself_when_parent_died()
     set_process_title(f"sglang::scheduler_TP{tp_rank}")

@@ -164,8 +164,10 @@ class ServeLoop:
 
     def _decode_step(self) -> None:
         emitted = [
-            min(self.perf.tokens_per_step(req.rng, req.accept_prob) if self.perf.is_speculative else 1,
-                req.target_tokens - req.completion_tokens)
+            min(
+                self.perf.tokens_per_step(req.rng, req.accept_prob) if self.perf.is_speculative else 1,
+                req.target_tokens - req.completion_tokens,
+            )
             for req in self.running
         ]
         self.next_step += self.perf.step_seconds(emitted)
@@ -233,10 +235,7 @@ class ServeLoop:
         spec = ""
         if self.perf.is_speculative and self.interval_verify_ct:
             accept_len = self.interval_tokens / self.interval_verify_ct
-            spec = (
-                f"accept len: {accept_len:.2f}, "
-                f"accept rate: {(accept_len - 1) / self.perf.spec_steps:.2f}, "
-            )
+            spec = f"accept len: {accept_len:.2f}, accept rate: {(accept_len - 1) / self.perf.spec_steps:.2f}, "
         logger.info(
             f"Decode batch, #running-req: {len(self.running)}, #token: {n_tokens}, "
             f"token usage: {self._token_usage():.2f}, {spec}cuda graph: {self.args.cuda_graph_enabled}, "

@@ -42,8 +42,7 @@ class GenerateSpec:
 class TokenizerManager:
     """Submits generations to the scheduler and hands their outputs to HTTP handlers."""
 
-    def __init__(self, args: ServerArgs, chans: Channels, model_config: ModelConfig,
-                 scheduler_info: dict):
+    def __init__(self, args: ServerArgs, chans: Channels, model_config: ModelConfig, scheduler_info: dict):
         self.args, self.chans = args, chans
         self.model_config = model_config
         self.scheduler_info = scheduler_info
@@ -113,14 +112,16 @@ class TokenizerManager:
         exact = spec.max_new_tokens is not None
         sampled = not spec.greedy and spec.seed is None
         variant = next(self._counter) if sampled else spec.seed
-        self.chans.to_scheduler.put({
-            "rid": rid,
-            "seed_key": f"{spec.prompt_key}|{variant}",
-            "input_tokens": spec.input_tokens,
-            "max_new_tokens": spec.max_new_tokens if exact else self.context_len - spec.input_tokens,
-            "exact": exact,
-            "stream": spec.stream,
-        })
+        self.chans.to_scheduler.put(
+            {
+                "rid": rid,
+                "seed_key": f"{spec.prompt_key}|{variant}",
+                "input_tokens": spec.input_tokens,
+                "max_new_tokens": spec.max_new_tokens if exact else self.context_len - spec.input_tokens,
+                "exact": exact,
+                "stream": spec.stream,
+            }
+        )
 
     def health_check(self, path: str) -> int:
         """SGLang's /health and /health_generate: 200 once anything comes back in time."""

@@ -44,15 +44,19 @@ def _warmup_request(tm: TokenizerManager) -> tuple:
     if tm.model_config.is_multimodal and not args.skip_tokenizer_init:
         return "/v1/chat/completions", {
             "model": args.served_model_name,
-            "messages": [{"role": "user", "content": [
-                {"type": "text", "text": "Describe this image in a very short sentence."},
-                {"type": "image_url", "image_url": {"url": WARMUP_IMAGE}},
-            ]}],
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "Describe this image in a very short sentence."},
+                        {"type": "image_url", "image_url": {"url": WARMUP_IMAGE}},
+                    ],
+                }
+            ],
             "max_tokens": 8,
             "temperature": 0,
         }
-    prompt = {"input_ids": [10, 11, 12]} if args.skip_tokenizer_init else {
-        "text": "The capital city of France is"}
+    prompt = {"input_ids": [10, 11, 12]} if args.skip_tokenizer_init else {"text": "The capital city of France is"}
     return "/generate", {**prompt, "sampling_params": {"temperature": 0, "max_new_tokens": 8}}
 
 

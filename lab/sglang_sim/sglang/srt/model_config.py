@@ -130,9 +130,7 @@ class ModelConfig:
                 raise ValueError(context_length_error(context_length, derived, self.is_draft_model))
             logger.warning(msg)
             if self.is_draft_model:
-                logger.warning(
-                    f"Overriding the draft model's max_position_embeddings to {context_length}."
-                )
+                logger.warning(f"Overriding the draft model's max_position_embeddings to {context_length}.")
         return context_length
 
     def kv_bytes_per_token(self, tp_size: int, kv_cache_dtype: str) -> int:
@@ -174,7 +172,5 @@ class ModelConfig:
         return 1 if self.is_draft_model else DEFAULT_SHARD_COUNT
 
     def quant_method(self) -> Optional[str]:
-        quant = self.hf_config.get("quantization_config") or self.hf_text_config.get(
-            "quantization_config"
-        )
+        quant = self.hf_config.get("quantization_config") or self.hf_text_config.get("quantization_config")
         return quant.get("quant_method") if quant else None

@@ -22,17 +22,46 @@ from sglang.srt.server_args_config_parser import ConfigArgumentMerger
 logger = logging.getLogger(__name__)
 
 LOAD_FORMAT_CHOICES = [
-    "auto", "pt", "safetensors", "npcache", "dummy", "sharded_state", "gguf",
-    "bitsandbytes", "layered", "remote", "remote_instance",
+    "auto",
+    "pt",
+    "safetensors",
+    "npcache",
+    "dummy",
+    "sharded_state",
+    "gguf",
+    "bitsandbytes",
+    "layered",
+    "remote",
+    "remote_instance",
 ]
 # Guess: subsets of SGLang's parser registries (the real lists are longer and change often).
 REASONING_PARSER_CHOICES = [
-    "deepseek-r1", "deepseek-v3", "glm45", "gpt-oss", "kimi", "kimi_k2", "minimax",
-    "minimax-append-think", "qwen3", "qwen3-thinking", "step3",
+    "deepseek-r1",
+    "deepseek-v3",
+    "glm45",
+    "gpt-oss",
+    "kimi",
+    "kimi_k2",
+    "minimax",
+    "minimax-append-think",
+    "qwen3",
+    "qwen3-thinking",
+    "step3",
 ]
 TOOL_CALL_PARSER_CHOICES = [
-    "deepseekv3", "deepseekv31", "glm", "glm45", "gpt-oss", "kimi_k2", "llama3", "mistral",
-    "pythonic", "qwen", "qwen25", "qwen3_coder", "step3",
+    "deepseekv3",
+    "deepseekv31",
+    "glm",
+    "glm45",
+    "gpt-oss",
+    "kimi_k2",
+    "llama3",
+    "mistral",
+    "pythonic",
+    "qwen",
+    "qwen25",
+    "qwen3_coder",
+    "step3",
 ]
 # Guess: backend names of #23906's split CUDA-graph flags.
 CUDA_GRAPH_BACKEND_DECODE_CHOICES = ["full", "disabled"]
@@ -191,18 +220,31 @@ class ServerArgs:
         a("--page-size", type=int, default=d.page_size)
         a("--attention-backend", type=str, default=d.attention_backend)
         a("--cuda-graph-max-bs-decode", type=int, default=d.cuda_graph_max_bs_decode)
-        a("--cuda-graph-backend-decode", type=str, default=d.cuda_graph_backend_decode,
-          choices=CUDA_GRAPH_BACKEND_DECODE_CHOICES)
-        a("--cuda-graph-backend-prefill", type=str, default=d.cuda_graph_backend_prefill,
-          choices=CUDA_GRAPH_BACKEND_PREFILL_CHOICES)
-        a("--cuda-graph-max-bs", action=DeprecatedAliasAction, type=int,
-          replacement="--cuda-graph-max-bs-decode")
-        a("--disable-cuda-graph", action=DeprecatedAliasAction,
-          replacement="--cuda-graph-backend-decode disabled --cuda-graph-backend-prefill disabled",
-          assign={"cuda_graph_backend_decode": "disabled", "cuda_graph_backend_prefill": "disabled"})
-        a("--disable-piecewise-cuda-graph", action=DeprecatedAliasAction,
-          replacement="--cuda-graph-backend-prefill disabled",
-          assign={"cuda_graph_backend_prefill": "disabled"})
+        a(
+            "--cuda-graph-backend-decode",
+            type=str,
+            default=d.cuda_graph_backend_decode,
+            choices=CUDA_GRAPH_BACKEND_DECODE_CHOICES,
+        )
+        a(
+            "--cuda-graph-backend-prefill",
+            type=str,
+            default=d.cuda_graph_backend_prefill,
+            choices=CUDA_GRAPH_BACKEND_PREFILL_CHOICES,
+        )
+        a("--cuda-graph-max-bs", action=DeprecatedAliasAction, type=int, replacement="--cuda-graph-max-bs-decode")
+        a(
+            "--disable-cuda-graph",
+            action=DeprecatedAliasAction,
+            replacement="--cuda-graph-backend-decode disabled --cuda-graph-backend-prefill disabled",
+            assign={"cuda_graph_backend_decode": "disabled", "cuda_graph_backend_prefill": "disabled"},
+        )
+        a(
+            "--disable-piecewise-cuda-graph",
+            action=DeprecatedAliasAction,
+            replacement="--cuda-graph-backend-prefill disabled",
+            assign={"cuda_graph_backend_prefill": "disabled"},
+        )
         # Parallelism and distribution
         a("--tp-size", "--tensor-parallel-size", type=int, default=d.tp_size)
         a("--base-gpu-id", type=int, default=d.base_gpu_id)
@@ -224,27 +266,29 @@ class ServerArgs:
         a("--decode-log-interval", type=int, default=d.decode_log_interval)
         a("--enable-metrics", action="store_true")
         # API parsers
-        a("--reasoning-parser", type=str, default=d.reasoning_parser,
-          choices=REASONING_PARSER_CHOICES)
-        a("--tool-call-parser", type=str, default=d.tool_call_parser,
-          choices=TOOL_CALL_PARSER_CHOICES)
+        a("--reasoning-parser", type=str, default=d.reasoning_parser, choices=REASONING_PARSER_CHOICES)
+        a("--tool-call-parser", type=str, default=d.tool_call_parser, choices=TOOL_CALL_PARSER_CHOICES)
         # Speculative decoding
         a("--speculative-algorithm", type=str, default=d.speculative_algorithm)
-        a("--speculative-draft-model-path", "--speculative-draft-model", type=str,
-          default=d.speculative_draft_model_path)
-        a("--speculative-draft-model-revision", type=str,
-          default=d.speculative_draft_model_revision)
-        a("--speculative-draft-load-format", type=str, default=d.speculative_draft_load_format,
-          choices=LOAD_FORMAT_CHOICES)
-        a("--speculative-draft-model-quantization", type=str,
-          default=d.speculative_draft_model_quantization)
+        a(
+            "--speculative-draft-model-path",
+            "--speculative-draft-model",
+            type=str,
+            default=d.speculative_draft_model_path,
+        )
+        a("--speculative-draft-model-revision", type=str, default=d.speculative_draft_model_revision)
+        a(
+            "--speculative-draft-load-format",
+            type=str,
+            default=d.speculative_draft_load_format,
+            choices=LOAD_FORMAT_CHOICES,
+        )
+        a("--speculative-draft-model-quantization", type=str, default=d.speculative_draft_model_quantization)
         a("--speculative-num-steps", type=int, default=d.speculative_num_steps)
         a("--speculative-eagle-topk", type=int, default=d.speculative_eagle_topk)
         a("--speculative-num-draft-tokens", type=int, default=d.speculative_num_draft_tokens)
-        a("--speculative-accept-threshold-single", type=float,
-          default=d.speculative_accept_threshold_single)
-        a("--speculative-accept-threshold-acc", type=float,
-          default=d.speculative_accept_threshold_acc)
+        a("--speculative-accept-threshold-single", type=float, default=d.speculative_accept_threshold_single)
+        a("--speculative-accept-threshold-acc", type=float, default=d.speculative_accept_threshold_acc)
         a("--speculative-use-rejection-sampling", action="store_true")
 
     @classmethod

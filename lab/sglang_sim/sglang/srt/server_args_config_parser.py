@@ -21,9 +21,7 @@ class ConfigArgumentMerger:
     """Merge the arguments of a YAML config file into a command line."""
 
     def __init__(self, parser: argparse.ArgumentParser):
-        self.store_true_actions = {
-            a.dest for a in parser._actions if isinstance(a, argparse._StoreTrueAction)
-        }
+        self.store_true_actions = {a.dest for a in parser._actions if isinstance(a, argparse._StoreTrueAction)}
         self.unsupported_actions = {
             a.dest: a
             for a in parser._actions
@@ -80,10 +78,7 @@ class ConfigArgumentMerger:
             key_norm = str(key).replace("-", "_")
             if key_norm in self.unsupported_actions:
                 action = self.unsupported_actions[key_norm]
-                raise ValueError(
-                    f"Unsupported config option '{key_norm}' with action "
-                    f"'{action.__class__.__name__}'"
-                )
+                raise ValueError(f"Unsupported config option '{key_norm}' with action '{action.__class__.__name__}'")
             if isinstance(value, bool):
                 if key_norm in self.store_true_actions:
                     if value:

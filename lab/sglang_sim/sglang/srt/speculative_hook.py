@@ -69,15 +69,10 @@ def _handle_eagle_family(server_args: "ServerArgs") -> None:
             "this by explicitly setting --max-running-requests."
         )
     if server_args.disable_overlap_schedule:
-        logger.warning(
-            "Non-overlap (synchronous) spec v2 is used for eagle/eagle3/standalone "
-            "speculative decoding."
-        )
+        logger.warning("Non-overlap (synchronous) spec v2 is used for eagle/eagle3/standalone speculative decoding.")
     if server_args.enable_mixed_chunk:
         server_args.enable_mixed_chunk = False
-        logger.warning(
-            "Mixed chunked prefill is disabled because of using eagle speculative decoding."
-        )
+        logger.warning("Mixed chunked prefill is disabled because of using eagle speculative decoding.")
 
     model_arch = server_args.get_model_config().architecture
     if model_arch in DEEPSEEK_MTP_ARCHS:
@@ -88,10 +83,7 @@ def _handle_eagle_family(server_args: "ServerArgs") -> None:
             logger.warning("DeepSeek MTP does not require setting speculative_draft_model_path.")
 
     if server_args.speculative_num_steps is None:
-        assert (
-            server_args.speculative_eagle_topk is None
-            and server_args.speculative_num_draft_tokens is None
-        )
+        assert server_args.speculative_eagle_topk is None and server_args.speculative_num_draft_tokens is None
         (
             server_args.speculative_num_steps,
             server_args.speculative_eagle_topk,
@@ -103,8 +95,7 @@ def _handle_eagle_family(server_args: "ServerArgs") -> None:
         and server_args.speculative_num_draft_tokens != server_args.speculative_num_steps + 1
     ):
         logger.warning(
-            "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
-            "speculative_eagle_topk == 1"
+            "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
         )
         server_args.speculative_num_draft_tokens = server_args.speculative_num_steps + 1
 

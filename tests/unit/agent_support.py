@@ -17,8 +17,6 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import pytest
-
 from sglang_pve.agent import spec as spec_module
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -99,20 +97,6 @@ CONTEXT_LENGTH_CRASH = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def agent_env(monkeypatch, tmp_path):
-    """Isolate the agent from this host's devices, nvidia-smi and systemd."""
-    devices = tmp_path / "dev"
-    devices.mkdir()
-    monkeypatch.setenv("SGLANG_PVE_DEV_GLOB", f"{devices}/nvidia*")
-    monkeypatch.setenv("SGLANG_PVE_NVIDIA_SMI", "")
-    monkeypatch.setenv("SGLANG_PVE_SYSTEMCTL", str(fake_systemctl(tmp_path, {})))
-    monkeypatch.setenv("SGLANG_PVE_RUN_DIR", str(tmp_path / "run"))
-    monkeypatch.delenv("INVOCATION_ID", raising=False)
-    monkeypatch.delenv("SGLANG_PVE_UNIT", raising=False)
-    return devices
-
-
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -123,14 +107,29 @@ def write_spec(tmp_path: Path, **changes) -> spec_module.Spec:
     """A valid spec with tiny timeouts; `changes` replace top-level keys or merge into dicts."""
     server = changes.get("server", "t1")
     data = {
-        "server": server, "unit": f"sglang-{server}.service", "unit_prefix": "sglang-",
-        "log": str(tmp_path / "log" / f"{server}.log"), "host": "127.0.0.1", "port": free_port(),
-        "speculative": False, "startup_timeout_s": 30, "stop_timeout_s": 5,
+        "server": server,
+        "unit": f"sglang-{server}.service",
+        "unit_prefix": "sglang-",
+        "log": str(tmp_path / "log" / f"{server}.log"),
+        "host": "127.0.0.1",
+        "port": free_port(),
+        "speculative": False,
+        "startup_timeout_s": 30,
+        "stop_timeout_s": 5,
         "stall_timeout_s": {phase: 5 for phase in spec_module.STALL_PHASES},
-        "watchdog": {"interval_s": 0.05, "timeout_s": 1, "failures": 3, "max_restarts": 2,
-                     "window_s": 3600, "backoff_s": 0.1, "backoff_max_s": 0.2},
-        "gpu_free_timeout_s": 2, "gpu_idle_mib": 1024,
-        "state_dir": str(tmp_path / "state"), "diagnoses_dir": str(tmp_path / "state" / "diagnoses"),
+        "watchdog": {
+            "interval_s": 0.05,
+            "timeout_s": 1,
+            "failures": 3,
+            "max_restarts": 2,
+            "window_s": 3600,
+            "backoff_s": 0.1,
+            "backoff_max_s": 0.2,
+        },
+        "gpu_free_timeout_s": 2,
+        "gpu_idle_mib": 1024,
+        "state_dir": str(tmp_path / "state"),
+        "diagnoses_dir": str(tmp_path / "state" / "diagnoses"),
     }
     for key, value in changes.items():
         if isinstance(value, dict) and isinstance(data.get(key), dict):
@@ -200,7 +199,8 @@ def fake_systemctl(tmp_path: Path, units: dict, restart_rc: int = 0) -> Path:
     appended as a JSON list to tmp_path/systemctl.calls."""
     script = tmp_path / "systemctl"
     (tmp_path / "systemctl.units.json").write_text(json.dumps(units))
-    script.write_text(textwrap.dedent(f"""\
+    script.write_text(
+        textwrap.dedent(f"""\
         #!{sys.executable}
         import json, sys
         args = sys.argv[1:]
@@ -221,7 +221,8 @@ def fake_systemctl(tmp_path: Path, units: dict, restart_rc: int = 0) -> Path:
             if blocks:
                 print("\\n\\n".join(blocks))
         sys.exit({restart_rc} if args[0] == "restart" else 0)
-        """))
+        """)
+    )
     script.chmod(0o755)
     return script
 
@@ -262,8 +263,15 @@ def hold_device(device: Path, unit: str | None = None, ignore_term: bool = False
 def agent(*args, env_extra: dict | None = None, **kwargs) -> subprocess.Popen:
     """The agent's command line as the units run it, in a child process."""
     env = {**os.environ, "PYTHONPATH": str(PROJECT), **(env_extra or {})}
-    return subprocess.Popen([sys.executable, "-m", "sglang_pve.agent", *args], env=env, cwd=PROJECT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-m", "sglang_pve.agent", *args],
+        env=env,
+        cwd=PROJECT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **kwargs,
+    )
 
 
 def sleeper():

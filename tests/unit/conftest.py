@@ -1,0 +1,19 @@
+"""Fixtures shared by the agent's unit tests (their helpers: agent_support.py)."""
+
+import pytest
+
+from tests.unit.agent_support import fake_systemctl
+
+
+@pytest.fixture
+def agent_env(monkeypatch, tmp_path):
+    """Isolate the agent from this host's devices, nvidia-smi and systemd."""
+    devices = tmp_path / "dev"
+    devices.mkdir()
+    monkeypatch.setenv("SGLANG_PVE_DEV_GLOB", f"{devices}/nvidia*")
+    monkeypatch.setenv("SGLANG_PVE_NVIDIA_SMI", "")
+    monkeypatch.setenv("SGLANG_PVE_SYSTEMCTL", str(fake_systemctl(tmp_path, {})))
+    monkeypatch.setenv("SGLANG_PVE_RUN_DIR", str(tmp_path / "run"))
+    monkeypatch.delenv("INVOCATION_ID", raising=False)
+    monkeypatch.delenv("SGLANG_PVE_UNIT", raising=False)
+    return devices
