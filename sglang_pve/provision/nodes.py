@@ -63,8 +63,3 @@ def node_for(host_name: str, data: dict) -> Node:
     if host_name not in _nodes:
         _nodes[host_name] = Node(host_name, load_api_settings(host_name, data))
     return _nodes[host_name]
-
-
-def forget_all() -> None:
-    """A fresh start (tests running several deploys in one process)."""
-    _nodes.clear()

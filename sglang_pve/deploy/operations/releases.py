@@ -5,11 +5,7 @@ For other tasks (the benchmark) the API is the operation
 
     releases.switched(server="eagle3-3step", keep=5, venvs_dir="/opt/sglang/venvs")
 
-or, from code that runs at execution time (a python.call function),
-
-    ok, lines = releases.switch_now(host, "eagle3-3step", keep=5, venvs_dir="/opt/sglang/venvs")
-
-Both record a release of the files in place with that configuration active and switch to it:
+It records a release of the files in place with that configuration active and switches to it:
 stop -> GPUs verified free -> start -> readiness gate (a fresh start, also when it already ran).
 When the gate fails, the previous release runs again and the switch fails (exit code 9) with the
 reason and the gate's diagnosis in its output; the line `switch-timings {...}` gives stop,
@@ -177,17 +173,6 @@ def _switch_spec(current: dict, server: str) -> dict:
         commit=current.get("commit"),
     )
     return spec
-
-
-def switch_now(host, server: str, keep: int, venvs_dir: str) -> tuple[bool, list[str]]:
-    """Switch to `server` now, freshly started, from code running at execution time; returns
-    whether its gate passed and the agent's output lines (the failure and diagnosis, or the
-    timings). A failed gate leaves the previous release running."""
-    current = host.get_fact(Releases).current_record
-    if current is None or paths.unit_name(server) not in current["units"]:
-        return False, [f"{host.name}: no release with configuration {server!r} yet; run deploy.py first"]
-    ok, output = host.run_shell_command(_apply(_switch_spec(current, server), keep, venvs_dir), print_output=False)
-    return ok, output.output_lines
 
 
 @operation()

@@ -120,28 +120,6 @@ def analyse(result: dict, mix: dict) -> dict:
     return verdicts
 
 
-def size_table(result: dict) -> list:
-    """Rows (profile, size label, regime, median us, spread %, busbw GB/s) of every ok profile;
-    spread = (max - min) / median over the trials."""
-    world = result.get("world_size", 2)
-    rows = []
-    for name, entry in ok_profiles(result).items():
-        for row in entry["sizes"]:
-            trials = row["trials_us"]
-            median = statistics.median(trials)
-            rows.append(
-                (
-                    name,
-                    row["label"],
-                    row["regime"],
-                    median,
-                    (max(trials) - min(trials)) / median * 100,
-                    bus_bandwidth_gbs(row["bytes"], median, world),
-                )
-            )
-    return rows
-
-
 def render(result: dict, mix: dict) -> str:
     """The probe's report as text: per-size table, failures, per-regime scores and verdicts."""
     ok = ok_profiles(result)
