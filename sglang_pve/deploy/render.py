@@ -29,7 +29,7 @@ _jinja = Environment(
     autoescape=False,
 )
 _jinja.filters.update(shquote=shlex.quote, systemd_word=escape.systemd_word, systemd_text=escape.systemd_text)
-_jinja.globals["systemd_env"] = escape.systemd_env
+_jinja.globals.update(systemd_env=escape.systemd_env, marker=contract.MARKER)
 
 
 def render(template: str, **context) -> str:
@@ -72,7 +72,7 @@ def server_yaml(server: ServerConfig, secrets: dict | None = None) -> str:
 def secret_env_text(secrets: dict) -> str:
     """An EnvironmentFile; values are single-quoted (the secret alphabet has no quote, $ or blank)."""
     lines = [f"{name}='{secret.value}'\n" for name, secret in secrets.items()]
-    return "# Managed by sglang-pve: secret environment of the server units (root-only).\n" + "".join(lines)
+    return f"# {contract.MARKER}: secret environment of the server units (root-only).\n" + "".join(lines)
 
 
 def lifecycle_spec(server: ServerConfig) -> spec.Spec:

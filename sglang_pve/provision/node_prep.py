@@ -8,12 +8,12 @@
 ['Before=pve-guests.service', 'ExecStart=/usr/bin/nvidia-smi', 'ExecStart=/usr/bin/nvidia-modprobe -u -c=0 -c=1']
 """
 
+from sglang_pve.agent.contract import MARKER
 from sglang_pve.deploy.facts.gpu import GpuDeviceInfo
 from sglang_pve.deploy.operations.files import ManagedFile
 
 DEVICE_NODES_UNIT = "sglang-pve-nvidia-nodes.service"
 MODULES_LOAD = "/etc/modules-load.d/nvidia.conf"
-MARK = "# managed by sglang-pve"
 
 
 def node_prep_files(gpus: GpuDeviceInfo) -> list[ManagedFile]:
@@ -23,7 +23,7 @@ def node_prep_files(gpus: GpuDeviceInfo) -> list[ManagedFile]:
     minors = gpus.gpu_indices
     unit = "\n".join(
         [
-            MARK,
+            f"# {MARKER}: written by tasks/pve_host.py.",
             "[Unit]",
             "Description=Create every NVIDIA device node before guests start (sglang-pve)",
             "After=systemd-modules-load.service",
@@ -41,6 +41,6 @@ def node_prep_files(gpus: GpuDeviceInfo) -> list[ManagedFile]:
         ]
     )
     return [
-        ManagedFile(MODULES_LOAD, f"{MARK}\nnvidia\nnvidia_uvm\n"),
+        ManagedFile(MODULES_LOAD, f"# {MARKER}: written by tasks/pve_host.py.\nnvidia\nnvidia_uvm\n"),
         ManagedFile(f"/etc/systemd/system/{DEVICE_NODES_UNIT}", unit),
     ]

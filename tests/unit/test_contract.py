@@ -9,10 +9,14 @@ import pytest
 import yaml
 
 from sglang_pve.agent import contract, phases, spec
+from sglang_pve.agent.gpus import DeviceNode
 from sglang_pve.config import ConfigError, load_deployment
 from sglang_pve.config.lifecycle import Lifecycle
-from sglang_pve.deploy import paths
+from sglang_pve.config.secrets import Secret
+from sglang_pve.deploy import paths, render
+from sglang_pve.deploy.facts.gpu import GpuDeviceInfo
 from sglang_pve.deploy.render import lifecycle_spec, server_files
+from sglang_pve.provision.node_prep import node_prep_files
 from tests.conftest import PROJECT, group_data
 
 DATA = {"production": ("all",), "lab": ("all", "lab")}
@@ -43,6 +47,22 @@ def test_every_shipped_configuration_renders_a_spec_the_agent_reads_back(data):
         for command in ("prestart", "gate", "poststop"):
             assert f"{contract.TARGET_PYTHON} -I {contract.AGENT} {command} --spec {path}" in unit
         assert f"--config {contract.server_config_path(name)}" in unit
+
+
+def test_every_file_written_whole_carries_the_contracts_marker_first():
+    """The servers fact and the unit operation leave alone what lacks contract.MARKER; JSON (the
+    lifecycle spec) has no comments and a .pth line is code: those two carry no marker."""
+    deployment = load_deployment("h", group_data("all"), PROJECT)
+    gpus = GpuDeviceInfo({}, [DeviceNode("/dev/nvidia0", 195, 0)], None)
+    written = render.nccl_files(deployment, "/opt/venv/site") + [render.logrotate_file()] + node_prep_files(gpus)
+    for server in deployment.servers.values():
+        written += server_files(deployment, server, "/opt/venv")
+    secret = Secret("canary", "test")
+    files = {f.path: f.content for f in written if not f.path.endswith((".lifecycle.json", ".pth"))}
+    files["env"] = render.secret_env_text({"HF_TOKEN": secret})
+    files["yaml"] = render.server_yaml(server, {"api-key": secret})
+    assert len(files) >= 9
+    assert {p for p, c in files.items() if not c.startswith(f"# {contract.MARKER}: ")} == set()
 
 
 @pytest.mark.parametrize(
