@@ -25,7 +25,7 @@ import subprocess
 import sys
 import traceback
 
-MARKER = "sglang-pve-preflight "
+RESULT_PREFIX = "sglang-pve-preflight "  # the result line (facts/preflight.py finds it)
 VERDICT = "sglang-pve-verdict "
 CAP_SYS_RESOURCE = 24
 LIMIT_ROWS = {"Max open files": "nofile", "Max locked memory": "memlock"}
@@ -269,4 +269,4 @@ if __name__ == "__main__":
         result = main(json.loads(base64.b64decode(sys.argv[2])))
     except Exception:
         result = {"error": traceback.format_exc()}
-    print(MARKER + json.dumps(result, sort_keys=True))
+    print(RESULT_PREFIX + json.dumps(result, sort_keys=True))

@@ -17,7 +17,6 @@ from sglang_pve.agent import preflight_probe
 from sglang_pve.agent.contract import TARGET_PYTHON
 
 PROBE = Path(preflight_probe.__file__)
-MARKER = "sglang-pve-preflight "
 _BOOTSTRAP = "import base64, sys; exec(base64.b64decode(sys.argv[1]))"
 
 
@@ -136,7 +135,8 @@ class PreflightProbe(FactBase["HostSnapshot | None"]):
         return f"{TARGET_PYTHON} -c {shlex.quote(_BOOTSTRAP)} {script} {spec.encoded()}"
 
     def process(self, output):
-        lines = [line[len(MARKER) :] for line in output if line.startswith(MARKER)]
+        prefix = preflight_probe.RESULT_PREFIX
+        lines = [line[len(prefix) :] for line in output if line.startswith(prefix)]
         if not lines:
             return HostSnapshot(error="the probe printed no result:\n" + "\n".join(output[-20:]))
         return parse_snapshot(json.loads(lines[-1]))
