@@ -13,8 +13,11 @@ demo: venv system-packages lab-up deploy status
 test: venv system-packages lint lab-up
 	$(PY) -m pytest
 
+# One check a line (the layers: pyproject.toml's [tool.importlinter]).
 lint: venv
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-logo
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml

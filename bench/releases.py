@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sglang_pve import paths  # noqa: E402
+from sglang_pve.deploy import paths  # noqa: E402
 from tests.conftest import group_data  # noqa: E402
 from tests.lab.conftest import pyinfra, restore_servers, sh  # noqa: E402
 

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from sglang_pve.deploy.escape import printable
+from sglang_pve.config.safe import printable
 
 
 class Hidden:

@@ -8,6 +8,9 @@ line, a directive or code; templates still escape on the way out (sglang_pve.dep
     HostPath                 an absolute path in [A-Za-z0-9_.,+@=:/-]: venv dirs, the shell rc
     ModelRef                 a HostPath or a Hugging Face id (org/name) in the same alphabet
     ASCII digits only: Python's int() and str.isdigit() accept "٣" and "３"; these never do.
+
+printable() escapes the same control characters in strings from a host (log and command lines)
+on their way to the terminal: the one alphabet for refusing and for escaping.
 """
 
 import re
@@ -31,6 +34,15 @@ def control_characters(value: str) -> str | None:
     if len(value) > MAX_TEXT:
         return f"is {len(value)} characters long (at most {MAX_TEXT})"
     return None
+
+
+def printable(text: str) -> str:
+    """`text` with every control character written as an escape: strings from a host (log lines,
+    command lines) or from input can neither move the cursor nor forge a line of our output.
+
+    printable("ok\x1b[2J\n") -> 'ok\\x1b[2J\\n'
+    """
+    return CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def _text(value: str) -> str:

@@ -8,19 +8,12 @@ only have to keep quotes, backslashes, `%` specifiers and `$` variables literal:
     systemd_word("100%$HOME")                -> '"100%%$$HOME"'          no specifier, no variable
     systemd_env("A", 'x "y" 5%')             -> '"A=x \\"y\\" 5%%"'      one Environment= assignment
     systemd_text("50% off")                  -> '50%% off'               Description= and friends
-    printable("ok\x1b[2J\n")                 -> 'ok\\x1b[2J\\n'           host strings on the terminal
+
+Host strings shown on the terminal go through sglang_pve.config.safe.printable (the same alphabet
+the model refuses on input).
 """
 
 import re
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def printable(text: str) -> str:
-    """`text` with every control character written as an escape: strings from a host (log lines,
-    command lines) or from input can neither move the cursor nor forge a line of our output."""
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
-
 
 _BARE = re.compile(r"[A-Za-z0-9_./:+@,=-]+")  # needs no quotes in a unit: left bare, for readability
 

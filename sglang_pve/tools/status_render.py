@@ -2,7 +2,7 @@
 
 from itertools import groupby
 
-from sglang_pve.deploy.escape import printable
+from sglang_pve.config.safe import printable
 
 
 def _seconds(value: float | None) -> str:
