@@ -295,3 +295,47 @@ def messages():
 
     say.said = said
     return say
+
+
+class FakeHost:
+    """systemctl and nvidia-smi of a pretend host (fake_host.py: units, GPU memory, a call log),
+    installed through SGLANG_PVE_SYSTEMCTL / SGLANG_PVE_NVIDIA_SMI for one test."""
+
+    def __init__(self, tmp_path: Path, monkeypatch, units: dict | None = None, linger: int = 0):
+        self.path = tmp_path / "host.json"
+        self.write(
+            {
+                "units": units or {},
+                "fail_start": {},
+                "fail_stop": [],
+                "linger": linger,
+                "busy_after_stop": 0,
+                "smi_error": None,
+                "calls": [],
+            }
+        )
+        source = Path(__file__).with_name("fake_host.py")
+        for tool, variable in (("systemctl", "SGLANG_PVE_SYSTEMCTL"), ("nvidia-smi", "SGLANG_PVE_NVIDIA_SMI")):
+            script = tmp_path / f"fake-{tool}"
+            script.write_text(f'#!/bin/sh\nexec {sys.executable} {source} {self.path} {tool} "$@"\n')
+            script.chmod(0o755)
+            monkeypatch.setenv(variable, str(script))
+
+    def read(self) -> dict:
+        return json.loads(self.path.read_text())
+
+    def write(self, host: dict) -> None:
+        self.path.write_text(json.dumps(host))
+
+    def change(self, **values) -> None:
+        self.write(self.read() | values)
+
+    def state(self, unit: str, prop: str = "ActiveState") -> str | None:
+        return self.read()["units"].get(unit, {}).get(prop)
+
+    def calls(self, tool: str = "systemctl") -> list:
+        return [call[1:] for call in self.read()["calls"] if call[0] == tool]
+
+    def log(self) -> list:
+        """Every call in order: ["systemctl", verb, ...] and ["nvidia-smi", "busy"|"free"]."""
+        return self.read()["calls"]

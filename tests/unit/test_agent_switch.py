@@ -1,0 +1,264 @@
+"""The atomic switch (agent/switch.py) through the agent's command line, on a pretend host.
+
+The host is fake_host.py: systemctl keeps unit states, nvidia-smi reports memory in use while a
+unit runs and for a few queries after its stop, and a start while the memory is in use fails (as
+the unit's prestart would). The releases are real files recorded by the real store. Each test
+drives `apply`, `switch` or `releases` as the deploy does and asserts what the host ends up with.
+"""
+
+import base64
+import json
+import os
+
+import pytest
+
+from sglang_pve.agent import cli, exitcodes
+from sglang_pve.agent.release_store import Store
+from tests.unit.agent_support import FakeHost, hold_device, stop, write_spec
+
+UNITS = ("sglang-a.service", "sglang-b.service")
+RUNNING = ("active", "activating", "reloading", "deactivating")
+
+
+@pytest.fixture
+def host(tmp_path, monkeypatch, agent_env):
+    """A host whose GPU memory stays in use for two nvidia-smi queries after a stop."""
+    return FakeHost(tmp_path, monkeypatch, linger=2)
+
+
+def release(tmp_path, active: str | None, version: str = "1.0", gpu_free_timeout_s: float = 1) -> dict:
+    """The spec `apply` records: two configurations (a, b), `active` the one that runs."""
+    for server in ("a", "b"):
+        write_spec(tmp_path, server=server, gpu_free_timeout_s=gpu_free_timeout_s)
+    etc = tmp_path / "etc"
+    etc.mkdir(exist_ok=True)
+    (etc / "sglang.conf").write_text(f"active={active} version={version}\n")
+    venv = tmp_path / "venvs" / f"sglang-{version}"
+    venv.mkdir(parents=True, exist_ok=True)
+    lock = tmp_path / "venvs" / f"sglang-{version}.lock"
+    lock.write_text(f"sglang=={version} --hash=sha256:00\n")
+    return {
+        "sglang_version": version,
+        "venv": str(venv),
+        "lock": str(lock),
+        "active_server": active,
+        "lifecycle": str(tmp_path / "specs" / f"{active}.lifecycle.json") if active else None,
+        "units": list(UNITS),
+        "nccl_profile": "p",
+        "files": [str(etc / "sglang.conf")],
+        "blocks": {},
+        "user": "me@here",
+        "commit": "abc",
+    }
+
+
+def apply(tmp_path, spec: dict, *extra: str) -> int:
+    encoded = base64.b64encode(json.dumps(spec).encode()).decode()
+    return cli.main(["apply", "--dir", str(tmp_path / "releases"), "--spec", encoded, *extra])
+
+
+def store(tmp_path) -> Store:
+    return Store(str(tmp_path / "releases"))
+
+
+def latest(tmp_path) -> dict:
+    return store(tmp_path).get(store(tmp_path).ids()[-1])
+
+
+def starts(host, unit: str) -> int:
+    return host.calls().count(["start", unit])
+
+
+def test_switch_stops_waits_for_free_gpus_starts_and_enables_the_new_unit(tmp_path, host, capsys):
+    assert apply(tmp_path, release(tmp_path, "a")) == exitcodes.OK
+    assert host.state("sglang-a.service") == "active" and host.state("sglang-a.service", "UnitFileState") == "enabled"
+    assert host.state("sglang-b.service", "UnitFileState") == "disabled"
+    first = store(tmp_path).current_id()
+    capsys.readouterr()
+
+    assert apply(tmp_path, release(tmp_path, "b", "2.0")) == exitcodes.OK
+    assert host.state("sglang-a.service") == "inactive" and host.state("sglang-b.service") == "active"
+    assert host.state("sglang-b.service", "UnitFileState") == "enabled"
+    assert host.state("sglang-a.service", "UnitFileState") == "disabled"
+    log = host.log()
+    start = log.index(["systemctl", "start", "sglang-b.service"])
+    queries = [answer for tool, answer, *_ in log[:start] if tool == "nvidia-smi"]
+    assert log.index(["systemctl", "stop", "sglang-a.service"]) < start
+    assert queries[-3:] == ["busy", "busy", "free"]  # waited until the memory was released, then started
+
+    current = store(tmp_path).current()
+    assert current["id"] != first and current["active_server"] == "b" and current["status"] == "ready"
+    assert store(tmp_path).pending() is None
+    out = capsys.readouterr().out
+    assert f"release {current['id']} runs: b on SGLang 2.0" in out
+    timings = json.loads(out.strip().splitlines()[-1].split("switch-timings ", 1)[1])
+    assert sorted(timings) == ["gpus_free_s", "start_s", "stop_s", "total_s"]
+
+
+@pytest.mark.parametrize("state", RUNNING)
+def test_a_unit_in_any_running_state_is_stopped_before_the_start(tmp_path, host, state):
+    assert apply(tmp_path, release(tmp_path, "a")) == exitcodes.OK
+    host.change(units=host.read()["units"] | {"sglang-a.service": {"ActiveState": state}})  # e.g. still starting
+    report = json.loads(_releases(tmp_path))
+    assert report["running"] == ["sglang-a.service"]
+
+    assert apply(tmp_path, release(tmp_path, "b", "2.0")) == exitcodes.OK
+    assert ["stop", "sglang-a.service"] in host.calls()
+    assert host.state("sglang-a.service") == "inactive" and host.state("sglang-b.service") == "active"
+
+
+@pytest.mark.parametrize("state", ["inactive", "failed"])
+def test_a_unit_that_does_not_run_is_not_stopped(tmp_path, host, state):
+    assert apply(tmp_path, release(tmp_path, "a")) == exitcodes.OK
+    host.change(units=host.read()["units"] | {"sglang-a.service": {"ActiveState": state}})
+    assert json.loads(_releases(tmp_path))["running"] == []
+    assert apply(tmp_path, release(tmp_path, "b", "2.0")) == exitcodes.OK
+    assert ["stop", "sglang-a.service"] not in host.calls()
+
+
+def _releases(tmp_path) -> str:
+    from contextlib import redirect_stdout
+    from io import StringIO
+
+    out = StringIO()
+    with redirect_stdout(out):
+        assert cli.main(["releases", "--dir", str(tmp_path / "releases")]) == exitcodes.OK
+    return out.getvalue()
+
+
+def test_a_failed_start_reverts_to_the_previous_release_and_ends_the_switch(tmp_path, host, capsys):
+    assert apply(tmp_path, release(tmp_path, "a")) == exitcodes.OK
+    previous = store(tmp_path).current_id()
+    diagnoses = tmp_path / "state" / "diagnoses"
+    diagnoses.mkdir(parents=True)
+    summary = "stalled in cuda_graph: no log progress for 5s"
+    fail = {"diagnosis": {"dir": str(diagnoses), "server": "b", "summary": summary}}
+    host.change(fail_start={"sglang-b.service": fail})
+    capsys.readouterr()
+
+    assert apply(tmp_path, release(tmp_path, "b", "2.0")) == exitcodes.SWITCH_REVERTED
+    failed = latest(tmp_path)
+    assert failed["status"] == "failed" and "Job for sglang-b.service failed" in failed["failure"]
+    assert f"diagnosis: {summary} ({diagnoses}/" in failed["failure"]
+    assert store(tmp_path).current_id() == previous and store(tmp_path).pending() is None  # the switch ended
+    assert (tmp_path / "etc" / "sglang.conf").read_text() == "active=a version=1.0\n"  # the old files again
+    assert host.state("sglang-a.service") == "active" and host.state("sglang-b.service") == "inactive"
+    assert starts(host, "sglang-a.service") == 2 and ["reset-failed", "sglang-b.service"] in host.calls()
+    out = capsys.readouterr().out
+    assert f"reverted: release {previous} runs again" in out and "switch-timings" in out.splitlines()[-1]
+    assert json.loads(_releases(tmp_path))["pending"] is None
+
+
+def test_a_revert_that_fails_too_leaves_the_switch_pending(tmp_path, host, capsys):
+    assert apply(tmp_path, release(tmp_path, "a")) == exitcodes.OK
+    previous = store(tmp_path).current_id()
+    host.change(fail_start={unit: {} for unit in UNITS})
+    assert apply(tmp_path, release(tmp_path, "b", "2.0")) == exitcodes.SWITCH_FAILED
+    assert store(tmp_path).current_id() == previous
+    assert store(tmp_path).pending() == latest(tmp_path)["id"]  # what runs is unknown: a rerun switches again
+    assert f"revert to release {previous} failed too" in capsys.readouterr().out
+
+
+def test_a_first_release_that_fails_has_nothing_to_revert_to(tmp_path, host, capsys):
+    host.change(fail_start={"sglang-a.service": {}})
+    assert apply(tmp_path, release(tmp_path, "a")) == exitcodes.SWITCH_FAILED
+    assert store(tmp_path).current_id() is None and store(tmp_path).pending() == latest(tmp_path)["id"]
+    failure = latest(tmp_path)["failure"]
+    assert "(no diagnosis written; see journalctl -u sglang-a.service)" in failure
+    assert "no previous release to revert to" in capsys.readouterr().out
+
+
+def test_a_diagnosis_older_than_the_start_is_not_blamed(tmp_path, host):
+    assert apply(tmp_path, release(tmp_path, "a")) == exitcodes.OK
+    old = tmp_path / "state" / "diagnoses" / "b-20200101T000000Z-stall.json"
+    old.parent.mkdir(parents=True)
+    old.write_text(json.dumps({"summary": "an old stall"}))
+    os.utime(old, (1577836800, 1577836800))
+    host.change(fail_start={"sglang-b.service": {}})
+    assert apply(tmp_path, release(tmp_path, "b", "2.0")) == exitcodes.SWITCH_REVERTED
+    failure = latest(tmp_path)["failure"]
+    assert "an old stall" not in failure and "no diagnosis written" in failure
+
+
+@pytest.mark.parametrize("cause", ["memory", "holder", "nvidia-smi"])
+def test_the_new_server_never_starts_while_the_gpus_are_busy(tmp_path, host, agent_env, cause):
+    assert apply(tmp_path, release(tmp_path, "a", gpu_free_timeout_s=0.5)) == exitcodes.OK
+    holder = None
+    if cause == "memory":
+        host.change(linger=10**6)  # the memory is never released
+    elif cause == "holder":
+        holder = hold_device(agent_env / "nvidia0", argv_tag="foreign-holder")
+    else:
+        host.change(smi_error="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver")
+    try:
+        assert apply(tmp_path, release(tmp_path, "b", "2.0", gpu_free_timeout_s=0.5)) == exitcodes.SWITCH_FAILED
+    finally:
+        if holder:
+            stop(holder)
+    assert starts(host, "sglang-b.service") == 0
+    failure = latest(tmp_path)["failure"]
+    assert failure.startswith("the GPUs are not free 0.5s after the stop: ")
+    expected = {
+        "memory": "GPU 0: 81000 MiB used; GPU 1: 81000 MiB used",
+        "holder": f"PID {holder.pid if holder else 0} (foreign): ",
+        "nvidia-smi": "nvidia-smi failed: ",
+    }[cause]
+    assert expected in failure
+    if cause == "holder":
+        assert "foreign-holder" in failure and "[holds " in failure
+
+
+def test_a_failed_stop_fails_the_switch_and_clears_the_failed_state(tmp_path, host):
+    assert apply(tmp_path, release(tmp_path, "a")) == exitcodes.OK
+    host.change(fail_stop=["sglang-a.service"])
+    assert apply(tmp_path, release(tmp_path, "b", "2.0")) == exitcodes.SWITCH_FAILED
+    assert (
+        "systemctl stop sglang-a.service failed: Failed to stop sglang-a.service: Access denied"
+        in (latest(tmp_path)["failure"])
+    )
+    assert ["reset-failed", "sglang-a.service"] in host.calls() and starts(host, "sglang-b.service") == 0
+
+
+def test_record_only_adopts_without_stopping_or_starting(tmp_path, host):
+    assert apply(tmp_path, release(tmp_path, "a")) == exitcodes.OK
+    calls = len(host.calls())
+    assert apply(tmp_path, release(tmp_path, "a", "1.0") | {"commit": "def"}, "--record-only") == exitcodes.OK
+    assert host.calls()[calls:] == [] and store(tmp_path).current_id() == latest(tmp_path)["id"]
+    assert latest(tmp_path)["status"] == "ready"
+
+
+def test_a_release_without_a_server_stops_everything_and_starts_nothing(tmp_path, host, capsys):
+    assert apply(tmp_path, release(tmp_path, "a")) == exitcodes.OK
+    queries = len(host.calls("nvidia-smi"))
+    assert apply(tmp_path, release(tmp_path, None, "2.0")) == exitcodes.OK
+    assert host.state("sglang-a.service") == "inactive" and starts(host, "sglang-b.service") == 0
+    assert len(host.calls("nvidia-smi")) == queries and store(tmp_path).current()["active_server"] is None
+    assert "runs: no server on SGLang 2.0" in capsys.readouterr().out
+
+
+def test_switch_to_a_recorded_release_and_prune_the_old_ones(tmp_path, host, capsys):
+    for number, server in enumerate("abab"):
+        assert apply(tmp_path, release(tmp_path, server, f"{number}.0")) == exitcodes.OK
+    ids = store(tmp_path).ids()
+    assert cli.main(["switch", "--dir", str(tmp_path / "releases"), "--to", ids[0], "--keep", "2"]) == exitcodes.OK
+    assert store(tmp_path).current_id() == ids[0] and host.state("sglang-a.service") == "active"
+    assert (tmp_path / "etc" / "sglang.conf").read_text() == "active=a version=0.0\n"
+    assert store(tmp_path).ids() == [ids[0], *ids[2:]]  # the newest two and the current one stay
+    assert "pruned 1 old release(s)" in capsys.readouterr().out
+
+
+def test_an_unknown_release_is_refused_before_anything_changes(tmp_path, host, capsys):
+    assert apply(tmp_path, release(tmp_path, "a")) == exitcodes.OK
+    calls = len(host.calls())
+    assert cli.main(["switch", "--dir", str(tmp_path / "releases"), "--to", "20990101T000000Z-0"]) == exitcodes.USAGE
+    assert host.calls()[calls:] == [] and store(tmp_path).pending() is None
+    assert "no release '20990101T000000Z-0'" in capsys.readouterr().err
+
+
+def test_without_systemctl_or_a_readable_spec_the_switch_fails_with_the_reason(tmp_path, host, monkeypatch):
+    spec = release(tmp_path, "a") | {"lifecycle": str(tmp_path / "specs" / "missing.lifecycle.json")}
+    assert apply(tmp_path, spec) == exitcodes.SWITCH_FAILED
+    assert "missing.lifecycle.json: file not found" in latest(tmp_path)["failure"]
+    monkeypatch.setenv("SGLANG_PVE_SYSTEMCTL", "")
+    assert apply(tmp_path, release(tmp_path, "a", "2.0")) == exitcodes.SWITCH_FAILED
+    assert latest(tmp_path)["failure"] == "systemctl not found"
