@@ -35,6 +35,7 @@ from sglang_pve.agent import (
     status,
     stopping,
     switch,
+    systemd,
     watchdog,
 )
 from sglang_pve.agent.output import Reporter
@@ -123,7 +124,7 @@ def _switch(args) -> int:
 def _releases(args) -> int:
     report = Store(args.dir).summary(args.files_of)
     current = next((r for r in report["releases"] if r["id"] == report["current"]), None)
-    report["running"] = switch.running(current["units"]) if current else []
+    report["running"] = systemd.in_states(current["units"], systemd.RUNNING) if current else []
     print(json.dumps(report, sort_keys=True))
     return exitcodes.OK
 

@@ -141,7 +141,7 @@ def _split(spec: Spec, found: list) -> tuple:
     for holder in found:
         if not holder.ours:
             blockers.append((holder, "foreign"))
-        elif holder.unit == spec.unit or states.get(holder.unit) in ("inactive", "failed"):
+        elif holder.unit == spec.unit or states.get(holder.unit) in systemd.STOPPED:
             stale.append(holder)
         elif states.get(holder.unit) == "deactivating":
             draining.append(holder)

@@ -114,7 +114,7 @@ def server(spec: Spec, unit: dict | None) -> dict:
         "diagnosis": diagnosis.latest(spec),
     }
     started = _epoch(unit.get("ExecMainStartTimestampMonotonic"), now)
-    if active in ("active", "reloading", "activating", "deactivating") and health.listening(spec.host, spec.port):
+    if active in systemd.HOLDING and health.listening(spec.host, spec.port):
         result = health.get(spec.host, spec.port, "/health", HEALTH_TIMEOUT_S)
         entry["health"] = {"status": result.status, "error": result.error, "seconds": round(result.seconds, 3)}
     if active == "activating" and sub == "start-pre":

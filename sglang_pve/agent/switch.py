@@ -22,7 +22,7 @@ import os
 import subprocess
 import time
 
-from sglang_pve.agent import diagnosis, exitcodes, gpus, holders, overrides
+from sglang_pve.agent import diagnosis, exitcodes, gpus, holders, overrides, systemd
 from sglang_pve.agent import spec as spec_module
 from sglang_pve.agent.release_store import ReleaseError, Store
 
@@ -33,6 +33,9 @@ class SwitchError(RuntimeError):
     pass
 
 
+_ERRORS = (SwitchError, ReleaseError, spec_module.SpecError, systemd.SystemdError, subprocess.TimeoutExpired)
+
+
 def _systemctl(*args: str, timeout: float | None = 60) -> subprocess.CompletedProcess:
     tool = overrides.systemctl()
     if tool is None:
@@ -40,18 +43,8 @@ def _systemctl(*args: str, timeout: float | None = 60) -> subprocess.CompletedPr
     return subprocess.run([tool, *args], capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def running(units: list) -> list:
-    if not units:
-        return []
-    out = _systemctl("show", "-p", "Id,ActiveState", *units).stdout
-    blocks = [
-        dict(line.split("=", 1) for line in b.splitlines() if "=" in line) for b in out.split("\n\n") if b.strip()
-    ]
-    return [b["Id"] for b in blocks if b.get("ActiveState") in ("active", "activating", "reloading", "deactivating")]
-
-
 def _stop(units: list, say) -> None:
-    for unit in running(units):
+    for unit in systemd.in_states(units, systemd.HOLDING):  # a draining unit too: stop waits for it
         say(f"stopping {unit}")
         done = _systemctl("stop", unit, timeout=None)  # bounded by the unit's TimeoutStopSec
         _systemctl("reset-failed", unit)
@@ -151,7 +144,7 @@ def switch(store: Store, release_id: str, say, keep: int = 5, venvs_dir: str | N
     store.set_pending(release["id"])  # until the switch ends: a kill before then leaves it for a rerun
     try:
         failure = _run(store, release, say, timings)
-    except (SwitchError, ReleaseError, spec_module.SpecError, subprocess.TimeoutExpired) as error:
+    except _ERRORS as error:
         failure = str(error)
     timings["total_s"] = round(time.monotonic() - started, 2)
     if failure is None:
@@ -169,7 +162,7 @@ def switch(store: Store, release_id: str, say, keep: int = 5, venvs_dir: str | N
     say(f"reverting to release {previous['id']} ({previous['active_server']}, SGLang {previous['sglang_version']})")
     try:
         revert_failure = _run(store, previous, say, {})
-    except (SwitchError, ReleaseError, spec_module.SpecError, subprocess.TimeoutExpired) as error:
+    except _ERRORS as error:
         revert_failure = str(error)
     if revert_failure:
         say(f"revert to release {previous['id']} failed too: {revert_failure}", error=True)

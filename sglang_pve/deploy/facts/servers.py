@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from pyinfra.api import FactBase
 
+from sglang_pve.agent import systemd
 from sglang_pve.agent.contract import MARKER, SERVER_NAME, UNIT_PREFIX
 from sglang_pve.deploy.facts.files import FileState, digest_script, parse_digests
 from sglang_pve.deploy.paths import LOG_DIR, UNIT_DIR
@@ -22,10 +23,6 @@ class UnitState:
     enabled: str  # UnitFileState: enabled, disabled, "" when not loaded
     result: str
     need_reload: bool = False  # NeedDaemonReload: the file changed since systemd loaded it
-
-    @property
-    def running(self) -> bool:
-        return self.active in ("active", "activating", "reloading")
 
 
 @dataclass
@@ -44,18 +41,7 @@ def server_of(unit: str) -> str | None:
 
 
 def parse_show(lines: list[str]) -> dict[str, UnitState]:
-    """Parse `systemctl show -p Id,...` for several units (each block starts with Id=)."""
-    blocks, current = [], {}
-    for line in lines:
-        key, sep, value = line.partition("=")
-        if not sep:
-            continue
-        if key == "Id" and current:
-            blocks.append(current)
-            current = {}
-        current[key] = value
-    if current:
-        blocks.append(current)
+    """`systemctl show -p Id,...` for several units (the agent's parser), the loaded ones by Id."""
     return {
         b["Id"]: UnitState(
             b.get("ActiveState", ""),
@@ -64,8 +50,8 @@ def parse_show(lines: list[str]) -> dict[str, UnitState]:
             b.get("Result", ""),
             b.get("NeedDaemonReload") == "yes",
         )
-        for b in blocks
-        if b.get("LoadState") == "loaded"
+        for b in systemd.parse_show(lines)
+        if b.get("LoadState") == "loaded" and b.get("Id")
     }
 
 

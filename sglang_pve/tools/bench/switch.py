@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from pyinfra.api import StringCommand
 
+from sglang_pve.agent import systemd
 from sglang_pve.deploy import paths
 
 
@@ -72,13 +73,5 @@ def active_server(host, servers: list[str]) -> str | None:
     ok, output = host.run_shell_command(
         StringCommand("systemctl", "show", "-p", "Id,ActiveState", *units), print_output=False
     )
-    state, active = {}, None
-    for line in output.stdout.splitlines() + [""]:
-        if not line.strip():
-            if state.get("ActiveState") in ("active", "activating", "reloading"):
-                active = state["Id"].removeprefix(paths.UNIT_PREFIX).removesuffix(".service")
-            state = {}
-        elif "=" in line:
-            key, value = line.split("=", 1)
-            state[key] = value
-    return active
+    running = [b["Id"] for b in systemd.parse_show(output.stdout) if b.get("ActiveState") in systemd.RUNNING]
+    return running[0].removeprefix(paths.UNIT_PREFIX).removesuffix(".service") if ok and running else None
