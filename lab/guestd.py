@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from pathlib import Path
 
 from lab import guests, layout, procs
 from lab.shell import LabError
@@ -106,8 +107,12 @@ def start() -> int:
     running = pid()
     if running:
         return running
+    # lab is no installed package (it is not in the wheel): the daemon, started in /, finds it
+    # through the checkout that holds it
+    checkout = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [checkout, os.environ.get("PYTHONPATH")]))}
     started = procs.start_daemon(
-        [sys.executable, "-m", "lab.guestd", str(layout.GUESTD_SOCKET)], PID_FILE, layout.LOG_DIR / "guestd.log"
+        [sys.executable, "-m", "lab.guestd", str(layout.GUESTD_SOCKET)], PID_FILE, layout.LOG_DIR / "guestd.log", env
     )
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:  # (its argv is ours only once it has exec'd)

@@ -65,8 +65,9 @@ def kill_all(pids: list[int]) -> None:
         time.sleep(0.05)
 
 
-def start_daemon(argv: list[str], pid_file: Path, log_file: Path) -> int:
-    """Start ``argv`` detached (double fork, new session, cwd /) and record its pid.
+def start_daemon(argv: list[str], pid_file: Path, log_file: Path, env: dict[str, str] | None = None) -> int:
+    """Start ``argv`` detached (double fork, new session, cwd /) and record its pid; ``env``
+    replaces the environment when given.
 
     The daemon is not our child, so stopping it later never leaves a zombie behind in a
     long-lived caller such as a pytest session.
@@ -88,7 +89,7 @@ def start_daemon(argv: list[str], pid_file: Path, log_file: Path) -> int:
                 os.dup2(log, 2)
                 os.write(write_end, str(os.getpid()).encode())
                 os.close(write_end)
-                os.execvp(argv[0], argv)
+                os.execvpe(argv[0], argv, env if env is not None else os.environ)
         finally:
             os._exit(127)  # reached only by the first child, or if exec failed
     os.close(write_end)

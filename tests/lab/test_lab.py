@@ -269,7 +269,8 @@ def test_down_leaves_no_process_mount_link_or_container(lab):
 
     processes = _live_processes()
     assert not daemons & set(processes)
-    assert not [p for p, (cmdline, _, _) in processes.items() if str(layout.LAB_DIR) in cmdline]
+    # (a path inside this slot's directory: another slot's /var/lib/sglang-pve-lab-slotN is not ours)
+    assert not [p for p, (cmdline, _, _) in processes.items() if f"{layout.LAB_DIR}/" in cmdline]
     assert not [p for p, (_, net, pids) in processes.items() if net == container_net or pids == container_pids]
     assert mounts.mounts_under(layout.LAB_DIR) == []
     assert not link_exists(layout.BRIDGE)
