@@ -95,7 +95,7 @@ def render_config(
         f"lxc.mount.entry = {host_dir} {mount.lstrip('/')} none bind,create=dir 0 0"
         for mount, host_dir in layout.STORAGE_MOUNTS.items()
     ]
-    lines += ["# fake GPUs, passed through with the production lines (sglang_pve.passthrough)"]
+    lines += ["# fake GPUs, passed through with the production lines (sglang_pve.provision.passthrough)"]
     lines += lxc_config_lines(devices)
     lines += cgroup_v1_twins(allow_rules(devices))
     lines += ["# the NVIDIA kernel module's /proc/driver/nvidia (the node's driver version)"]

@@ -3,7 +3,7 @@
 No driver owns them, so opening one for I/O fails with ENXIO ("No such device or address"),
 exactly as on a host without the module, while O_PATH opens (what the SGLang simulator holds
 to look like a GPU user) succeed. They are bound into the container with the production
-passthrough lines from sglang_pve.passthrough.
+passthrough lines from sglang_pve.provision.passthrough.
 """
 
 import os

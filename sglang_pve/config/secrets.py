@@ -4,7 +4,7 @@
     {"file": "~/.config/sglang-pve/api-key"}  a regular file only its owner can read (0600)
 
 A Secret never shows its value in a repr, a str, a Problem, a diff or a command line; the deploy
-writes it only into root-only files on the host (sglang_pve.deploy.render.secret_files).
+writes it only into root-only files on the host (sglang_pve.deploy.render.server_files).
 
     source = SecretSource(env="HF_TOKEN")
     secret, problem = read_secret("sglang_secrets.env.HF_TOKEN", source)

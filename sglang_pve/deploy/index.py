@@ -2,7 +2,7 @@
 
 `sglang_version: nightly` (or `nightly-YYYYMMDD`) is resolved here, on the controller, once per
 run, against the configured indexes' PEP 503 pages: SGLang's nightlies are versioned
-`<next patch>.devYYYYMMDD+g<sha>` (../shared/notes/sglang.md section 4), so the exact version
+`<next patch>.devYYYYMMDD+g<sha>` (sgl-project/sglang .github/workflows/release-pypi-nightly.yml), so the exact version
 names the commit and sorts above the last release.
 
     resolve_nightly("nightly", ["https://docs.sglang.ai/whl/cu130/"])  # "0.5.16.dev20260723+gc0ffee123"

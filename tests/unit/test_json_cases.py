@@ -1,5 +1,6 @@
 """pyinfra-style cases for the custom operations and facts: one JSON file per behaviour, in the
-layout of pyinfra's own tests (tests/operations/files.block/*.json, tests/facts/systemd.SystemdStatus/*.json):
+layout of pyinfra's own tests (https://github.com/pyinfra-dev/pyinfra/tree/3.x/tests/operations/files.block,
+https://github.com/pyinfra-dev/pyinfra/tree/3.x/tests/facts/systemd.SystemdStatus):
 
     tests/operations/<module>.<operation>/<case>.json
         {"kwargs": {...}, "facts": {"<module>.<Fact>": {"<arg>=<value>" | "*": <the fact command's output lines>}},

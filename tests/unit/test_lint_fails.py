@@ -59,7 +59,7 @@ def test_the_copy_passes(tmp_path):
     assert f"Contracts: {len(NAMES)} kept, 0 broken." in done.stdout
 
 
-# (file, line added, the contract it breaks, the import lint-imports names)
+# (file, line added at its end, the contract it breaks, the import lint-imports names)
 BROKEN = {
     "a third-party package in the shipped code": (
         "sglang_pve/agent/gate.py",
@@ -68,34 +68,34 @@ BROKEN = {
         "sglang_pve.agent.gate -> pyinfra",
     ),
     "config reaching up into tools": (
-        "sglang_pve/config/x.py",
-        "from sglang_pve.tools import status_render  # noqa: F401",
+        "sglang_pve/config/safe.py",
+        "from sglang_pve.tools import status_render  # noqa: E402,F401",
         "layers",
-        "sglang_pve.config.x -> sglang_pve.tools.status_render",
+        "sglang_pve.config.safe -> sglang_pve.tools.status_render",
     ),
     "the shipped code reaching up into the controller": (
-        "sglang_pve/agent/y.py",
-        "from sglang_pve.deploy import paths  # noqa: F401",
+        "sglang_pve/agent/phases.py",
+        "from sglang_pve.deploy import paths  # noqa: E402,F401",
         "layers",
-        "sglang_pve.agent.y -> sglang_pve.deploy.paths",
+        "sglang_pve.agent.phases -> sglang_pve.deploy.paths",
     ),
     "the toolkit importing the test world": (
-        "sglang_pve/deploy/z.py",
-        "from lab import layout  # noqa: F401",
+        "sglang_pve/deploy/paths.py",
+        "from lab import layout  # noqa: E402,F401",
         "no-lab",
-        "sglang_pve.deploy.z -> lab.layout",
+        "sglang_pve.deploy.paths -> lab.layout",
     ),
     "the lab importing controller code": (
-        "lab/x.py",
-        "from sglang_pve.deploy import render  # noqa: F401",
+        "lab/shell.py",
+        "from sglang_pve.deploy import render  # noqa: E402,F401",
         "lab-no-controller",
-        "lab.x -> sglang_pve.deploy.render",
+        "lab.shell -> sglang_pve.deploy.render",
     ),
     "the lab importing the agent beyond its contract": (
-        "lab/y.py",
-        "from sglang_pve.agent import switch  # noqa: F401",
+        "lab/layout.py",
+        "from sglang_pve.agent import switch  # noqa: E402,F401",
         "lab-contract-only",
-        "lab.y -> sglang_pve.agent.switch",
+        "lab.layout -> sglang_pve.agent.switch",
     ),
 }
 
@@ -105,7 +105,7 @@ def test_a_forbidden_import_fails_and_is_named(tmp_path, case):
     file, line, contract, named = BROKEN[case]
     where = tree(tmp_path)
     path = where / file
-    path.write_text(f"{path.read_text()}\n\n{line}\n" if path.exists() else f"{line}\n")
+    path.write_text(f"{path.read_text()}\n\n{line}\n")
     done = lint(where)
     assert done.returncode != 0
     assert f"{NAMES[contract]} BROKEN" in done.stdout, done.stdout

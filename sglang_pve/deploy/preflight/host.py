@@ -24,7 +24,7 @@ def gpu_problems(servers: dict[str, ServerConfig], gpus: list[str]) -> list[Prob
                 "gpus",
                 "/dev/nvidia[0-9]*",
                 "the host has no NVIDIA GPU device nodes, so no server can start",
-                "pass the GPUs through to the container (device nodes and cgroup access, tasks/gpu) "
+                "pass the GPUs through to the container (its `gpus` and `passthrough` keys, tasks/containers.py) "
                 "and check the driver on the Proxmox node with nvidia-smi",
             )
         ]
