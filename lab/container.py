@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from lab import layout, lxcfs, network, rootfs
+from lab.gpus import DeviceNode
 from lab.shell import LabError, run
-from sglang_pve.provision.passthrough import DeviceNode, allow_rules, lxc_config_lines
 
 BOOT_TIMEOUT = 60.0
 
@@ -66,12 +66,27 @@ def net_lines(
     return lines
 
 
-def cgroup_v1_twins(rules: list[str]) -> list[str]:
-    """The cgroup v1 lines of device allow rules (lab only; see the comment they carry)."""
+def device_lines(devices: list[DeviceNode]) -> list[str]:
+    """A node's own device nodes (what its kernel would give it, so no Proxmox key): each fake
+    node allowed by the device cgroup and bound at its /dev path, in LXC's keys (lxc/lxc
+    doc/lxc.container.conf.sgml.in: lxc.cgroup2.[controller name].[controller file],
+    lxc.mount.entry)."""
+    lines = [f"lxc.cgroup2.devices.allow = c {device.major}:{device.minor} rwm" for device in devices]
+    mount = "none bind,optional,create=file 0 0"
+    return lines + [f"lxc.mount.entry = {device.source} {device.path.lstrip('/')} {mount}" for device in devices]
+
+
+def cgroup_v1_twins(lines: list[str]) -> list[str]:
+    """The cgroup v1 twins of lxc.cgroup2.devices.allow/deny lines (lab only; see the comment
+    they carry)."""
+    twins = [line.replace("lxc.cgroup2.devices.", "lxc.cgroup.devices.", 1) for line in lines]
+    twins = [line for line in twins if line.startswith(("lxc.cgroup.devices.allow ", "lxc.cgroup.devices.deny "))]
+    if not twins:
+        return []
     return [
         "# lab only: this host is cgroup v1 hybrid, where LXC ignores the cgroup2 rules above",
         "# ('Ignoring cgroup2 limits on legacy cgroup system'); Proxmox 7+ is cgroup2 only.",
-        *(f"lxc.cgroup.devices.allow = {rule}" for rule in rules),
+        *twins,
     ]
 
 
@@ -95,9 +110,9 @@ def render_config(
         f"lxc.mount.entry = {host_dir} {mount.lstrip('/')} none bind,create=dir 0 0"
         for mount, host_dir in layout.STORAGE_MOUNTS.items()
     ]
-    lines += ["# fake GPUs, passed through with the production lines (sglang_pve.provision.passthrough)"]
-    lines += lxc_config_lines(devices)
-    lines += cgroup_v1_twins(allow_rules(devices))
+    lines += ["# the node's fake GPUs (lab/gpus.py)"]
+    lines += device_lines(devices)
+    lines += cgroup_v1_twins(device_lines(devices))
     lines += ["# the NVIDIA kernel module's /proc/driver/nvidia (the node's driver version)"]
     lines += [driver_proc_entry()]
     return "\n".join([*lines, *extra]) + "\n"

@@ -9,8 +9,14 @@ update_lxc_config does it:
 - rootfs and volume mpN -> the volume's directory: for the rootfs an overlay upper dir over the
   cached Debian rootfs, which stands in for the template unpacked into a storage volume (it
   persists across stop/start); bind mpN and raw lxc.mount.entry sources are paths on the node;
-- devN -> a mknod copy in the guest's passthrough dir, bound into /dev, plus its allow rule;
-- raw lxc.* lines appended (``key: value`` -> ``key = value``);
+- devN -> its cgroup2 allow (and deny-write) rule, a mknod copy in the guest's passthrough dir
+  with the entry's mode/uid/gid, the device list and the autodev hook that binds each copy into
+  /dev (lab/devn.py, lab/autodev_hook.sh: pve-container's update_lxc_config, prestart and
+  autodev hooks);
+- raw lxc.* lines: the keys pve-container takes (lab/lxc_keys.py) copied verbatim in config
+  order as ``key = value``, as update_lxc_config copies them; lab only: an absolute
+  lxc.mount.entry source is a path on the node, so it is rewritten to where the lab host
+  reaches it, and every device rule gets its cgroup v1 twin (lab/container.py);
 - unprivileged=1 -> lxc.idmap (0 -> 100000, 65536 ids) over a uid-shifted copy of the rootfs;
 - /etc/hostname and /etc/hosts written at every start, as PVE's setup code does.
 
@@ -25,9 +31,10 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
-from lab import container, gpus, layout, lxcfs, network, node, rootfs
+from lab import container, devn, gpus, layout, lxc_keys, lxcfs, network, node, rootfs
 from lab.shell import LabError, run
 
 UID_SHIFT = 100000
@@ -35,7 +42,6 @@ ID_COUNT = 65536
 VOLUME_ID = re.compile(r"^([a-z][a-z0-9._-]*):([A-Za-z0-9][A-Za-z0-9._-]*)$")
 NET_KEY = re.compile(r"^net(\d+)$")
 MP_KEY = re.compile(r"^mp(\d+)$")
-DEV_KEY = re.compile(r"^dev(\d+)$")
 
 
 class GuestError(LabError):
@@ -45,24 +51,34 @@ class GuestError(LabError):
 # -- Proxmox config ---------------------------------------------------------------------------
 
 
-def parse_config(text: str) -> tuple[dict[str, str], list[tuple[str, str]]]:
-    """The current section of a PVE container config: options and raw lxc.* lines.
+def parse_config(text: str, vmid: int = 0) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """The current section of a PVE container config: options and raw lxc.* lines, read as
+    pve-container's src/PVE/LXC/Config.pm parse_pct_config reads them (non-strict, as a start
+    loads the config): the section ends at [pve:pending] or a snapshot; ``lxc.KEY: value`` and
+    ``lxc.KEY = value`` both; a raw key PVE does not take is dropped with its warning (stderr).
 
-    >>> parse_config("# note\\nhostname: ct1\\nlxc.mount.entry: /a a none bind 0 0\\n[snap]\\nhostname: old\\n")
+    >>> parse_config("# note\\nhostname: ct1\\nlxc.mount.entry = /a a none bind 0 0\\n[snap]\\nhostname: old\\n")
     ({'hostname': 'ct1'}, [('lxc.mount.entry', '/a a none bind 0 0')])
     """
     options: dict[str, str] = {}
     raw: list[tuple[str, str]] = []
     for line in text.splitlines():
-        if line.startswith("["):
+        if re.match(r"^\[(pve:pending|[a-z][a-z0-9_\-]+)\]\s*$", line, re.I):
             break
         if not line.strip() or line.startswith("#"):
             continue
-        key, _, value = line.partition(":")
-        if key.startswith("lxc."):
-            raw.append((key.strip(), value.strip()))
-        else:
-            options[key.strip()] = value.strip()
+        if match := re.match(r"^(lxc\.[a-z0-9_\-\.]+)(:|\s*=)\s*(.*?)\s*$", line):
+            key, value = match.group(1), match.group(3)
+            validity = lxc_keys.validity(key, vmid)
+            if key == "lxc.environment.runtime":
+                options["env"] = f"{options['env']}\0{value}" if "env" in options else value
+            elif validity is True:
+                raw.append((key, value))
+            else:
+                reason = validity or f"unable to parse config: {line}"
+                print(f"vm {vmid} - {key}: {reason}" if validity else f"vm {vmid} - {reason}", file=sys.stderr)
+        elif match := re.match(r"^([a-z][a-z_]*\d*):\s*(.+?)\s*$", line):
+            options[match.group(1)] = match.group(2)
     return options, raw
 
 
@@ -100,7 +116,7 @@ def node_path(path: str) -> Path:
     if not path.startswith("/") or ".." in Path(path).parts:
         raise GuestError(f"'{path}' is not an absolute path on {layout.NODE} without '..'")
     binds = {mount: host for mount, host in layout.STORAGE_MOUNTS.items()}
-    binds.update({device.path: Path(device.host_path) for device in gpus.lab_devices()})
+    binds.update({device.path: Path(device.source) for device in gpus.lab_devices()})
     for mount, host in binds.items():
         if path == mount or path.startswith(mount + "/"):
             return host / path[len(mount) :].lstrip("/")
@@ -181,29 +197,6 @@ def _mp_lines(vmid: int, key: str, value: str, owner: int) -> list[str]:
     return [_mount_line(source, target, flag(mp.get("ro")))]
 
 
-def _dev_lines(vmid: int, key: str, value: str, shift: int) -> tuple[list[str], str]:
-    """A devN entry: its mknod copy in the passthrough dir, the bind line and its allow rule."""
-    dev = property_string(value, "path")
-    path = dev.get("path", "")
-    try:
-        info = os.stat(node_path(path))
-    except FileNotFoundError:
-        raise GuestError(f"Device {path} does not exist") from None
-    if not (stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)):
-        raise GuestError(f"{path} is not a device")
-    kind = "c" if stat.S_ISCHR(info.st_mode) else "b"
-    copy = guest_dir(vmid) / "passthrough" / path.lstrip("/")
-    copy.parent.mkdir(parents=True, exist_ok=True)
-    copy.unlink(missing_ok=True)
-    mode = int(dev.get("mode", "0660"), 8)
-    os.mknod(copy, (stat.S_IFCHR if kind == "c" else stat.S_IFBLK) | mode, info.st_rdev)
-    os.chmod(copy, mode)
-    os.chown(copy, int(dev.get("uid", 0)) + shift, int(dev.get("gid", 0)) + shift)
-    read_only = flag(dev.get("deny-write"))
-    rule = f"{kind} {os.major(info.st_rdev)}:{os.minor(info.st_rdev)} {'r' if read_only else 'rw'}"
-    return [_mount_line(copy, path, read_only, "file")], rule
-
-
 def _raw_line(key: str, value: str) -> str:
     """A raw lxc.* line of the PVE config; mount sources are paths on the node."""
     if key == "lxc.mount.entry" and value.startswith("/"):
@@ -215,7 +208,7 @@ def _raw_line(key: str, value: str) -> str:
 def build_config(vmid: int, config_text: str) -> str:
     """The LXC config of guest ``vmid`` from its PVE config (see the module docstring); makes
     what it names on the way: devN copies in the passthrough dir, mpN volume dirs."""
-    options, raw = parse_config(config_text)
+    options, raw = parse_config(config_text, vmid)
     record = _record(vmid)
     unprivileged = flag(options.get("unprivileged"))
     if unprivileged != record["unprivileged"]:
@@ -244,16 +237,10 @@ def build_config(vmid: int, config_text: str) -> str:
     lines.append(container.driver_proc_entry())
     for key in sorted((k for k in options if MP_KEY.match(k)), key=lambda k: int(k[2:])):
         lines += _mp_lines(vmid, key, options[key], shift)
-    shutil.rmtree(guest_dir(vmid) / "passthrough", ignore_errors=True)
-    rules = []
-    for key in sorted((k for k in options if DEV_KEY.match(k)), key=lambda k: int(k[3:])):
-        mount, rule = _dev_lines(vmid, key, options[key], shift)
-        lines += mount
-        rules.append(rule)
-    lines += [f"lxc.cgroup2.devices.allow = {rule}" for rule in rules]
+    idmap = devn.id_map(unprivileged, [value for key, value in raw if key == "lxc.idmap"])
+    lines += devn.prepare(guest_dir(vmid) / "passthrough", options, node_path, idmap)
     lines += [_raw_line(key, value) for key, value in raw]
-    rules += [value for key, value in raw if key == "lxc.cgroup2.devices.allow"]
-    lines += container.cgroup_v1_twins(rules) if rules else []
+    lines += container.cgroup_v1_twins([line for line in lines if line.startswith("lxc.cgroup2.devices.")])
     return "\n".join(lines) + "\n"
 
 
@@ -307,7 +294,7 @@ def start(vmid: int, config_text: str) -> None:
     if status(vmid) == "running":
         raise GuestError(f"CT {vmid} already running")
     config = build_config(vmid, config_text)
-    options, _ = parse_config(config_text)
+    options, _ = parse_config(config_text, vmid)
     record = _record(vmid)
     upper = volume_dir(record["rootfs"]) / "upper"
     owner = UID_SHIFT if record["unprivileged"] else 0

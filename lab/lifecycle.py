@@ -74,12 +74,11 @@ def _up() -> None:
     sshkeys.write_known_hosts(lower)
     network.bridge_up()
     network.firewall_up()
-    uvm = gpus.uvm_major()
     devices = gpus.lab_devices()
     gpus.create_device_nodes(devices)
     storage.populate()
     with_lxcfs = lxcfs.start()
-    node.prepare_proc_files(gpus.node_proc_devices(uvm))
+    node.prepare_proc_files(gpus.node_proc_devices())
     fingerprint = node.prepare_etc_pve()
     schema = node.schema_dir()
     if not schema:

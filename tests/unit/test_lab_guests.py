@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import guests, layout
+from lab import devn, guests, layout
 
 NODE_PATH = guests.node_path  # before the fixture replaces it
 
@@ -17,7 +17,7 @@ CONFIG = """\
 arch: amd64
 cores: 64
 dev0: /dev/null,mode=0666
-dev1: path=/dev/zero,deny-write=1
+dev1: path=/dev/zero,deny-write=1,gid=5
 hostname: sglang1
 memory: 4096
 mp0: /srv/models,mp=/shared,ro=1
@@ -27,6 +27,8 @@ swap: 0
 unprivileged: {unprivileged}
 lxc.cgroup2.devices.allow: c 195:* rwm
 lxc.mount.entry: /srv/data data none bind,create=dir 0 0
+lxc.rootfs.path: /elsewhere
+lxc.cgroup2.devices.allow = c 10:200 rwm
 
 [before-upgrade]
 hostname: old-name
@@ -75,21 +77,31 @@ def test_a_privileged_config_becomes_the_lxc_config_pve_container_writes(lab_dir
         f"lxc.cgroup.cpuset.cpus = 0-{os.cpu_count() - 1}",
     } <= set(lines)
     assert f"lxc.mount.entry = {lab_dirs}/node-root/srv/models shared none bind,ro,create=dir 0 0" in lines
-    assert f"lxc.mount.entry = {passthrough}/null dev/null none bind,create=file 0 0" in lines
-    assert f"lxc.mount.entry = {passthrough}/zero dev/zero none bind,ro,create=file 0 0" in lines
+    # devN (pve-container LXC.pm update_lxc_config): rw, or r plus a deny of w with deny-write, before
+    # the raw lines; the nodes reach /dev through the prestart hook's list and the autodev hook
     assert lines.index("lxc.cgroup2.devices.allow = c 1:3 rw") < lines.index("lxc.cgroup2.devices.allow = c 195:* rwm")
-    assert "lxc.cgroup2.devices.allow = c 1:5 r" in lines  # deny-write
-    # raw lines last, the mount source a node path; every cgroup2 device rule doubled for v1
+    assert ["lxc.cgroup2.devices.allow = c 1:5 r", "lxc.cgroup2.devices.deny = c 1:5 w"] == [
+        line for line in lines if " c 1:5 " in line and line.startswith("lxc.cgroup2.")
+    ]
+    assert (passthrough.parent / "devices").read_text() == "c:1:3:/dev/null\nc:1:5:/dev/zero\n"
+    assert f"lxc.hook.autodev = /bin/sh {devn.HOOK}" in lines
+    assert not [line for line in lines if "dev/null" in line and line.startswith("lxc.mount.entry")]
+    # raw lines last, in config order, the mount source a node path; every cgroup2 device rule doubled for v1
     assert f"lxc.mount.entry = {lab_dirs}/node-root/srv/data data none bind,create=dir 0 0" in lines
-    assert [line for line in lines if line.startswith("lxc.cgroup.devices.allow")] == [
+    raw_rules = ["lxc.cgroup2.devices.allow = c 195:* rwm", "lxc.cgroup2.devices.allow = c 10:200 rwm"]
+    assert [line for line in lines if line in raw_rules] == raw_rules
+    assert [line for line in lines if line.startswith("lxc.cgroup.devices.")] == [
         "lxc.cgroup.devices.allow = c 1:3 rw",
         "lxc.cgroup.devices.allow = c 1:5 r",
+        "lxc.cgroup.devices.deny = c 1:5 w",
         "lxc.cgroup.devices.allow = c 195:* rwm",
+        "lxc.cgroup.devices.allow = c 10:200 rwm",
     ]
-    assert not [line for line in lines if line.startswith("lxc.idmap")]
+    assert not [line for line in lines if line.startswith(("lxc.idmap", "lxc.rootfs.path = /"))]
     null = os.stat(passthrough / "null")
     assert stat.S_ISCHR(null.st_mode) and stat.S_IMODE(null.st_mode) == 0o666 and null.st_rdev == os.makedev(1, 3)
     assert stat.S_IMODE(os.stat(passthrough / "zero").st_mode) == 0o660  # PVE's default mode
+    assert (os.stat(passthrough / "zero").st_uid, os.stat(passthrough / "zero").st_gid) == (0, 5)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mknod of the passthrough copies needs root")
@@ -100,6 +112,33 @@ def test_an_unprivileged_config_gets_the_id_map_and_shifted_owners(lab_dirs):
         line for line in lines if line.startswith("lxc.idmap")
     ]
     assert os.stat(layout.LXC_PATH / "130/passthrough/dev/null").st_uid == guests.UID_SHIFT
+    # LXC.pm map_ct_gid_to_host: gid 5 in the container is 100005 on the host
+    assert os.stat(layout.LXC_PATH / "130/passthrough/dev/zero").st_gid == guests.UID_SHIFT + 5
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod of the passthrough copies needs root")
+@pytest.mark.parametrize(
+    "entries, message",
+    [
+        # Config.pm verify_lxc_dev_string, parse_device, $dev_desc's mode pattern
+        ("dev2: /dev/../etc/shadow", "/dev/../etc/shadow is not a valid device path"),
+        ("dev2: /srv/models", "/srv/models is not a valid device path"),
+        ("dev2: mode=0666", "Path has to be defined"),
+        ("dev2: /dev/null,mode=666", "mode: value does not match the regex pattern"),
+        ("dev2: /dev/null,deny-write=maybe", "deny-write: type check"),
+        ("dev2: /dev/null,colour=red", "invalid key in comma-separated list property: colour"),
+        # Tools.pm get_device_mode_and_rdev, at every start
+        ("dev2: /dev/nvidia99", "Device /dev/nvidia99 does not exist"),
+        ("dev2: /dev/shm", "/dev/shm is not a device"),
+        # LXC.pm create_passthrough_device_node: one path twice
+        ("dev2: /dev/full\ndev3: /dev/full,mode=0600", "failed to mknod .*/passthrough/dev/full: File exists"),
+    ],
+)
+def test_devn_entries_pve_container_refuses(lab_dirs, entries, message):
+    record(132, unprivileged=False)
+    config = CONFIG.format(unprivileged=0).replace("hostname: sglang1\n", f"{entries}\nhostname: sglang1\n")
+    with pytest.raises(guests.LabError, match=message):
+        guests.build_config(132, config)
 
 
 def test_a_config_the_volume_does_not_match_is_refused(lab_dirs):
