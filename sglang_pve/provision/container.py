@@ -18,10 +18,9 @@ from pyinfra.api import FunctionCommand, OperationError, QuoteString, StringComm
 from sglang_pve.config.errors import ConfigError
 from sglang_pve.config.proxmox import ContainerSpec
 from sglang_pve.deploy.facts.gpu import GpuDeviceInfo
-from sglang_pve.provision import conffile, hostkeys, snapshots
+from sglang_pve.provision import conffile, desired, hostkeys, snapshots
 from sglang_pve.provision.client import ProxmoxError
-from sglang_pve.provision.desired import create_parameters, owned_raw_line, passthrough, wanted_config, wanted_raw_lines
-from sglang_pve.provision.diff import Change, ConfigDiff, diff_config, token_refusals
+from sglang_pve.provision.diff import ConfigDiff, creation_diff, diff_config, token_refusals
 from sglang_pve.provision.nodes import Node
 
 HOT_KEYS = {"cores", "memory", "swap", "onboot", "startup", "net0", "hostname"}  # applied to a running CT
@@ -60,19 +59,16 @@ class Plan:
 def plan(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest) -> Plan:
     """Read the node (cached for the run) and decide; raises ConfigError for anything refused."""
     listed = node.containers().get(spec.vmid)
-    dev_options, raw_devices, problems = passthrough(spec, gpus.gpu_indices, gpus.majors)
-    wanted, raw_wanted = wanted_config(spec, dev_options), wanted_raw_lines(spec, raw_devices)
+    wanted = desired.build(spec, gpus.gpu_indices, gpus.majors, guest.public_keys)
+    problems = list(wanted.problems)
     if listed:
         current = node.config(spec.vmid)
         majors = {m for name, m in gpus.majors.items() if name.startswith("nvidia")} | {195}
-        raw_now = [(k, v) for k, v in current.get("lxc", []) if owned_raw_line(k, v, majors)]
-        diff = diff_config(wanted, current, raw_wanted, raw_now, spec.rootfs)
+        diff = diff_config(wanted, current, majors)
         problems += diff.refusals
     else:
         current = {}
-        diff = ConfigDiff(
-            changes=[Change(k, None, v) for k, v in wanted.items()], raw_new=[f"{k}: {v}" for k, v in raw_wanted]
-        )
+        diff = creation_diff(wanted)
     if node.api.uses_token:
         problems += token_refusals(diff, spec.unprivileged)
     if problems:
@@ -84,7 +80,7 @@ def plan(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest) -> 
         diff=diff,
         current=current,
         key_pinned=hostkeys.is_pinned(guest.known_hosts, guest.ssh_hostname),
-        create={} if listed else create_parameters(spec, wanted, guest.public_keys),
+        create={} if listed else wanted.create,
     )
 
 

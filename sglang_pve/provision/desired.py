@@ -1,5 +1,6 @@
 """What a ContainerSpec asks of Proxmox: config keys in the form GET .../config returns them,
-the raw ``lxc.*`` lines (which the API cannot write), and the parameters of the create call.
+the raw ``lxc.*`` lines (which the API cannot write), and the parameters of the create call,
+built once per plan (build) into one Desired value that the diff and the writes consume.
 
 >>> from sglang_pve.config.proxmox import ContainerSpec
 >>> spec = ContainerSpec.model_validate({"node": "pve1", "vmid": 129, "hostname": "llm",
@@ -11,53 +12,41 @@ the raw ``lxc.*`` lines (which the API cannot write), and the parameters of the 
 'name=eth0,bridge=vmbr0,gw=10.0.0.1,ip=10.0.0.129/24'
 >>> wanted_raw_lines(spec, [])
 [('lxc.mount.entry', '/srv/models shared none bind,ro,create=dir 0 0')]
+>>> build(spec, node_gpus=[0], majors={"nvidia": 195, "nvidia-uvm": 511}, ssh_public_keys=None).config["dev0"]
+'/dev/nvidia0,mode=0666'
 """
 
-import re
 from dataclasses import dataclass
 
 from sglang_pve.config.errors import Problem
-from sglang_pve.config.proxmox import ContainerSpec
+from sglang_pve.config.proxmox import ContainerSpec, RootFs
 from sglang_pve.provision.passthrough import DeviceNode, nvidia_devices, proxmox_config_lines, proxmox_dev_options
-from sglang_pve.provision.propstring import boolean, parse, render
+from sglang_pve.provision.propstring import FORMATS, boolean, parse, render
 
 
 @dataclass(frozen=True)
-class Format:
-    """How PVE prints one property string: see propstring.render."""
+class Desired:
+    """What one container should be, as Proxmox states it (build)."""
 
-    default_key: str | None = None
-    required: tuple[str, ...] = ()
-    filled_by_pve: frozenset[str] = frozenset()  # keys PVE adds when not given (a generated MAC, type=veth)
-    booleans: frozenset[str] = frozenset()
-
-    def normalized(self, value: str, compare_keys: set[str] | None = None) -> dict[str, str]:
-        parsed = parse(value, self.default_key)
-        return {
-            k: boolean(v) if k in self.booleans else v
-            for k, v in parsed.items()
-            if compare_keys is None or k in compare_keys
-        }
+    config: dict[str, str]  # every owned key except rootfs, as GET .../config prints it
+    raw_lines: list[tuple[str, str]]  # the toolkit's raw lxc lines, in order
+    rootfs: RootFs  # compared on its own (grow only, same storage)
+    create: dict[str, object]  # POST /nodes/{node}/lxc when the container is absent
+    problems: list[Problem]  # what the node cannot give (GPUs it lacks, no nvidia-uvm major for raw)
 
 
-_FEATURES = ("force_rw_sys", "fuse", "keyctl", "mknod", "nesting")
-FORMATS: dict[str, Format] = {
-    "net": Format(required=("name",), filled_by_pve=frozenset({"type", "hwaddr"}), booleans=frozenset({"firewall"})),
-    "dev": Format(default_key="path", booleans=frozenset({"deny-write"})),
-    "features": Format(booleans=frozenset(_FEATURES)),
-    "startup": Format(default_key="order"),
-}
-# Keys the toolkit owns in a container's config: set when wanted, deleted when no longer wanted.
-OWNED_SCALARS = ("hostname", "cores", "memory", "swap", "onboot", "unprivileged", "net0", "features", "startup")
-_DEV = re.compile(r"^dev\d+$")
-
-
-def format_of(key: str) -> Format | None:
-    return FORMATS.get(re.sub(r"\d+$", "", key))
-
-
-def owned_key(key: str) -> bool:
-    return key in OWNED_SCALARS or key == "rootfs" or bool(_DEV.match(key))
+def build(spec: ContainerSpec, node_gpus: list[int], majors: dict[str, int], ssh_public_keys: str | None) -> Desired:
+    """The one translation of `spec` for a node with /dev/nvidia<i> for each i in `node_gpus` and
+    the device majors of its /proc/devices; `ssh_public_keys` are authorized at create."""
+    dev_options, raw_devices, problems = passthrough(spec, node_gpus, majors)
+    config = wanted_config(spec, dev_options)
+    return Desired(
+        config=config,
+        raw_lines=wanted_raw_lines(spec, raw_devices),
+        rootfs=spec.rootfs,
+        create=create_parameters(spec, config, ssh_public_keys),
+        problems=problems,
+    )
 
 
 def wanted_config(spec: ContainerSpec, dev_options: dict[str, str]) -> dict[str, str]:
@@ -82,14 +71,9 @@ def wanted_config(spec: ContainerSpec, dev_options: dict[str, str]) -> dict[str,
     return config | {key: render(parse(value, "path"), default_key="path") for key, value in dev_options.items()}
 
 
-# The toolkit's mount lines are recognised by their exact shape (a conf file has no room for a
-# marker: PVE reads every comment line into the description): so a mount removed from the data
-# is removed from the config, and a hand-written mount entry (other options) is left alone.
-_OUR_MOUNT = re.compile(r"^/\S+ \S+ none bind(,ro)?,create=dir 0 0$")
-
-
 def mount_line(host_path: str, container_path: str, read_only: bool) -> tuple[str, str]:
-    """A raw bind mount: not a volume, so it does not block snapshots (an mpN bind mount does)."""
+    """A raw bind mount: not a volume, so it does not block snapshots (an mpN bind mount does).
+    Its exact shape is how diff.owned_raw_line knows the line is the toolkit's."""
     options = "bind,ro,create=dir" if read_only else "bind,create=dir"
     return "lxc.mount.entry", f"{host_path} {container_path.lstrip('/')} none {options} 0 0"
 
@@ -98,18 +82,6 @@ def wanted_raw_lines(spec: ContainerSpec, raw_devices: list[DeviceNode]) -> list
     """The raw lxc lines: GPU passthrough in "raw" mode (cgroup2 allow + mount entries), then mounts."""
     gpu = [tuple(line.split(": ", 1)) for line in proxmox_config_lines(raw_devices)]
     return gpu + [mount_line(m.host, m.path, m.ro) for m in spec.mounts]
-
-
-def owned_raw_line(key: str, value: str, nvidia_majors: set[int]) -> bool:
-    """Raw lines the toolkit manages (and may remove): mount entries of its own shape or of a
-    /dev/nvidia* node, device rules of an NVIDIA major. Every other raw line is left alone."""
-    if key == "lxc.mount.entry":
-        fields = value.split()
-        return bool(_OUR_MOUNT.match(value)) or (len(fields) > 1 and fields[1].startswith("dev/nvidia"))
-    if key == "lxc.cgroup2.devices.allow":
-        match = re.match(r"^c (\d+):", value)
-        return bool(match) and int(match.group(1)) in nvidia_majors
-    return False
 
 
 def create_parameters(spec: ContainerSpec, wanted: dict[str, str], ssh_public_keys: str | None) -> dict[str, object]:

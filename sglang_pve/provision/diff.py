@@ -4,9 +4,10 @@ Property strings are compared as PVE reads them (key order and 1/on/true do not 
 fills in by itself (a generated MAC, type=veth) only when asked for, and only keys the toolkit
 owns are ever changed or deleted. Keys that cannot change in place are refused with the reason.
 
->>> d = diff_config({"cores": "8", "memory": "4096"}, {"cores": 4, "memory": 4096, "digest": "ab"}, [], [],
-...                 rootfs=None)
->>> d.lines()
+>>> from sglang_pve.config.proxmox import RootFs
+>>> wanted = Desired({"cores": "8", "memory": "4096"}, [], RootFs(storage="local", size_gb=8), {}, [])
+>>> current = {"cores": 4, "memory": 4096, "rootfs": "local:129/vm-129-disk-0.raw,size=8G", "digest": "ab"}
+>>> diff_config(wanted, current, nvidia_majors={195}).lines()
 ['cores: 4 -> 8']
 """
 
@@ -15,11 +16,19 @@ from dataclasses import dataclass, field
 
 from sglang_pve.config.errors import Problem
 from sglang_pve.config.proxmox import RootFs
-from sglang_pve.provision.desired import OWNED_SCALARS, format_of, owned_key
+from sglang_pve.provision.desired import Desired
+from sglang_pve.provision.propstring import format_of
 
 # Absent from a config file, these read as PVE's default (pve-container Config.pm).
 _ABSENT_MEANS = {"onboot": "0", "unprivileged": "0"}
 _UNITS_GB = {"K": 1 / 1024**2, "M": 1 / 1024, "G": 1, "T": 1024}
+# Keys the toolkit owns in a container's config: set when wanted, deleted when no longer wanted.
+OWNED_SCALARS = ("hostname", "cores", "memory", "swap", "onboot", "unprivileged", "net0", "features", "startup")
+_DEV = re.compile(r"^dev\d+$")
+# The toolkit's mount lines are recognised by their exact shape (desired.mount_line; a conf file
+# has no room for a marker: PVE reads every comment line into the description): so a mount removed
+# from the data is removed from the config, and a hand-written mount entry (other options) is left alone.
+_OUR_MOUNT = re.compile(r"^/\S+ \S+ none bind(,ro)?,create=dir 0 0$")
 
 
 @dataclass(frozen=True)
@@ -77,6 +86,22 @@ class ConfigDiff:
         return lines
 
 
+def owned_key(key: str) -> bool:
+    return key in OWNED_SCALARS or key == "rootfs" or bool(_DEV.match(key))
+
+
+def owned_raw_line(key: str, value: str, nvidia_majors: set[int]) -> bool:
+    """Raw lines the toolkit manages (and may remove): mount entries of its own shape or of a
+    /dev/nvidia* node, device rules of an NVIDIA major. Every other raw line is left alone."""
+    if key == "lxc.mount.entry":
+        fields = value.split()
+        return bool(_OUR_MOUNT.match(value)) or (len(fields) > 1 and fields[1].startswith("dev/nvidia"))
+    if key == "lxc.cgroup2.devices.allow":
+        match = re.match(r"^c (\d+):", value)
+        return bool(match) and int(match.group(1)) in nvidia_majors
+    return False
+
+
 def same(key: str, wanted: str, current: object) -> bool:
     if current is None:
         current = _ABSENT_MEANS.get(key)
@@ -125,17 +150,12 @@ def _rootfs(wanted: RootFs, current: str | None) -> tuple[int | None, list[Probl
     return grow, problems
 
 
-def diff_config(
-    wanted: dict[str, str],
-    current: dict,
-    raw_wanted: list[tuple[str, str]],
-    raw_current: list[tuple[str, str]],
-    rootfs: RootFs | None,
-) -> ConfigDiff:
-    """Compare; `raw_current` holds only the raw lines the toolkit owns (desired.owned_raw_line)."""
+def diff_config(wanted: Desired, current: dict, nvidia_majors: set[int]) -> ConfigDiff:
+    """Compare with GET .../config; of its raw lines only the toolkit's own count (owned_raw_line
+    with the node's NVIDIA device majors)."""
     changes = [
         Change(k, None if current.get(k) is None else str(current[k]), v)
-        for k, v in wanted.items()
+        for k, v in wanted.config.items()
         if not same(k, v, current.get(k))
     ]
     changes += [
@@ -143,7 +163,7 @@ def diff_config(
         for k in sorted(current, key=_natural)
         if owned_key(k)
         and k != "rootfs"
-        and k not in wanted
+        and k not in wanted.config
         and (k not in OWNED_SCALARS or k in ("features", "startup"))
     ]
     refusals = []
@@ -152,20 +172,29 @@ def diff_config(
         refusals.append(
             Problem(
                 "container.unprivileged",
-                wanted["unprivileged"] == "1",
+                wanted.config["unprivileged"] == "1",
                 f"the container is {old}; Proxmox cannot change that in place (every file's owner "
                 "would have to be shifted)",
                 f"set unprivileged back to {old == 'unprivileged'}, or "
                 "recreate the container (vzdump, then restore with --unprivileged)",
             )
         )
-    grow, problems = _rootfs(rootfs, current.get("rootfs")) if rootfs else (None, [])
+    grow, problems = _rootfs(wanted.rootfs, current.get("rootfs"))
+    raw_current = [(k, v) for k, v in current.get("lxc", []) if owned_raw_line(k, v, nvidia_majors)]
     return ConfigDiff(
         changes=changes,
         raw_old=[f"{k}: {v}" for k, v in raw_current],
-        raw_new=[f"{k}: {v}" for k, v in raw_wanted],
+        raw_new=[f"{k}: {v}" for k, v in wanted.raw_lines],
         resize_gb=grow,
         refusals=refusals + problems,
+    )
+
+
+def creation_diff(wanted: Desired) -> ConfigDiff:
+    """What creating the container sets: every wanted key and raw line."""
+    return ConfigDiff(
+        changes=[Change(k, None, v) for k, v in wanted.config.items()],
+        raw_new=[f"{k}: {v}" for k, v in wanted.raw_lines],
     )
 
 

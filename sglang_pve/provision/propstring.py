@@ -10,6 +10,9 @@ first, then the required keys, then the rest sorted; booleans as 1/0.
 'name=eth0,bridge=vmbr0,ip=dhcp'
 """
 
+import re
+from dataclasses import dataclass
+
 _TRUE = {"1", "on", "yes", "true"}
 _FALSE = {"0", "off", "no", "false"}
 
@@ -42,3 +45,35 @@ def render(values: dict[str, str], default_key: str | None = None, required: tup
     head = [k for k in sorted(required) if k in values and k != default_key]
     rest = sorted(k for k in values if k != default_key and k not in required)
     return ",".join(items + [f"{k}={values[k]}" for k in head + rest])
+
+
+@dataclass(frozen=True)
+class Format:
+    """How PVE prints one property string: see render."""
+
+    default_key: str | None = None
+    required: tuple[str, ...] = ()
+    filled_by_pve: frozenset[str] = frozenset()  # keys PVE adds when not given (a generated MAC, type=veth)
+    booleans: frozenset[str] = frozenset()
+
+    def normalized(self, value: str, compare_keys: set[str] | None = None) -> dict[str, str]:
+        parsed = parse(value, self.default_key)
+        return {
+            k: boolean(v) if k in self.booleans else v
+            for k, v in parsed.items()
+            if compare_keys is None or k in compare_keys
+        }
+
+
+_FEATURES = ("force_rw_sys", "fuse", "keyctl", "mknod", "nesting")
+FORMATS: dict[str, Format] = {
+    "net": Format(required=("name",), filled_by_pve=frozenset({"type", "hwaddr"}), booleans=frozenset({"firewall"})),
+    "dev": Format(default_key="path", booleans=frozenset({"deny-write"})),
+    "features": Format(booleans=frozenset(_FEATURES)),
+    "startup": Format(default_key="order"),
+}
+
+
+def format_of(key: str) -> Format | None:
+    """The format of a config key's value (net0 -> FORMATS["net"]); None for a plain value."""
+    return FORMATS.get(re.sub(r"\d+$", "", key))

@@ -6,8 +6,8 @@ import pytest
 
 from sglang_pve.config.proxmox import load_container
 from sglang_pve.provision import desired, diff, propstring
-from sglang_pve.provision.desired import owned_raw_line, wanted_config, wanted_raw_lines
-from sglang_pve.provision.diff import diff_config, token_refusals
+from sglang_pve.provision.desired import wanted_config, wanted_raw_lines
+from sglang_pve.provision.diff import diff_config, owned_raw_line, token_refusals
 from sglang_pve.provision.passthrough import nvidia_devices, proxmox_dev_options
 from tests.unit.proxmox_data import CONTAINER
 
@@ -38,9 +38,10 @@ CURRENT = {
 }
 
 
-def compare(current: dict, spec=SPEC, devices=DEVICES, majors=frozenset({195, 511})):
-    raw_now = [(k, v) for k, v in current.get("lxc", []) if owned_raw_line(k, v, set(majors))]
-    return diff_config(wanted_config(spec, devices), current, wanted_raw_lines(spec, []), raw_now, spec.rootfs)
+def compare(current: dict, spec=SPEC, majors=frozenset({195, 511})):
+    """The spec as built for a node with 8 GPUs (the devN keys of DEVICES for gpus: all) vs `current`."""
+    wanted = desired.build(spec, list(range(8)), {"nvidia": 195, "nvidia-uvm": 511}, None)
+    return diff_config(wanted, current, set(majors))
 
 
 def test_doctests():
@@ -84,8 +85,7 @@ def test_fewer_gpus_delete_the_extra_dev_keys_and_a_missing_mac_is_pves_business
             | {"gpus": [0, 1], "net0": {"bridge": "vmbr0", "ip": "10.0.0.129/24", "gw": "10.0.0.1"}}
         },
     )
-    devices = proxmox_dev_options(nvidia_devices([0, 1], uvm_major=511))
-    result = compare(CURRENT, spec=spec, devices=devices)
+    result = compare(CURRENT, spec=spec)
     assert result.deleted == ["dev5", "dev6", "dev7", "dev8", "dev9", "dev10"]
     assert [c.key for c in result.changes if c.new] == ["dev2", "dev3", "dev4"]  # nvidiactl, uvm, uvm-tools moved up
 

@@ -3,6 +3,7 @@ create, converge, no-change reads, snapshot before change, rollback, token refus
 Every request the toolkit makes passes the schema (the emulator's request log)."""
 
 import subprocess
+import sys
 
 import pytest
 
@@ -12,7 +13,7 @@ from sglang_pve.agent.gpus import DeviceNode
 from sglang_pve.config import ConfigError
 from sglang_pve.config.proxmox import load_api_settings, load_container
 from sglang_pve.deploy.facts.gpu import GpuDeviceInfo
-from sglang_pve.provision import hostkeys, snapshots
+from sglang_pve.provision import desired, hostkeys, snapshots
 from sglang_pve.provision.client import ProxmoxError, connect
 from sglang_pve.provision.container import Guest, _apply, plan
 from sglang_pve.provision.credentials import Credential
@@ -133,6 +134,35 @@ def test_a_change_takes_a_snapshot_then_only_the_differing_key(pve, guest):
     assert taken[0]["description"] == "sglang-pve: before changing cores"
     assert "cores: 96" in pve.conf_text(129)
     assert requestlog.schema_violations(pve.requests()) == []
+
+
+def calls_into_desired(run) -> list[tuple[str, bool]]:
+    """(function, called from outside desired.py) for every call of a desired.py function while
+    `run` runs (sys.setprofile: also what another module imported by name)."""
+    calls = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename == desired.__file__:
+            calls.append((frame.f_code.co_name, frame.f_back.f_code.co_filename != desired.__file__))
+
+    sys.setprofile(profile)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def test_one_plan_builds_the_desired_config_once_and_the_rest_consumes_it(pve, guest):
+    def once(spec) -> None:
+        calls = calls_into_desired(lambda: plan(spec, node_of(pve), GPUS, guest))
+        assert [name for name, outside in calls if outside] == ["build"]
+        assert [name for name, _ in calls].count("wanted_config") == 1
+        assert [name for name, _ in calls].count("wanted_raw_lines") == 1
+
+    once(spec_of(pve))  # absent: the create call
+    converge(pve, node_of(pve), spec_of(pve), guest)
+    once(spec_of(pve, cores=96))  # present: the diff
 
 
 def test_a_concurrent_edit_is_reported_not_overwritten(pve, guest):
