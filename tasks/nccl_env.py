@@ -1,25 +1,7 @@
-"""One NCCL profile everywhere a process can start from: the units' EnvironmentFile, NCCL's own
-/etc/nccl.conf, a startup hook in the venv's site-packages (a .pth importing the profile module:
-Debian/Ubuntu's own sitecustomize.py shadows a venv's), and a managed block in the user's shell rc."""
+"""One NCCL profile everywhere a process can start from:  pyinfra inventory/prod.py tasks/nccl_env.py
 
-from sglang_pve.deploy import paths
-from sglang_pve.deploy.context import deployment, site_packages
-from sglang_pve.deploy.operations import files
-from sglang_pve.deploy.render import nccl_block, nccl_files
-from sglang_pve.provision.roles import is_node
+sglang_pve/deploys/nccl_env.py says where."""
 
-if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and tasks/containers.py
-    config = deployment()
-    profile = config.data.nccl_profile
-    purelib = site_packages()
+from sglang_pve.deploys.nccl_env import nccl_env
 
-    files.file_set(
-        name=f"NCCL profile {profile}: nccl.env, nccl.conf, venv startup hook", files=nccl_files(config, purelib)
-    )
-    files.block(
-        name=f"NCCL profile {profile}: {config.data.shell_rc}",
-        path=config.data.shell_rc,
-        marker=paths.NCCL_BLOCK_MARKER,
-        body=nccl_block(config),
-        user=config.data.shell_user,
-    )
+nccl_env()

@@ -1,42 +1,8 @@
-"""Preflight: judge every server configuration against the host, before anything changes.
+"""Preflight alone:  pyinfra inventory/lab.py tasks/preflight.py
 
-    pyinfra inventory/lab.py tasks/preflight.py     alone: SGLang's parser judges every config
-    local.include("tasks/preflight.py")             in deploy.py: only configs that would change
+SGLang's own parser judges every server configuration (in the whole deploy: only those that would
+change); a problem stops the run before any operation. sglang_pve/deploys/preflight.py says what it reads."""
 
-One remote command reads the host (sglang_pve.deploy.facts.preflight); the rules are pure
-(sglang_pve.deploy.preflight). A problem stops the whole run here, at load time, before any operation;
-warnings are logged and the run goes on.
-"""
+from sglang_pve.deploys.preflight import preflight
 
-import os
-
-from pyinfra import host, logger, state
-from pyinfra.api.exceptions import MissingCommandError, PyinfraError
-
-from sglang_pve.deploy.context import deployment, venv
-from sglang_pve.deploy.facts.gpu import UserSpaceDriver
-from sglang_pve.deploy.facts.preflight import PreflightProbe
-from sglang_pve.deploy.preflight import check, probe_spec
-from sglang_pve.deploy.preflight.driver import driver_problems
-from sglang_pve.provision.roles import is_node, node_driver
-
-if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and tasks/containers.py
-    alone = os.path.realpath(state.current_deploy_filename or "") == os.path.realpath(__file__)
-    config = deployment()
-    spec = probe_spec(config, venv(), judge_all=alone)
-    try:
-        snapshot = host.get_fact(PreflightProbe, spec=spec)
-    except MissingCommandError:
-        raise PyinfraError(f"preflight cannot run on {host.name}: it has no python3 (install it first)") from None
-    if snapshot is None:
-        raise PyinfraError(f"preflight could not read {host.name}: its probe failed (output above)")
-
-    report = check(config, spec, snapshot)
-    if (node := node_driver()) is not None:  # a container provisioned by the toolkit, its node in this run
-        report.problems += driver_problems(node[0], node[1], host.get_fact(UserSpaceDriver))
-    for warning in report.warnings:
-        logger.warning(f"{host.print_prefix}preflight warning: {warning.render(host.name)}")
-    if report.problems:
-        raise PyinfraError(report.refusal(host.name))
-    if alone:
-        logger.info(f"{host.print_prefix}preflight passed: {report.summary()}")
+preflight(judge_all=True)

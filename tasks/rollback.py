@@ -5,17 +5,8 @@
     --data rollback=snapshot                      the container to its newest Proxmox snapshot
     --data rollback=snapshot --data snapshot=NAME  ... or to that one
 
-This file only dispatches: each mode is a task file of its own (MODES).
-"""
+sglang_pve/deploys/rollback.py says how each mode works."""
 
-from pyinfra import host, local
-from pyinfra.api.exceptions import PyinfraError
+from sglang_pve.deploys.rollback import rollback
 
-MODES = {"release": "tasks/rollback_release.py", "snapshot": "tasks/rollback_snapshot.py"}
-
-mode = host.data.get("rollback", "release")
-if mode not in MODES:
-    raise PyinfraError(
-        f"{host.name}: rollback = {mode!r}: not a rollback mode. Fix: add --data rollback={'|'.join(MODES)}"
-    )
-local.include(MODES[mode])
+rollback()

@@ -1,21 +1,9 @@
-"""The container back to a Proxmox snapshot (config and root filesystem), then started again:
-the newest one, or --data snapshot=NAME. Included by tasks/rollback.py; nodes are skipped.
+"""The container back to a Proxmox snapshot:  pyinfra inventory/prod.py tasks/rollback_snapshot.py
 
-The toolkit takes a snapshot (sgpve-<time>-<reason>) before every run that changes a container's
-config. On ZFS storage Proxmox rolls back only to the most recent snapshot; asking for an older
-one is refused with the names of the newer ones and what to do.
-"""
+    --data snapshot=NAME   that snapshot (default: the newest)
 
-from pyinfra import host
+Also tasks/rollback.py --data rollback=snapshot; sglang_pve/deploys/rollback.py says how."""
 
-from sglang_pve.provision.roles import container_node, own_spec
-from sglang_pve.provision.snapshot_rollback import rolled_back
+from sglang_pve.deploys.rollback import snapshot_rollback
 
-spec = own_spec()
-if spec is not None:
-    rolled_back(
-        name=f"Roll back container {spec.vmid}",
-        spec=spec,
-        node=container_node(spec),
-        snapshot=host.data.get("snapshot"),
-    )
+snapshot_rollback()

@@ -1,32 +1,9 @@
-"""One systemd unit per server configuration; exactly the active one runs, switched atomically.
+"""One systemd unit per server configuration, the active one switched to atomically:
 
-The files go in place first (the running server is untouched); then, when what runs changed (the
-active configuration, its files, the NCCL profile, the SGLang version), a release is recorded on
-the host and switched to: stop -> GPUs verified free -> start -> readiness gate, reverted to the
-previous release when the gate fails (the run then fails naming the diagnosis).
-"""
+    pyinfra inventory/prod.py tasks/servers.py
 
-import os
-from pathlib import Path
+sglang_pve/deploys/servers.py says how."""
 
-from pyinfra import state
+from sglang_pve.deploys.servers import servers
 
-from sglang_pve.deploy import provenance
-from sglang_pve.deploy.context import deployment, site_packages, venv
-from sglang_pve.deploy.operations import releases, systemd
-from sglang_pve.deploy.render import release, server_files
-from sglang_pve.provision.roles import is_node
-
-if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and tasks/containers.py
-    config = deployment()
-    systemd.server_units(
-        name=f"Server units ({len(config.servers)})",
-        files={name: server_files(config, server, venv()) for name, server in config.servers.items()},
-    )
-    purelib = site_packages()
-    releases.release(
-        name=f"Release: {config.data.active_server or 'no server'} on SGLang {config.sglang_version}",
-        release=release(config, venv(), purelib, provenance.who(), provenance.commit(Path(state.cwd or os.getcwd()))),
-        keep=config.data.releases_kept,
-        venvs_dir=config.data.sglang_venvs_dir,
-    )
+servers()

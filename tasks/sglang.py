@@ -1,17 +1,7 @@
-"""The SGLang build in its own virtualenv, built beside its final path from a hash lock and moved
-into place only when complete (earlier versions' venvs are kept while a release needs them)."""
+"""The SGLang build in its own virtualenv:  pyinfra inventory/prod.py tasks/sglang.py
 
-from sglang_pve.deploy.context import deployment, package_source, site_packages, venv
-from sglang_pve.deploy.operations import venvs
-from sglang_pve.deploy.render import nccl_files
-from sglang_pve.provision.roles import is_node
+sglang_pve/deploys/sglang.py says how."""
 
-if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and tasks/containers.py
-    config = deployment()
-    purelib = site_packages()
-    venvs.venv(
-        name=f"SGLang {config.sglang_version}",
-        path=venv(),
-        version=config.sglang_version,
-        source=package_source(hooks=[f for f in nccl_files(config, purelib) if f.path.startswith(venv() + "/")]),
-    )
+from sglang_pve.deploys.sglang import sglang_venv
+
+sglang_venv()

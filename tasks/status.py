@@ -1,20 +1,8 @@
 """What runs where:  pyinfra inventory/prod.py tasks/status.py
 
-Per host: the current release (id, SGLang version, how it differs from the release before it),
-and per server configuration: unit state, startup phase and time in it, health, restarts, verdict
-(ready / starting / stalled / zombie since T / failed: why / stopped), last log line, latest
-diagnosis, per-GPU memory and utilization, and any foreign process holding the GPUs. Two remote
-commands per host; changes nothing.
-"""
+Per host the current release, per server configuration its state and verdict, the GPUs; changes
+nothing. sglang_pve/deploys/status.py says what it shows."""
 
-from pyinfra import host, logger
+from sglang_pve.deploys.status import status
 
-from sglang_pve.deploy.facts.releases import Releases
-from sglang_pve.deploy.facts.server_status import ServerStatus
-from sglang_pve.provision.roles import is_node
-from sglang_pve.tools.status_render import render, render_release
-
-if not is_node():  # a container's task; Proxmox nodes get tasks/pve_host.py and tasks/containers.py
-    logger.info(
-        render_release(host.name, host.get_fact(Releases)) + "\n" + render(host.name, host.get_fact(ServerStatus))
-    )
+status()

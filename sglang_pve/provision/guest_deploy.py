@@ -1,6 +1,8 @@
 """The deploy of a container that its node provisions in this same run (see provision/connector.py)."""
 
-from pyinfra import host, local, logger
+from collections.abc import Callable
+
+from pyinfra import host, logger
 from pyinfra.api import FunctionCommand, operation
 from pyinfra.api.exceptions import ConnectError, NestedOperationError, PyinfraError
 from pyinfra.context import ctx_config, ctx_host
@@ -18,10 +20,10 @@ def nodes_done():
     .. code:: python
 
         if is_node():
-            local.include("tasks/containers.py")
+            provision_containers()
         nodes_done(name="Containers provisioned")
         if not is_node():
-            local.include("tasks/sglang.py")
+            sglang_venv()
     """
     host.noop("a barrier: the operations before it ran on every host")
     return
@@ -29,32 +31,31 @@ def nodes_done():
 
 
 @operation(is_idempotent=False, _set_in_op=False)
-def deploy_when_provisioned(tasks: list[str], waiting_for: str):
+def deploy_when_provisioned(deploy: Callable[[], object], waiting_for: str):
     """
-    Connect to a container once its node has provisioned it, then run the deploy's task files as
-    nested operations. --dry shows this one operation: the container's own changes cannot be known
-    before it exists.
+    Connect to a container once its node has provisioned it, then call its deploy, whose
+    operations run as nested operations. --dry shows this one operation: the container's own
+    changes cannot be known before it exists.
 
-    + tasks: the task files of the container's deploy, in order
+    + deploy: the container's deploy (a function calling pyinfra ``@deploy`` functions or operations)
     + waiting_for: why the container is not reachable now (shown in the plan)
 
     **Example:**
 
     .. code:: python
 
-        deploy_when_provisioned(name="Deploy after provisioning", tasks=["tasks/sglang.py"],
+        deploy_when_provisioned(name="Deploy after provisioning", deploy=sglang_venv,
                                 waiting_for=host.connector.pending)
     """
-    yield FunctionCommand(_deploy, (tasks,), {})
+    yield FunctionCommand(_deploy, (deploy,), {})
 
 
-def _deploy(state, host, tasks: list[str]) -> bool:
+def _deploy(state, host, deploy: Callable[[], object]) -> bool:
     with ctx_host.use(host), ctx_config.use(state.config.copy()):
         try:
             host.connector.connect_now()
             host.log("connected: running the deploy in the new container", logger.info)
-            for task in tasks:
-                local.include(task)
+            deploy()
         except NestedOperationError:
             raise  # pyinfra reports the failed nested operation itself
         except (ConnectError, PyinfraError) as error:

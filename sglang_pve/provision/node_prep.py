@@ -1,4 +1,4 @@
-"""What a Proxmox node needs before its GPU containers can start (tasks/pve_host.py renders it).
+"""What a Proxmox node needs before its GPU containers can start (deploys/node_prep.py renders it).
 
 >>> from sglang_pve.deploy.facts.gpu import GpuDeviceInfo
 >>> from sglang_pve.agent.gpus import DeviceNode
@@ -14,6 +14,7 @@ from sglang_pve.deploy.operations.files import ManagedFile
 
 DEVICE_NODES_UNIT = "sglang-pve-nvidia-nodes.service"
 MODULES_LOAD = "/etc/modules-load.d/nvidia.conf"
+_HEADER = f"# {MARKER}: written by its node preparation (sglang_pve/deploys/node_prep.py)."
 
 
 def node_prep_files(gpus: GpuDeviceInfo) -> list[ManagedFile]:
@@ -23,7 +24,7 @@ def node_prep_files(gpus: GpuDeviceInfo) -> list[ManagedFile]:
     minors = gpus.gpu_indices
     unit = "\n".join(
         [
-            f"# {MARKER}: written by tasks/pve_host.py.",
+            _HEADER,
             "[Unit]",
             "Description=Create every NVIDIA device node before guests start (sglang-pve)",
             "After=systemd-modules-load.service",
@@ -41,6 +42,6 @@ def node_prep_files(gpus: GpuDeviceInfo) -> list[ManagedFile]:
         ]
     )
     return [
-        ManagedFile(MODULES_LOAD, f"# {MARKER}: written by tasks/pve_host.py.\nnvidia\nnvidia_uvm\n"),
+        ManagedFile(MODULES_LOAD, f"{_HEADER}\nnvidia\nnvidia_uvm\n"),
         ManagedFile(f"/etc/systemd/system/{DEVICE_NODES_UNIT}", unit),
     ]

@@ -1,5 +1,5 @@
 """Who provisions whom: container hosts name their node (host data ``container.node``); a node
-provisions every container of the inventory that names it. Used by deploy.py and tasks/."""
+provisions every container of the inventory that names it. Used by the deploys (sglang_pve/deploys/)."""
 
 import os
 

@@ -35,10 +35,6 @@ MODULE_REF = re.compile(r"(?<![\w.])sglang_pve(?:\.[A-Za-z_]\w*)+")
 NOT_IN_TREE = {
     "inventory/mysite.py": "the user's own copy of inventory/prod.py (README, Production workflow)",
     "group_data/nccl_measured.yml": "written by tasks/nccl_probe.py --data write=1, read by the inventories",
-    # the packaged @deploy functions, being created: delete these three when the package lands
-    "sglang_pve/deploys/": "being created",
-    "deploys/": "being created",
-    "sglang_pve.deploys": "being created",
 }
 # The lab's PVE API schema directory: an input the lab reads (lab/pve/schema.py), overridden by
 # $SGLANG_PVE_PVE_SCHEMA_DIR; named as where it is looked for, not cited.

@@ -21,15 +21,14 @@ ROOMS = sorted(p.name for p in (ROOT / "sglang_pve").iterdir() if (p / "__init__
 FIRST_PARTY = {"sglang_pve", "lab", "tests", "tasks", "inventory", "group_data", "bench", "deploy"}
 
 # What each script may import of the first-party code: rooms of sglang_pve (`sglang_pve.<room>...`)
-# and other first-party modules. The compositions still live in tasks/ and deploy.py, which reach
-# into the rooms they compose; once the packaged deploys (sglang_pve.deploys) hold them, the
-# scripts only call those. Inventories and group data are data: config's helpers, the measured
-# NCCL profile (tools.nccl.measured), the contract's names (agent.spec); the lab's own inventory
-# reads the lab's addresses and files (lab.layout). bench/ drives the lab and the test helpers.
-COMPOSE = {"deploys", "tools", "provision", "deploy", "config", "agent"}
+# and other first-party modules. deploy.py and tasks/ only call the packaged deploys
+# (sglang_pve.deploys; tests/unit/test_deploys.py checks that they do nothing else). Inventories
+# and group data are data: config's helpers, the measured NCCL profile (tools.nccl.measured), the
+# contract's names (agent.spec); the lab's own inventory reads the lab's addresses and files
+# (lab.layout). bench/ drives the lab and the test helpers.
 RULES = {
-    "deploy.py": (COMPOSE, set()),
-    "tasks/*.py": (COMPOSE, set()),
+    "deploy.py": ({"deploys"}, set()),
+    "tasks/*.py": ({"deploys"}, set()),
     "inventory/*.py": ({"config", "tools"}, set()),
     "inventory/lab.py": ({"config", "tools"}, {"lab.layout"}),
     "group_data/*.py": ({"config", "agent"}, set()),
@@ -111,7 +110,8 @@ def test_scripts_import_only_their_layers_and_what_exists(path):
 def test_the_rule_refuses_what_it_should():
     tasks = RULES["tasks/*.py"]
     assert not allowed("lab.layout", *tasks) and not allowed("tests.lab.conftest", *tasks)
-    assert not allowed("sglang_pve", *tasks) and allowed("sglang_pve.deploy.paths", *tasks)
+    assert not allowed("sglang_pve", *tasks) and not allowed("sglang_pve.deploy.paths", *tasks)
+    assert allowed("sglang_pve.deploys.status", *tasks)
     assert not allowed("sglang_pve.provision.roles", *RULES["inventory/lab.py"])
     lab_inventory = RULES["inventory/lab.py"]
     assert not allowed("lab.pve.requestlog", *lab_inventory) and allowed("lab.layout", *lab_inventory)

@@ -1,6 +1,6 @@
 """Preflight: every declared server configuration judged against the host before anything changes.
 
-tasks/preflight.py reads the host once (facts.preflight.PreflightProbe) and runs the pure rules:
+sglang_pve/deploys/preflight.py reads the host once (facts.preflight.PreflightProbe) and runs the pure rules:
 
     spec = probe_spec(deployment, venv, judge_all=True)
     report = check(deployment, spec, host.get_fact(PreflightProbe, spec=spec))

@@ -1,0 +1,43 @@
+"""Preflight: judge every server configuration against the host, before anything changes.
+
+One remote command reads the host (sglang_pve.deploy.facts.preflight); the rules are pure
+(sglang_pve.deploy.preflight). A problem stops the whole run here, at load time, before any operation;
+warnings are logged and the run goes on.
+"""
+
+from pyinfra import host, logger
+from pyinfra.api import deploy
+from pyinfra.api.exceptions import MissingCommandError, PyinfraError
+
+from sglang_pve.deploy.context import deployment, venv
+from sglang_pve.deploy.facts.gpu import UserSpaceDriver
+from sglang_pve.deploy.facts.preflight import PreflightProbe
+from sglang_pve.deploy.preflight import check, probe_spec
+from sglang_pve.deploy.preflight.driver import driver_problems
+from sglang_pve.provision.roles import is_node, node_driver
+
+
+@deploy("Preflight")
+def preflight(judge_all: bool = False) -> None:
+    """A container's task. judge_all: SGLang's own parser judges every configuration (as
+    tasks/preflight.py does), not only those the deploy would change; and the summary is logged."""
+    if is_node():
+        return
+    config = deployment()
+    spec = probe_spec(config, venv(), judge_all=judge_all)
+    try:
+        snapshot = host.get_fact(PreflightProbe, spec=spec)
+    except MissingCommandError:
+        raise PyinfraError(f"preflight cannot run on {host.name}: it has no python3 (install it first)") from None
+    if snapshot is None:
+        raise PyinfraError(f"preflight could not read {host.name}: its probe failed (output above)")
+
+    report = check(config, spec, snapshot)
+    if (node := node_driver()) is not None:  # a container provisioned by the toolkit, its node in this run
+        report.problems += driver_problems(node[0], node[1], host.get_fact(UserSpaceDriver))
+    for warning in report.warnings:
+        logger.warning(f"{host.print_prefix}preflight warning: {warning.render(host.name)}")
+    if report.problems:
+        raise PyinfraError(report.refusal(host.name))
+    if judge_all:
+        logger.info(f"{host.print_prefix}preflight passed: {report.summary()}")

@@ -1,0 +1,23 @@
+"""What runs where: per host, the current release (id, SGLang version, how it differs from the
+release before it), and per server configuration: unit state, startup phase and time in it,
+health, restarts, verdict (ready / starting / stalled / zombie since T / failed: why / stopped),
+last log line, latest diagnosis, per-GPU memory and utilization, and any foreign process holding
+the GPUs. Two remote commands per host; changes nothing."""
+
+from pyinfra import host, logger
+from pyinfra.api import deploy
+
+from sglang_pve.deploy.facts.releases import Releases
+from sglang_pve.deploy.facts.server_status import ServerStatus
+from sglang_pve.provision.roles import is_node
+from sglang_pve.tools.status_render import render, render_release
+
+
+@deploy("Status")
+def status() -> None:
+    """A container's task; Proxmox nodes are skipped."""
+    if is_node():
+        return
+    logger.info(
+        render_release(host.name, host.get_fact(Releases)) + "\n" + render(host.name, host.get_fact(ServerStatus))
+    )
