@@ -52,4 +52,6 @@ def log_path(server: str) -> str:
 def probe_address(bind: str | None) -> str:
     """Where to send health probes for a server bound to `bind` (wildcards mean the loopback of
     the same family: `::` answers on ::1, and on 127.0.0.1 only where IPv6 sockets are dual-stack)."""
-    return {None: "127.0.0.1", "": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(bind, bind)
+    if bind is None:
+        return "127.0.0.1"
+    return {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(bind, bind)

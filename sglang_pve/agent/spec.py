@@ -48,21 +48,30 @@ writes a spec by passing it through `parse`, so the deploy cannot write what the
 
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from collections.abc import Mapping
+from dataclasses import Field, asdict, dataclass, field, fields, is_dataclass
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from sglang_pve.agent import contract
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+# No `from __future__ import annotations` here: the field types are read at run time (below and in
+# sglang_pve/config/lifecycle.py), so they must stay classes, not strings.
+_Schema = TypeVar("_Schema", bound="DataclassInstance")
 
 
 class SpecError(ValueError):
     """The spec file is missing, not JSON, or a key has a bad value; the message says which."""
 
 
-def seconds(default: float, *, ge: float | None = None):
+def seconds(default: float, *, ge: float | None = None) -> float:
     """A duration field: > 0, or >= `ge`."""
     return field(default=default, metadata={"ge": ge} if ge is not None else {"gt": 0})
 
 
-def count(default: int, *, ge: int):
+def count(default: int, *, ge: int) -> int:
     return field(default=default, metadata={"ge": ge})
 
 
@@ -127,7 +136,8 @@ class Spec(Lifecycle):
 
     def stall_timeout(self, phase: str) -> float:
         """Allowed log silence in `phase` (a phases.PHASES name)."""
-        return getattr(self.stall_timeout_s, STALL_ALIASES.get(phase, phase))
+        timeout: float = getattr(self.stall_timeout_s, STALL_ALIASES.get(phase, phase))
+        return timeout
 
     def state_file(self, kind: str, suffix: str = ".json") -> str:
         """state_dir/<kind>/<server><suffix>, e.g. state_file("run", ".offset")."""
@@ -162,7 +172,7 @@ def to_json(spec: Spec) -> str:
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 
-def file_fields(cls) -> list:
+def file_fields(cls: "DataclassInstance | type[DataclassInstance]") -> list[Field[Any]]:
     return [f for f in fields(cls) if f.metadata.get("file", True)]
 
 
@@ -170,12 +180,12 @@ class _Checker:
     def __init__(self, path: str):
         self.path = path
 
-    def fail(self, key: str, value: object, wanted: str):
+    def fail(self, key: str, value: object, wanted: str) -> NoReturn:
         raise SpecError(
             f"spec {self.path}: key {key!r} is {value!r}; expected {wanted} (fix it in servers.yml and deploy again)"
         )
 
-    def build(self, cls, value: object, where: str):
+    def build(self, cls: type[_Schema], value: object, where: str) -> _Schema:
         """An instance of dataclass `cls` from a JSON object: every key present, none unknown."""
         if not isinstance(value, dict):
             self.fail(where.rstrip(".") or "<top level>", type(value).__name__, "a JSON object")
@@ -196,9 +206,9 @@ class _Checker:
             values["path"] = self.path
         return cls(**values)
 
-    def value(self, spec_field, value: object, key: str):
+    def value(self, spec_field: Field[Any], value: object, key: str) -> object:
         kind, bounds = spec_field.type, spec_field.metadata
-        if is_dataclass(kind):
+        if isinstance(kind, type) and is_dataclass(kind):  # a nested block
             return self.build(kind, value, key + ".")
         if kind is bool:
             if not isinstance(value, bool):
@@ -213,16 +223,18 @@ class _Checker:
                     self.fail(key, value, "an absolute path")
                 return value.rstrip("/") or "/"
             return value
-        number = isinstance(value, kind if kind is int else (int, float)) and not isinstance(value, bool)
-        if kind is float:
-            number = number and math.isfinite(value)
         wanted = "an integer" if kind is int else "a finite number"
-        if not number or not _within(value, bounds):
+        if (
+            not isinstance(value, int if kind is int else (int, float))
+            or isinstance(value, bool)
+            or (kind is float and not math.isfinite(value))
+            or not _within(value, bounds)
+        ):
             self.fail(key, value, wanted + _describe(bounds))
         return value
 
 
-def _within(value: float, bounds: dict) -> bool:
+def _within(value: float, bounds: Mapping[str, float]) -> bool:
     return (
         ("gt" not in bounds or value > bounds["gt"])
         and ("ge" not in bounds or value >= bounds["ge"])
@@ -230,6 +242,6 @@ def _within(value: float, bounds: dict) -> bool:
     )
 
 
-def _describe(bounds: dict) -> str:
+def _describe(bounds: Mapping[str, float]) -> str:
     words = {"gt": ">", "ge": ">=", "le": "<="}
     return " and".join(f" {words[k]} {bounds[k]:g}" for k in ("gt", "ge", "le") if k in bounds)

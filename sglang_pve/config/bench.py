@@ -9,6 +9,8 @@ key, value and the fix, before anything runs.
 """
 
 import re
+from collections.abc import Mapping
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -16,6 +18,7 @@ from sglang_pve.config.deployment import Deployment
 from sglang_pve.config.errors import ConfigError, Problem
 from sglang_pve.config.problems import problems_from
 
+_Options = TypeVar("_Options", bound=BaseModel)
 _RUN_ID = re.compile(r"^(previous|[0-9TZ]{16}-[A-Za-z0-9._-]+)$")
 
 
@@ -82,7 +85,7 @@ class ProbeOptions(BaseModel):
         return value
 
 
-def _validate(model: type[BaseModel], data: dict) -> tuple[BaseModel | None, list[Problem]]:
+def _validate(model: type[_Options], data: Mapping[str, object]) -> tuple[_Options | None, list[Problem]]:
     try:
         return model.model_validate(data), []
     except ValidationError as exc:
@@ -95,17 +98,19 @@ def _unknown(key: str, raw: object, known: list[str], what: str) -> list[Problem
     return [Problem(key, ",".join(bad), f"no such {what}", f"use some of {', '.join(known)}")] if bad else []
 
 
-def bench_options(host_name: str, data: dict, deployment: Deployment) -> BenchOptions:
+def bench_options(host_name: str, data: Mapping[str, object], deployment: Deployment) -> BenchOptions:
     options, problems = _validate(BenchOptions, data)
     problems += _unknown("configs", data.get("configs"), list(deployment.servers), "server configuration")
     if problems:
         raise ConfigError(host_name, problems)
+    assert options is not None  # a failed validation added a problem
     return options
 
 
-def probe_options(host_name: str, data: dict, deployment: Deployment) -> ProbeOptions:
+def probe_options(host_name: str, data: Mapping[str, object], deployment: Deployment) -> ProbeOptions:
     options, problems = _validate(ProbeOptions, data)
     problems += _unknown("profiles", data.get("profiles"), list(deployment.data.nccl_profiles), "NCCL profile")
     if problems:
         raise ConfigError(host_name, problems)
+    assert options is not None  # a failed validation added a problem
     return options

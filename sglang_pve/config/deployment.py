@@ -1,8 +1,9 @@
 """The whole deployment of one host, built from pyinfra host data and validated once."""
 
 import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -32,7 +33,7 @@ class HostData(BaseModel):
     """The host-data keys the deploy reads (group_data/all.py documents each)."""
 
     model_config = ConfigDict(extra="ignore", strict=True)
-    nccl_profiles: dict[Name, dict]
+    nccl_profiles: dict[Name, dict[Any, Any]]  # each profile's keys and values checked by check_profile
     nccl_profile: Name
     servers_file: Text
     active_server: Text | None
@@ -49,7 +50,7 @@ class HostData(BaseModel):
     unit_limits: UnitLimits = UnitLimits()
     shell_user: str = Field(pattern=_USER)
     shell_rc: HostPath
-    lifecycle: dict = {}
+    lifecycle: dict[Any, Any] = {}  # merged under each server's lifecycle: and validated there
     # Secrets (named by source, never by value) and who the server runs as (group_data/all.py)
     sglang_secrets: SecretsData = SecretsData()
     allow_unauthenticated: bool = False
@@ -87,7 +88,12 @@ def secret_env_problems(data: SecretsData) -> list[Problem]:
     return [problem for problem in found if problem]
 
 
-def load_deployment(host_name: str, data: dict, project_dir: Path, resolve=lambda d: d.sglang_version) -> Deployment:
+def load_deployment(
+    host_name: str,
+    data: Mapping[str, object],
+    project_dir: Path,
+    resolve: Callable[[HostData], str] = lambda d: d.sglang_version,
+) -> Deployment:
     """Validate everything the deploy needs from `data` (host.data as a dict); raise ConfigError
     listing every problem, before any remote command runs. `resolve(host_data)` gives the exact
     SGLang version (context._resolve: sglang_pve.deploy.index for nightly specs; it may raise ConfigError)."""

@@ -28,7 +28,7 @@ class InventoryEnv:
             )
         return path
 
-    def exists(self, path, what: str, fix: str) -> None:
+    def exists(self, path: str | os.PathLike[str], what: str, fix: str) -> None:
         """A file the inventory reads itself (not named by a variable)."""
         if not os.path.isfile(path):
             self.problems.append(f"{path}: no such file ({what}). Fix: {fix}")

@@ -6,19 +6,23 @@ models are derived from its dataclasses, so the deploy accepts exactly what the 
 """
 
 import dataclasses
+from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from sglang_pve.agent import spec
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 _STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
-def model_of(schema) -> type[BaseModel]:
+def model_of(schema: "type[DataclassInstance]") -> type[BaseModel]:
     """A strict pydantic model with the fields, defaults and bounds of an agent dataclass."""
-    fields = {}
+    fields: dict[str, Any] = {}  # name: (type, default); Any, since **fields also meets __config__ for mypy
     for field in dataclasses.fields(schema):
-        if dataclasses.is_dataclass(field.type):
+        if isinstance(field.type, type) and dataclasses.is_dataclass(field.type):
             nested = model_of(field.type)
             fields[field.name] = (nested, nested())
         else:
@@ -27,9 +31,9 @@ def model_of(schema) -> type[BaseModel]:
     return create_model(schema.__name__, __config__=_STRICT, __doc__=schema.__doc__, **fields)
 
 
-class Lifecycle(model_of(spec.Lifecycle)):
+class Lifecycle(model_of(spec.Lifecycle)):  # type: ignore[misc]  # built at import from the agent's schema
     @model_validator(mode="after")
-    def _startup_covers_a_phase(self):
+    def _startup_covers_a_phase(self) -> Self:
         longest = max(self.stall_timeout_s.model_dump().values())
         if self.startup_timeout_s < longest:
             raise ValueError(

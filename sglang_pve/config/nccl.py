@@ -9,6 +9,7 @@ the host, line by line and unquoted, so a value can never add a line there.
 """
 
 import re
+from collections.abc import Callable
 from difflib import get_close_matches
 
 from sglang_pve.config.errors import Problem
@@ -22,7 +23,7 @@ _WORDS = re.compile(r"[A-Za-z0-9_.,:=^-]{1,256}")
 _VALUE = re.compile(r"[A-Za-z0-9_.,:;=^-]{1,256}")  # every variable's values fit in this
 
 
-def _listing(allowed: set[str], what: str):
+def _listing(allowed: set[str], what: str) -> Callable[[str], str | None]:
     """NCCL_PROTO / NCCL_ALGO: comma list of names, optionally negated with a leading ^;
     NCCL_ALGO also takes per-collective `func:algo` lists (e.g. allreduce:tree)."""
 
@@ -38,7 +39,7 @@ def _listing(allowed: set[str], what: str):
     return check
 
 
-def _one_of(allowed: set[str], integer_ok: bool = False):
+def _one_of(allowed: set[str], integer_ok: bool = False) -> Callable[[str], str | None]:
     def check(value: str) -> str | None:
         if value.upper() in allowed or (integer_ok and ascii_digits(value)):
             return None
@@ -48,7 +49,7 @@ def _one_of(allowed: set[str], integer_ok: bool = False):
     return check
 
 
-def _integer(minimum: int = 0, choices: tuple[int, ...] = ()):
+def _integer(minimum: int = 0, choices: tuple[int, ...] = ()) -> Callable[[str], str | None]:
     def check(value: str) -> str | None:
         if not ascii_digits(value):
             return "expected an integer (plain digits, no units)"

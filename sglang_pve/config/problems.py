@@ -3,11 +3,12 @@
 from difflib import get_close_matches
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from sglang_pve.config.errors import Problem
 
 
-def _fix(error: dict, known: list[str]) -> str:
+def _fix(error: ErrorDetails, known: list[str]) -> str:
     kind, ctx = error["type"], error.get("ctx", {})
     if kind == "extra_forbidden":
         name = str(error["loc"][-1])

@@ -7,8 +7,9 @@ container hosts carry ``container`` naming their node. Both are validated here, 
     spec = load_container("sglang1", sglang1.data.dict())      # ContainerSpec, or None
 """
 
+from collections.abc import Mapping
 from ipaddress import ip_interface
-from typing import Literal
+from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -47,7 +48,7 @@ class ApiSettings(_Strict):
     task_timeout_s: int = Field(600, ge=1, le=86400)  # one Proxmox task (create, start, snapshot ...)
 
     @model_validator(mode="after")
-    def _one_credential_and_one_trust(self):
+    def _one_credential_and_one_trust(self) -> Self:
         secrets = [k for k in ("password_env", "password_file", "token_env", "token_file") if getattr(self, k)]
         if len(secrets) != 1:
             raise ValueError(
@@ -165,14 +166,14 @@ class ContainerSpec(_Strict):
 
     @field_validator("gpus")
     @classmethod
-    def _indices(cls, value):
+    def _indices(cls, value: Literal["all"] | list[int]) -> Literal["all"] | list[int]:
         if isinstance(value, list) and (len(set(value)) != len(value) or any(i < 0 or i > 255 for i in value)):
             raise ValueError("GPU indices must be distinct, 0..255")
         return value
 
     @field_validator("mounts")
     @classmethod
-    def _distinct_targets(cls, value: list[Mount]):
+    def _distinct_targets(cls, value: list[Mount]) -> list[Mount]:
         targets = [m.path for m in value]
         if len(set(targets)) != len(targets):
             raise ValueError(
@@ -191,7 +192,7 @@ class _ContainerData(BaseModel):
     container: ContainerSpec | None = None
 
 
-def load_api_settings(host_name: str, data: dict) -> ApiSettings:
+def load_api_settings(host_name: str, data: Mapping[str, object]) -> ApiSettings:
     """A node's API settings, validated (raises ConfigError listing every problem)."""
     try:
         return _NodeData.model_validate(data).proxmox_api
@@ -210,7 +211,7 @@ def _without_secret(problem: Problem) -> Problem:
     return problem
 
 
-def load_container(host_name: str, data: dict) -> ContainerSpec | None:
+def load_container(host_name: str, data: Mapping[str, object]) -> ContainerSpec | None:
     """A host's container spec, validated; None for a host that is not provisioned by the toolkit."""
     try:
         return _ContainerData.model_validate(data).container

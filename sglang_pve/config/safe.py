@@ -14,6 +14,7 @@ on their way to the terminal: the one alphabet for refusing and for escaping.
 """
 
 import re
+from collections.abc import Callable
 from typing import Annotated
 
 from pydantic import AfterValidator, Field
@@ -52,7 +53,7 @@ def _text(value: str) -> str:
     return value
 
 
-def _matching(pattern: re.Pattern, what: str, path: bool = False):
+def _matching(pattern: re.Pattern[str], what: str, path: bool = False) -> Callable[[str], str]:
     def check(value: str) -> str:
         _text(value)
         if not pattern.fullmatch(value):

@@ -14,9 +14,10 @@ writes it only into root-only files on the host (sglang_pve.deploy.render.server
 import os
 import re
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -34,7 +35,7 @@ class SecretSource(BaseModel):
     file: str | None = Field(None, pattern=r"^[^\x00-\x1f\x7f]{1,1024}$")
 
     @model_validator(mode="after")
-    def _exactly_one(self):
+    def _exactly_one(self) -> Self:
         if (self.env is None) == (self.file is None):
             raise ValueError('name exactly one source: {"env": "VARIABLE"} or {"file": "/path/to/0600-file"}')
         return self
@@ -54,7 +55,7 @@ class Secret:
     __repr__ = __str__
 
 
-def from_env(key: str, name: str, environ=os.environ) -> tuple[str | None, Problem | None]:
+def from_env(key: str, name: str, environ: Mapping[str, str] = os.environ) -> tuple[str | None, Problem | None]:
     value = environ.get(name, "").strip()
     if not value:
         return None, Problem(
@@ -92,13 +93,16 @@ def from_file(key: str, path: str) -> tuple[str | None, Problem | None]:
     return value, None
 
 
-def read_secret(key: str, source: SecretSource, environ=os.environ) -> tuple[Secret | None, Problem | None]:
+def read_secret(
+    key: str, source: SecretSource, environ: Mapping[str, str] = os.environ
+) -> tuple[Secret | None, Problem | None]:
     """The secret `source` names, or a Problem naming the variable or file (never the value)."""
     if source.env:
         value, problem = from_env(key, source.env, environ)
     else:
+        assert source.file is not None  # SecretSource._exactly_one
         value, problem = from_file(key, str(Path(source.file).expanduser()))
-    if problem:
+    if value is None:  # from_env and from_file give a value or a problem
         return None, problem
     if not _VALUE.fullmatch(value):
         return None, Problem(
@@ -133,10 +137,12 @@ class ServerSecrets:
         return self.flags.get("api-key")
 
 
-def read_secrets(data: SecretsData, environ=os.environ) -> tuple[ServerSecrets, list[Problem]]:
+def read_secrets(data: SecretsData, environ: Mapping[str, str] = os.environ) -> tuple[ServerSecrets, list[Problem]]:
     """Every secret `data` names, read now; every problem at once (sources named, never values)."""
-    flags, env, problems = {}, {}, []
-    named = [
+    flags: dict[str, Secret] = {}
+    env: dict[str, Secret] = {}
+    problems: list[Problem] = []
+    named: list[tuple[str, dict[str, Secret], str, SecretSource | None]] = [
         (f"sglang_secrets.{flag}", flags, flag, getattr(data, flag.replace("-", "_")))
         for flag in ("api-key", "admin-api-key")
     ]
@@ -148,5 +154,6 @@ def read_secrets(data: SecretsData, environ=os.environ) -> tuple[ServerSecrets, 
         if problem:
             problems.append(problem)
         else:
+            assert secret is not None  # read_secret gives a secret or a problem
             into[name] = secret
     return ServerSecrets(flags, env), problems

@@ -3,6 +3,7 @@
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -21,6 +22,8 @@ LOADER_ENV = re.compile(r"LD_[A-Z0-9_]*|PYTHON[A-Z0-9_]*|PATH|BASH_ENV|ENV")
 OWN_ENV = re.compile(r"SGLANG_PVE_[A-Z0-9_]*")
 SECRET_ENV = re.compile(r".*(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|CREDENTIAL).*")
 _BLOCKS = ("env", "allow_env", "lifecycle")  # keys of a server configuration that are not SGLang flags
+# A mapping as yaml.safe_load (or --data) gives it: keys and values of any YAML type, checked here.
+YamlMapping = dict[Any, Any]
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,7 @@ class ServerConfig:
     lifecycle: Lifecycle
 
 
-def deep_merge(base: dict, overlay: dict) -> dict:
+def deep_merge(base: YamlMapping, overlay: YamlMapping) -> YamlMapping:
     merged = dict(base)
     for key, value in overlay.items():
         merged[key] = (
@@ -40,7 +43,7 @@ def deep_merge(base: dict, overlay: dict) -> dict:
     return merged
 
 
-def read_servers_file(path: Path) -> tuple[dict, list[Problem]]:
+def read_servers_file(path: Path) -> tuple[YamlMapping, list[Problem]]:
     try:
         document = yaml.safe_load(path.read_text())
     except OSError as exc:
@@ -70,7 +73,7 @@ def read_servers_file(path: Path) -> tuple[dict, list[Problem]]:
     return document, []
 
 
-def env_name_problem(where: str, name: object, allowed: list, value: object = HIDDEN) -> Problem | None:
+def env_name_problem(where: str, name: object, allowed: list[str], value: object = HIDDEN) -> Problem | None:
     """Why `name` may not be set in a server's environment, or None."""
     if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
         return Problem(where, value, "not a valid environment variable name", "use UPPER_CASE letters, digits and _")
@@ -127,7 +130,9 @@ def _check_env(key: str, env: object, allowed: object) -> tuple[dict[str, str], 
     return {k: str(int(v) if isinstance(v, bool) else v) for k, v in env.items()}, problems
 
 
-def build_server(name: object, raw: dict, base_lifecycle: dict) -> tuple[ServerConfig | None, list[Problem]]:
+def build_server(
+    name: object, raw: YamlMapping, base_lifecycle: YamlMapping
+) -> tuple[ServerConfig | None, list[Problem]]:
     key = f"servers.{name}"
     if not isinstance(name, str) or not contract.SERVER_NAME.fullmatch(name):
         return None, [Problem(key, name, "not usable in a systemd unit name", f"use {contract.SERVER_NAME_RULE}")]
@@ -160,10 +165,11 @@ def build_server(name: object, raw: dict, base_lifecycle: dict) -> tuple[ServerC
         problems += check_speculative(args, key) + check_supported(args, key)
     if problems:
         return None, problems
+    assert args is not None  # a failed validation added a problem
     return ServerConfig(name, args, env, lifecycle), []
 
 
-def build_servers(document: dict, base_lifecycle: dict) -> tuple[dict[str, ServerConfig], list[Problem]]:
+def build_servers(document: YamlMapping, base_lifecycle: YamlMapping) -> tuple[dict[str, ServerConfig], list[Problem]]:
     """Merge `defaults:` under every server and validate each; all problems at once."""
     defaults = document.get("defaults") or {}
     if not isinstance(defaults, dict):

@@ -86,7 +86,7 @@ class SGLangArgs(BaseModel):
     speculative_eagle_topk: int | None = Field(None, ge=1, le=16)
     speculative_num_draft_tokens: int | None = Field(None, ge=1, le=64)
 
-    def as_flags(self) -> dict:
+    def as_flags(self) -> dict[str, object]:
         """The flags the user set, by their dashed names, in declaration order."""
         return self.model_dump(by_alias=True, exclude_unset=True)
 
@@ -148,6 +148,7 @@ def check_speculative(args: SGLangArgs, key: str) -> list[Problem]:
             )
         )
     missing = [n for n, v in numbers.items() if v is None]
+    steps = args.speculative_num_steps  # not None unless missing
     if missing:
         problems.append(
             Problem(
@@ -158,13 +159,13 @@ def check_speculative(args: SGLangArgs, key: str) -> list[Problem]:
                 f"set {', '.join(missing)}",
             )
         )
-    elif args.speculative_eagle_topk == 1 and args.speculative_num_draft_tokens != args.speculative_num_steps + 1:
+    elif steps is not None and args.speculative_eagle_topk == 1 and args.speculative_num_draft_tokens != steps + 1:
         problems.append(
             Problem(
                 f"{key}.speculative-num-draft-tokens",
                 args.speculative_num_draft_tokens,
                 "with speculative-eagle-topk 1 SGLang overrides it to speculative-num-steps + 1",
-                f"set it to {args.speculative_num_steps + 1}",
+                f"set it to {steps + 1}",
             )
         )
     return problems

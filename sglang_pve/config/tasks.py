@@ -2,12 +2,16 @@
 like host data (loaded with context.task_options): every problem at once, naming host, key,
 value and the fix."""
 
+from collections.abc import Mapping
+from typing import TypeVar
+
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sglang_pve.config.deployment import Deployment
 from sglang_pve.config.errors import ConfigError, Problem
 from sglang_pve.config.problems import problems_from
 
+_Options = TypeVar("_Options", bound=BaseModel)
 RELEASE_ID = r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}$"  # agent/release_store.py: <UTC time>-<fingerprint>
 
 
@@ -26,14 +30,14 @@ class RollbackOptions(BaseModel):
     list: bool = False
 
 
-def _validate(model: type[BaseModel], host_name: str, data: dict):
+def _validate(model: type[_Options], host_name: str, data: Mapping[str, object]) -> _Options:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(host_name, problems_from(exc, model)) from None
 
 
-def switch_options(host_name: str, data: dict, deployment: Deployment) -> SwitchOptions:
+def switch_options(host_name: str, data: Mapping[str, object], deployment: Deployment) -> SwitchOptions:
     options = _validate(SwitchOptions, host_name, data)
     if options.server not in deployment.servers:
         raise ConfigError(
@@ -50,5 +54,5 @@ def switch_options(host_name: str, data: dict, deployment: Deployment) -> Switch
     return options
 
 
-def rollback_options(host_name: str, data: dict, deployment: Deployment) -> RollbackOptions:
+def rollback_options(host_name: str, data: Mapping[str, object], deployment: Deployment) -> RollbackOptions:
     return _validate(RollbackOptions, host_name, data)
