@@ -35,22 +35,30 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Collection, Mapping
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 HIDDEN = 7168
 BF16_BYTES = 2
 DECODE_BATCHES = (1, 2, 4, 8, 16, 32, 64)
 PREFILL_MIB = (1, 4, 16, 32, 64)
 SGLANG_NCCL_DEFAULTS = {"NCCL_NVLS_ENABLE": "0", "NCCL_CUMEM_ENABLE": "0"}  # set by SGLang if unset
+Entry = dict[str, Any]  # a JSON document of the result (see _result)
+Timer = Callable[[], float]  # seconds per all-reduce, one trial
 
 
-def sizes(max_bytes: int) -> list:
+def sizes(max_bytes: int) -> list[tuple[str, str, int]]:
     """[(regime, label, bytes)]: decode sizes first, then prefill sizes up to max_bytes."""
     out = [("decode", f"bs{batch}", HIDDEN * BF16_BYTES * batch) for batch in DECODE_BATCHES]
     out += [("prefill", f"{mib}MiB", mib << 20) for mib in PREFILL_MIB if mib << 20 <= max_bytes]
     return out
 
 
-def profile_env(base: dict, profile: dict, scrub: list) -> dict:
+def profile_env(base: Mapping[str, str], profile: Mapping[str, object], scrub: Collection[str]) -> dict[str, str]:
     """The environment one profile's ranks start with."""
     env = {key: value for key, value in base.items() if key not in scrub}
     env.update({key: str(value) for key, value in profile.items()})
@@ -63,7 +71,7 @@ def profile_env(base: dict, profile: dict, scrub: list) -> dict:
 # ---- one rank ------------------------------------------------------------------------------
 
 
-def _rank_main(args) -> int:
+def _rank_main(args: argparse.Namespace) -> int:
     profile = json.loads(args.profile_json)
     for key in json.loads(args.scrub_json):  # the venv's startup hook set them at interpreter start
         os.environ.pop(key, None)
@@ -102,7 +110,8 @@ def _rank_main(args) -> int:
             "backend": args.backend,
             "world_size": world,
             "torch": torch.__version__,
-            "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
+            # torch.cuda.nccl.version has no annotations
+            "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,  # type: ignore[no-untyped-call]
             "device": torch.cuda.get_device_name(0) if cuda else "cpu",
             "sizes": rows,
         }
@@ -112,7 +121,7 @@ def _rank_main(args) -> int:
     return 0
 
 
-def _cuda_timer(torch, dist, buf, iters: int):
+def _cuda_timer(torch: ModuleType, dist: ModuleType, buf: "Tensor", iters: int) -> tuple[Timer, str]:
     """The CUDA-graph timer; eager all-reduces between CUDA events where capture fails (reported)."""
     try:
         return _graph_timer(torch, dist, buf, iters), "cuda graph"
@@ -127,12 +136,13 @@ def _cuda_timer(torch, dist, buf, iters: int):
                 dist.all_reduce(buf)
             end.record()
             end.synchronize()
-            return start.elapsed_time(end) / 1e3 / iters
+            elapsed_ms: float = start.elapsed_time(end)
+            return elapsed_ms / 1e3 / iters
 
         return time_one, "eager cuda events"
 
 
-def _graph_timer(torch, dist, buf, iters: int):
+def _graph_timer(torch: ModuleType, dist: ModuleType, buf: "Tensor", iters: int) -> Timer:
     """`iters` all-reduces captured in one CUDA graph; returns a function timing one replay."""
     for _ in range(3):  # eager warm-up: the communicator and its buffers exist before capture
         dist.all_reduce(buf)
@@ -155,12 +165,13 @@ def _graph_timer(torch, dist, buf, iters: int):
         graph.replay()
         end.record()
         end.synchronize()
-        return start.elapsed_time(end) / 1e3 / iters
+        elapsed_ms: float = start.elapsed_time(end)
+        return elapsed_ms / 1e3 / iters
 
     return time_one
 
 
-def _loop_timer(dist, buf, iters: int):
+def _loop_timer(dist: ModuleType, buf: "Tensor", iters: int) -> Timer:
     for _ in range(2):
         dist.all_reduce(buf)
 
@@ -176,7 +187,9 @@ def _loop_timer(dist, buf, iters: int):
 # ---- the driver: one fresh process group per profile ----------------------------------------
 
 
-def _run_profile(name: str, profile: dict, scrub: list, args, world: int, port: int) -> dict:
+def _run_profile(
+    name: str, profile: Mapping[str, object], scrub: list[str], args: argparse.Namespace, world: int, port: int
+) -> Entry:
     env = profile_env(dict(os.environ), profile, scrub)
     env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world))
     workdir = tempfile.mkdtemp(prefix="nccl-probe-")
@@ -200,9 +213,10 @@ def _run_profile(name: str, profile: dict, scrub: list, args, world: int, port: 
         "--result",
         result,
     ]
-    procs, logs = [], []
+    procs: list[subprocess.Popen[bytes]] = []
+    logs: list[TextIO] = []
     for rank in range(world):
-        log = open(os.path.join(workdir, f"rank{rank}.log"), "w+", encoding="utf-8")
+        log: TextIO = open(os.path.join(workdir, f"rank{rank}.log"), "w+", encoding="utf-8")
         logs.append(log)
         procs.append(
             subprocess.Popen(
@@ -222,7 +236,10 @@ def _run_profile(name: str, profile: dict, scrub: list, args, world: int, port: 
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    entry = {"env": {key: str(value) for key, value in profile.items()}, "seconds": round(time.monotonic() - tic, 1)}
+    entry: Entry = {
+        "env": {key: str(value) for key, value in profile.items()},
+        "seconds": round(time.monotonic() - tic, 1),
+    }
     if hung:
         entry.update(status="hung", error=f"no result within {args.timeout:g}s; ranks killed")
     elif any(p.returncode for p in procs) or not os.path.exists(result):
@@ -236,15 +253,15 @@ def _run_profile(name: str, profile: dict, scrub: list, args, world: int, port: 
     return entry
 
 
-def _tail(logs: list, lines: int = 6) -> str:
-    text = []
+def _tail(logs: list[TextIO], lines: int = 6) -> str:
+    text: list[str] = []
     for log in logs:
         log.seek(0)
         text += [line.rstrip() for line in log.read().splitlines() if line.strip()]
     return " | ".join(text[-lines:])[-800:]
 
 
-def _merge(entry: dict | None, new: dict) -> dict:
+def _merge(entry: Entry | None, new: Entry) -> Entry:
     """Pool one more round (fresh process group) into a profile's entry: trials appended, round
     medians kept; a round that hung or failed makes the profile hung/failed, with its error."""
     if new["status"] != "ok" or (entry is not None and entry["status"] != "ok"):
@@ -260,12 +277,12 @@ def _merge(entry: dict | None, new: dict) -> dict:
     return entry
 
 
-def _result(profiles: dict, args, world: int) -> dict:
+def _result(profiles: Mapping[str, Mapping[str, object]], args: argparse.Namespace, world: int) -> Entry:
     """Rounds x profiles, interleaved (A B C, A B C, ...): every round is a fresh process group, so
     the spread includes what changes between inits (rings, channels, clocks), not only between
     replays of one graph; drift over time hits every profile alike."""
     scrub = sorted({key for profile in profiles.values() for key in profile if key.startswith("NCCL_")})
-    out = {
+    out: Entry = {
         "host": os.uname().nodename,
         "backend": args.backend,
         "world_size": world,
@@ -305,8 +322,8 @@ def _gpu_count() -> int:
     return sum(1 for line in listing.splitlines() if line.startswith("GPU "))
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--profiles", help="JSON file: {name: {NCCL_VAR: value}}")
     parser.add_argument("--out", help="where to write the result JSON")
     parser.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")

@@ -26,7 +26,9 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypedDict
 
 TIMEOUT_S = 600
 API_KEY = "api-key"  # the flag's key in SGLang's --config YAML (sglang_pve.deploy.render.server_yaml)
@@ -47,7 +49,7 @@ def read_api_key(path: str | None) -> str | None:
     return None
 
 
-def headers(api_key: str | None, **extra) -> dict:
+def headers(api_key: str | None, **extra: str) -> dict[str, str]:
     """Request headers; the key (when the server has one) as SGLang checks it."""
     return {**extra, "User-Agent": "sglang-pve-bench", **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
 
@@ -55,17 +57,17 @@ def headers(api_key: str | None, **extra) -> dict:
 class Request:
     """One streamed generation, timed like bench_serving's async_request_sglang_generate."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.start = time.perf_counter()
         self.ttft = 0.0
         self.latency = 0.0
-        self.itl: list = []
+        self.itl: list[float] = []
         self.last_stamp = 0.0
         self.output_len = 0
-        self.meta: dict = {}
-        self.error = None
+        self.meta: dict[str, Any] = {}  # SGLang's meta_info (JSON)
+        self.error: str | None = None
 
-    def record_chunk(self, data: dict) -> None:
+    def record_chunk(self, data: dict[str, Any]) -> None:
         """A chunk with text: the first one sets TTFT; later ones spread their gap evenly over the
         tokens they carry (speculative decoding sends several per chunk), as bench_serving does."""
         self.meta = data.get("meta_info") or self.meta  # the last chunk carries the request's totals
@@ -83,7 +85,7 @@ class Request:
         self.last_stamp = stamp
         self.output_len = length
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {
             "ttft": self.ttft,
             "latency": self.latency,
@@ -135,7 +137,7 @@ def generate(host: str, port: int, text: str, output_len: int, api_key: str | No
     return request
 
 
-def get_json(host: str, port: int, path: str, api_key: str | None = None) -> dict:
+def get_json(host: str, port: int, path: str, api_key: str | None = None) -> object:
     connection = http.client.HTTPConnection(host, port, timeout=60)
     try:
         connection.request("GET", path, headers=headers(api_key))
@@ -147,7 +149,13 @@ def get_json(host: str, port: int, path: str, api_key: str | None = None) -> dic
         connection.close()
 
 
-def run(plan: dict, prompts: list, concurrency: int, label: str, api_key: str | None = None) -> dict:
+class Run(TypedDict):
+    concurrency: int
+    duration_s: float
+    requests: list[dict[str, object]]  # Request.to_json()
+
+
+def run(plan: Mapping[str, Any], prompts: list[str], concurrency: int, label: str, api_key: str | None = None) -> Run:
     """`prompts` with at most `concurrency` in flight; progress on stdout every request."""
     done, lock = [0], threading.Lock()
     tok_total = [0]
@@ -176,7 +184,7 @@ def run(plan: dict, prompts: list, concurrency: int, label: str, api_key: str | 
     }
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="sglang-pve benchmark client (stdlib only)")
     parser.add_argument("--plan", required=True, help="the plan JSON written by the controller")
     parser.add_argument("--out", required=True, help="where to write the raw timings")
@@ -185,22 +193,22 @@ def main(argv=None) -> int:
         plan = json.load(handle)
     prompts = plan["prompts"]
     api_key = read_api_key(plan.get("api_key_file"))
-    result = {"warmup": [], "runs": [], "server_info": None}
+    warmup: list[dict[str, object]] = []
+    runs: list[Run] = []
+    server_info: object = None
     warm = [prompts[i % len(prompts)] for i in range(plan["warmup"])]
     if warm:
-        result["warmup"] = run({**plan, "output_len": min(plan["output_len"], 32)}, warm, 1, "warm-up", api_key)[
-            "requests"
-        ]
+        warmup = run({**plan, "output_len": min(plan["output_len"], 32)}, warm, 1, "warm-up", api_key)["requests"]
     for concurrency in plan["concurrency"]:
         count = plan["num_prompts"] if concurrency == 1 else max(plan["num_prompts"], 2 * concurrency)
         batch = [prompts[i % len(prompts)] for i in range(count)]
         label = "single-stream decode" if concurrency == 1 else f"concurrency {concurrency}"
-        result["runs"].append(run(plan, batch, concurrency, label, api_key))
-        if result["server_info"] is None:  # accept length since start, as bench_serving reads it
-            result["server_info"] = get_json(plan["host"], plan["port"], "/server_info", api_key)
+        runs.append(run(plan, batch, concurrency, label, api_key))
+        if server_info is None:  # accept length since start, as bench_serving reads it
+            server_info = get_json(plan["host"], plan["port"], "/server_info", api_key)
     with open(args.out, "w", encoding="utf-8") as handle:
-        json.dump(result, handle)
-    failed = sum(1 for run_ in result["runs"] for r in run_["requests"] if r["error"])
+        json.dump({"warmup": warmup, "runs": runs, "server_info": server_info}, handle)
+    failed = sum(1 for run_ in runs for r in run_["requests"] if r["error"])
     return 1 if failed else 0
 
 

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 OUTPUT_MAX = 4 << 20  # bytes kept per stream (the end of it)
@@ -33,7 +34,7 @@ class Done:
     stderr: str
 
 
-def run(argv: list, timeout_s: float, env: dict | None = None) -> Done:
+def run(argv: list[str], timeout_s: float, env: Mapping[str, str] | None = None) -> Done:
     deadline = time.monotonic() + timeout_s
     child = subprocess.Popen(
         argv,
@@ -44,7 +45,9 @@ def run(argv: list, timeout_s: float, env: dict | None = None) -> Done:
         close_fds=True,
         env=env,
     )
-    output = {child.stdout.fileno(): bytearray(), child.stderr.fileno(): bytearray()}
+    stdout, stderr = child.stdout, child.stderr
+    assert stdout is not None and stderr is not None  # PIPE
+    output = {stdout.fileno(): bytearray(), stderr.fileno(): bytearray()}
     try:
         _read_until_eof(output, deadline)
         code = child.wait(timeout=max(0.0, deadline - time.monotonic()))
@@ -54,8 +57,8 @@ def run(argv: list, timeout_s: float, env: dict | None = None) -> Done:
             f"{argv[0]} did not finish within {timeout_s:g}s (killed its process group, not waiting for it)"
         ) from None
     finally:
-        child.stdout.close()
-        child.stderr.close()
+        stdout.close()
+        stderr.close()
     out, err = (bytes(output[child_fd]).decode("utf-8", "replace") for child_fd in output)
     return Done(code, out, err)
 
@@ -64,7 +67,7 @@ class _Deadline(Exception):
     pass
 
 
-def _read_until_eof(output: dict, deadline: float) -> None:
+def _read_until_eof(output: dict[int, bytearray], deadline: float) -> None:
     open_fds = list(output)
     while open_fds:
         left = deadline - time.monotonic()
@@ -81,7 +84,7 @@ def _read_until_eof(output: dict, deadline: float) -> None:
             del buffer[:-OUTPUT_MAX]
 
 
-def _abandon(child: subprocess.Popen) -> None:
+def _abandon(child: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(child.pid, signal.SIGKILL)  # the group we created for it: its own PID
     except (ProcessLookupError, PermissionError):

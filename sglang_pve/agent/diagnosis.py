@@ -25,6 +25,7 @@ from dataclasses import asdict
 
 from sglang_pve.agent import bounded, gpus, holders, logfollow, state
 from sglang_pve.agent.spec import Spec
+from sglang_pve.agent.state import Record
 
 KINDS = ("stall", "deadline", "crash", "wedged", "restart_cap")
 PY_SPY_TIMEOUT_S = 30.0
@@ -41,13 +42,13 @@ def collect(
     seconds_stalled: float,
     reason: str | None = None,
     main_pid: int | None = None,
-) -> dict:
+) -> Record:
     """The evidence, in memory, within a hard bound (nvidia-smi and py-spy are bounded.run):
     callers collect it while the stuck processes still exist, act, and only then `save` it."""
     if kind not in KINDS:
         raise ValueError(f"diagnosis kind {kind!r} not in {KINDS}")
     now = time.time()
-    record = {
+    record: Record = {
         "server": spec.server,
         "unit": spec.unit,
         "kind": kind,
@@ -66,7 +67,7 @@ def collect(
     return record
 
 
-def save(spec: Spec, record: dict) -> str | None:
+def save(spec: Spec, record: Record) -> str | None:
     """Write a collected diagnosis; best effort: None (not an exception) when the state
     directory is read-only or full, because the action it documents has been taken already."""
     path = _new_path(spec, record["kind"], record.pop("epoch", time.time()))
@@ -77,7 +78,7 @@ def save(spec: Spec, record: dict) -> str | None:
     return path
 
 
-def evidence(spec: Spec, main_pid: int | None) -> dict:
+def evidence(spec: Spec, main_pid: int | None) -> Record:
     """GPU numbers, device holders and py-spy stacks, each part tolerant of failure."""
     try:
         gpu_list, gpu_error = gpus.query_gpus(), None
@@ -95,12 +96,12 @@ def evidence(spec: Spec, main_pid: int | None) -> dict:
     }
 
 
-def dump_stacks(pids: list, timeout_s: float = PY_SPY_TIMEOUT_S) -> dict | None:
+def dump_stacks(pids: list[int], timeout_s: float = PY_SPY_TIMEOUT_S) -> dict[str, str] | None:
     """`py-spy dump --pid P` for each PID, run in parallel, each bounded by `timeout_s`."""
     tool = shutil.which("py-spy")
     if tool is None:
         return None
-    dumps = {}
+    dumps: dict[str, str] = {}
 
     def dump(pid: int) -> None:
         try:

@@ -26,14 +26,21 @@ effort. A non-zero exit makes systemd fail the unit and kill its whole cgroup. P
 import signal
 import threading
 import time
+from collections.abc import Callable
+from types import FrameType
+from typing import NoReturn
 
 from sglang_pve.agent import diagnosis, exitcodes, health, logfollow, output, phases, procs, state, stopping, watchdog
+from sglang_pve.agent.output import Say
 from sglang_pve.agent.phases import PhaseTracker
 from sglang_pve.agent.spec import Spec
 
 POLL_S = 0.5
 FATAL_GRACE_S = 2.0
 HEALTH_TIMEOUT_S = 5.0
+OnReady = Callable[[Spec, int | None], int]  # starts the watchdog; its PID
+# What signal.signal takes and returns (typeshed's signal._HANDLER)
+_Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
 
 
 class _Terminated(Exception):
@@ -43,11 +50,11 @@ class _Terminated(Exception):
 def run(
     spec: Spec,
     main_pid: int | None,
-    say,
+    say: Say,
     *,
     poll_s: float = POLL_S,
     fatal_grace_s: float = FATAL_GRACE_S,
-    on_ready=None,
+    on_ready: OnReady | None = None,
 ) -> int:
     """Gate one start; `on_ready(spec, main_pid) -> pid` starts the watchdog (default)."""
     gate = _Gate(spec, main_pid, say)
@@ -60,7 +67,7 @@ def run(
         _set_sigterm(previous)
 
 
-def _terminated(signum, frame):
+def _terminated(signum: int, frame: FrameType | None) -> NoReturn:
     _ignore_sigterm()
     raise _Terminated()
 
@@ -69,7 +76,7 @@ def _ignore_sigterm() -> None:
     _set_sigterm(signal.SIG_IGN)
 
 
-def _set_sigterm(handler):
+def _set_sigterm(handler: _Handler) -> _Handler:
     """Install a SIGTERM handler where Python allows it (the main thread); return the old one."""
     if handler is None or threading.current_thread() is not threading.main_thread():
         return None
@@ -77,7 +84,7 @@ def _set_sigterm(handler):
 
 
 class _Gate:
-    def __init__(self, spec: Spec, main_pid: int | None, say):
+    def __init__(self, spec: Spec, main_pid: int | None, say: Say):
         self.spec, self.say, self.main_pid = spec, say, main_pid
         offset = state.read_offset(spec)
         if offset is None:
@@ -91,10 +98,10 @@ class _Gate:
         self.main = (procs.identify(main_pid) or procs.Proc(main_pid, None)) if main_pid else None
         self.start = self.last_progress = self.phase_start = time.monotonic()
         self.phase_seconds: dict[str, float] = {}  # startup time per phase, in the status record
-        self.last_line = None
-        self.health = None
+        self.last_line: str | None = None
+        self.health: health.Result | None = None
 
-    def loop(self, poll_s: float, fatal_grace_s: float, on_ready) -> int:
+    def loop(self, poll_s: float, fatal_grace_s: float, on_ready: OnReady) -> int:
         spec = self.spec
         self.say(
             f"waiting for {spec.unit} to be ready: deadline {spec.startup_timeout_s:g}s, "
@@ -160,7 +167,7 @@ class _Gate:
         if progressed:
             self.last_progress = time.monotonic()
 
-    def _succeed(self, on_ready) -> int:
+    def _succeed(self, on_ready: OnReady) -> int:
         elapsed = time.monotonic() - self.start
         now = time.time()
         state.update_status(

@@ -48,7 +48,7 @@ class DeviceNode:
     minor: int
 
 
-def parse_gpu_csv(text: str) -> list:
+def parse_gpu_csv(text: str) -> list[Gpu]:
     gpus = []
     for row in csv.reader(io.StringIO(text), skipinitialspace=True):
         if not row or not "".join(row).strip():
@@ -68,10 +68,11 @@ def _number(field: str) -> int | None:
         return None
 
 
-def parse_proc_devices(text: str) -> dict:
+def parse_proc_devices(text: str) -> dict[str, int]:
     """Character-device majors of the NVIDIA driver, keyed by name; `nvidia-frontend` (older
     drivers' name for the 195 major) is reported as `nvidia`."""
-    majors, section = {}, None
+    majors: dict[str, int] = {}
+    section = None
     for line in text.splitlines():
         if line.endswith("devices:"):
             section = line.split()[0].lower()
@@ -94,9 +95,9 @@ def parse_driver_version(text: str) -> str | None:
     return None
 
 
-def parse_fd_links(text: str) -> dict:
+def parse_fd_links(text: str) -> dict[int, list[str]]:
     """`/proc/1234/fd /dev/nvidia0` lines -> {1234: ["/dev/nvidia0", ...]} (sorted, unique)."""
-    holders = {}
+    holders: dict[int, set[str]] = {}
     for line in text.splitlines():
         parts = line.split(None, 1)
         match = re.fullmatch(r"/proc/(\d+)/fd", parts[0]) if len(parts) == 2 else None
@@ -105,7 +106,7 @@ def parse_fd_links(text: str) -> dict:
     return {pid: sorted(devices) for pid, devices in sorted(holders.items())}
 
 
-def query_gpus(timeout: float | None = None) -> list | None:
+def query_gpus(timeout: float | None = None) -> list[Gpu] | None:
     """Every GPU's memory and utilization; None where nvidia-smi is absent."""
     out = _nvidia_smi(
         [f"--query-gpu={QUERY}", "--format=csv,noheader,nounits"], timeout or overrides.nvidia_smi_timeout()
@@ -113,11 +114,11 @@ def query_gpus(timeout: float | None = None) -> list | None:
     return None if out is None else parse_gpu_csv(out)
 
 
-def device_majors() -> dict:
+def device_majors() -> dict[str, int]:
     return parse_proc_devices(_read(f"{overrides.proc_root()}/devices") or "")
 
 
-def device_nodes() -> list:
+def device_nodes() -> list[DeviceNode]:
     """The NVIDIA device nodes (the SGLANG_PVE_DEV_GLOB files, nvidia-caps/* included)."""
     nodes = []
     for path in sorted(_expand(overrides.device_glob())):
@@ -140,19 +141,19 @@ def driver_version() -> str | None:
     return parse_driver_version(text) if text else None
 
 
-def busy(gpus: list, idle_mib: float) -> list:
+def busy(gpus: list[Gpu], idle_mib: float) -> list[Gpu]:
     """GPUs whose memory.used is above `idle_mib` (unknown memory counts as idle)."""
     return [gpu for gpu in gpus if gpu.memory_used_mib is not None and gpu.memory_used_mib > idle_mib]
 
 
-def _expand(pattern: str) -> list:
+def _expand(pattern: str) -> list[str]:
     paths = []
     for path in glob.glob(pattern):
         paths.extend(glob.glob(os.path.join(path, "*")) if os.path.isdir(path) else [path])
     return paths
 
 
-def _nvidia_smi(args: list, timeout: float) -> str | None:
+def _nvidia_smi(args: list[str], timeout: float) -> str | None:
     tool = overrides.nvidia_smi()
     if tool is None:
         return None

@@ -12,6 +12,7 @@ Rotation (rename + create, copytruncate) and deletion are survived: see LogFollo
 import os
 import re
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from sglang_pve.agent import overrides
 
@@ -22,7 +23,7 @@ _PARTIAL_MAX = 64 << 10  # an unterminated piece this long is handed out as a li
 
 @dataclass(frozen=True)
 class Update:
-    lines: list
+    lines: list[str]
     partial_grew: bool  # bytes arrived that do not end a line yet (a tqdm bar mid-redraw)
 
     @property
@@ -46,7 +47,7 @@ class LogFollower:
         self.path = path
         self.offset = offset  # bytes consumed, the unfinished line included
         self._partial = b""
-        self._handle = None
+        self._handle: BinaryIO | None = None
         self._pinned = False  # the descriptor is the server's own output: never switch away
         if source:
             self._pin(source)
@@ -76,8 +77,8 @@ class LogFollower:
                 self._handle = open(self.path, "rb")
             except FileNotFoundError:
                 return Update([], False)
-        data = self._read()
-        if not data and not self._pinned and self._renamed():
+        data = self._read(self._handle)
+        if not data and not self._pinned and self._renamed(self._handle):
             self.close()  # read to its end above; the name is a new file now: start it from 0
             self.offset, self._partial = 0, b""
             return self.poll()
@@ -92,22 +93,21 @@ class LogFollower:
             self._partial = b""
         return Update(lines, bool(self._partial) and not data.endswith((b"\n", b"\r")))
 
-    def _read(self) -> bytes:
-        handle = self._handle
+    def _read(self, handle: BinaryIO) -> bytes:
         size = os.fstat(handle.fileno()).st_size
         if size < self.offset:  # truncated in place (copytruncate): start over
             self.offset, self._partial = 0, b""
         handle.seek(self.offset)
         return handle.read(min(size - self.offset, _READ_MAX))
 
-    def _renamed(self) -> bool:
+    def _renamed(self, handle: BinaryIO) -> bool:
         try:
-            return _identity(os.stat(self.path)) != _identity(os.fstat(self._handle.fileno()))
+            return _identity(os.stat(self.path)) != _identity(os.fstat(handle.fileno()))
         except FileNotFoundError:
             return False  # deleted: keep reading the open file
 
 
-def _identity(info: os.stat_result) -> tuple:
+def _identity(info: os.stat_result) -> tuple[int, int]:
     return info.st_dev, info.st_ino
 
 
@@ -141,7 +141,7 @@ def redact(line: str) -> str:
     return _SECRET_FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}<hidden>", line)
 
 
-def tail(path: str, count: int = 50, max_bytes: int = 256 << 10) -> list:
+def tail(path: str, count: int = 50, max_bytes: int = 256 << 10) -> list[str]:
     """The last `count` non-empty lines (split on \\n and \\r) of the last `max_bytes` bytes,
     secrets redacted."""
     try:

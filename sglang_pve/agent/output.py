@@ -14,6 +14,7 @@ import re
 import sys
 import syslog
 import time
+from typing import Protocol, TextIO
 
 _OWN = re.compile(r"^\[[^\]]* sglang-pve [a-z]+\] ")
 
@@ -22,15 +23,21 @@ def is_own(text: str) -> bool:
     return bool(_OWN.match(text))
 
 
+class Say(Protocol):
+    """What the agent's steps report through (a Reporter)."""
+
+    def __call__(self, text: str, error: bool = False) -> None: ...
+
+
 class Reporter:
     """say(text): tagged lines to `stream` and to the server log `log` (once: not again when
     `stream` already is that file, as under the unit), and to the journal under systemd."""
 
-    def __init__(self, tool: str, stream=None, log: str | None = None):
+    def __init__(self, tool: str, stream: TextIO | None = None, log: str | None = None):
         self.tool = tool
         self.stream = stream if stream is not None else sys.stdout
         self.log = log
-        self.stream_is_log = bool(log) and _same_file(self.stream, log)
+        self.stream_is_log = _same_file(self.stream, log) if log else False
         self.journal = "INVOCATION_ID" in os.environ
         if self.journal:
             syslog.openlog(f"sglang-pve-{tool}", 0, syslog.LOG_DAEMON)
@@ -67,7 +74,7 @@ def _at_line_start(path: str) -> bool:
         return True
 
 
-def _same_file(stream, path: str) -> bool:
+def _same_file(stream: TextIO, path: str) -> bool:
     try:
         mine = os.fstat(stream.fileno())
         theirs = os.stat(path)

@@ -156,7 +156,7 @@ class PhaseTracker:
     last_stamp: float | None = None
     fatal: str | None = None  # first fatal line
     exception: str | None = None  # the last propagated exception line (of the last traceback)
-    _weight_loads: dict = field(default_factory=dict)
+    _weight_loads: dict[str, int] = field(default_factory=dict)  # rank: `Load weight begin` lines seen
     _ignored_block: bool = False  # inside an `Exception ignored in ...` traceback
 
     @property

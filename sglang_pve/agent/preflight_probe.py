@@ -13,6 +13,8 @@ judge ("all", or "changed": only configs whose rendered sha1 differs from the ho
 when the installed SGLang is not the pinned one), timeout_s (per SGLang parse).
 """
 
+from __future__ import annotations  # the annotations stay unevaluated on an older python3
+
 import base64
 import glob
 import hashlib
@@ -24,6 +26,8 @@ import socket
 import subprocess
 import sys
 import traceback
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
 
 RESULT_PREFIX = "sglang-pve-preflight "  # the result line (facts/preflight.py finds it)
 VERDICT = "sglang-pve-verdict "
@@ -63,9 +67,9 @@ print("sglang-pve-verdict " + json.dumps(verdict))
 VERSION = "import importlib.metadata as m\ntry: print(m.version('sglang'))\nexcept m.PackageNotFoundError: print()"
 
 
-def read_model(path):
+def read_model(path: str) -> dict[str, object]:
     """Whether `path` is a directory, and its config.json parsed (or why not)."""
-    found = {"dir": os.path.isdir(path), "config": None, "error": None}
+    found: dict[str, object] = {"dir": os.path.isdir(path), "config": None, "error": None}
     if not found["dir"]:
         return found
     try:
@@ -85,7 +89,7 @@ def read_model(path):
     return found
 
 
-def sha1_of(path):
+def sha1_of(path: str) -> str | None:
     try:
         with open(path, "rb") as f:
             return hashlib.sha1(f.read()).hexdigest()
@@ -93,7 +97,7 @@ def sha1_of(path):
         return None
 
 
-def gpus():
+def gpus() -> list[str]:
     return sorted(
         (
             os.path.basename(p)
@@ -104,14 +108,14 @@ def gpus():
     )
 
 
-def _address(hex_address):
+def _address(hex_address: str) -> str:
     raw = bytes.fromhex(hex_address)
     if len(raw) == 4:
         return socket.inet_ntop(socket.AF_INET, raw[::-1])
     return socket.inet_ntop(socket.AF_INET6, b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4)))
 
 
-def listening(ports):
+def listening(ports: Collection[int]) -> dict[str, tuple[int, str]]:
     """{inode: (port, address)} of TCP sockets in LISTEN state on any of `ports`."""
     sockets = {}
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
@@ -130,18 +134,26 @@ def listening(ports):
     return sockets
 
 
-def _read(path, mode="r"):
+def _read(path: str) -> str:
     try:
-        with open(path, mode) as f:
+        with open(path) as f:
             return f.read()
     except OSError:
-        return b"" if "b" in mode else ""
+        return ""
 
 
-def holders(inodes):
+def _read_bytes(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def holders(inodes: Collection[str]) -> dict[str, list[int]]:
     """{inode: [pid, ...]} of processes holding the sockets, from /proc/<pid>/fd links."""
     wanted = {"socket:[%s]" % inode: inode for inode in inodes}
-    found = {inode: [] for inode in inodes}
+    found: dict[str, list[int]] = {inode: [] for inode in inodes}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             fds = os.listdir("/proc/%s/fd" % pid)
@@ -157,16 +169,16 @@ def holders(inodes):
     return found
 
 
-def process(pid):
-    environ = _read("/proc/%d/environ" % pid, "rb").split(b"\0")
+def process(pid: int) -> dict[str, object]:
+    environ = _read_bytes("/proc/%d/environ" % pid).split(b"\0")
     unit = next(
         (e.split(b"=", 1)[1].decode(errors="replace") for e in environ if e.startswith(b"SGLANG_PVE_UNIT=")), None
     )
-    cmdline = _read("/proc/%d/cmdline" % pid, "rb").replace(b"\0", b" ").decode(errors="replace").strip()
+    cmdline = _read_bytes("/proc/%d/cmdline" % pid).replace(b"\0", b" ").decode(errors="replace").strip()
     return {"pid": pid, "comm": _read("/proc/%d/comm" % pid).strip(), "cmdline": cmdline[:200], "unit": unit}
 
 
-def listeners(ports):
+def listeners(ports: Iterable[int]) -> list[dict[str, object]]:
     sockets = listening(set(ports))
     held = holders(sockets) if sockets else {}
     return [
@@ -175,9 +187,9 @@ def listeners(ports):
     ]
 
 
-def limits():
+def limits() -> dict[str, object]:
     """PID 1's soft and hard limits (None = unlimited), and whether it may raise them."""
-    found = {}
+    found: dict[str, list[int | None]] = {}
     for line in _read("/proc/1/limits").splitlines():
         match = re.match(r"(Max [a-z ]+?)\s{2,}(\S+)\s+(\S+)", line)
         if match and match.group(1) in LIMIT_ROWS:
@@ -193,7 +205,7 @@ def limits():
     }
 
 
-def installed_version(venv, timeout):
+def installed_version(venv: str, timeout: float) -> str | None:
     """sglang's version in the venv: None without a venv, "" when sglang is not installed."""
     python = os.path.join(venv, "bin", "python")
     if not os.access(python, os.X_OK):
@@ -205,10 +217,10 @@ def installed_version(venv, timeout):
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
-def judge(venv, configs, timeout):
+def judge(venv: str, configs: Mapping[str, Mapping[str, Any]], timeout: float) -> dict[str, object]:
     """SGLang's own verdict on each config: all processes at once, each under `timeout`."""
     python = os.path.join(venv, "bin", "python")
-    running = {}
+    running: dict[str, subprocess.Popen[str]] = {}
     for name, config in configs.items():
         env = dict(os.environ, **config["env"])
         running[name] = subprocess.Popen(
@@ -221,7 +233,7 @@ def judge(venv, configs, timeout):
             text=True,
             start_new_session=True,
         )  # its own group: killed whole on timeout
-    verdicts = {}
+    verdicts: dict[str, object] = {}
     for name, proc in running.items():
         try:
             out = proc.communicate(timeout=timeout)[0]
@@ -242,21 +254,23 @@ def judge(venv, configs, timeout):
     return verdicts
 
 
-def main(spec):
-    found = {
+def main(spec: dict[str, Any]) -> dict[str, object]:
+    """`spec`: the JSON document the fact sends (keys in the module docstring)."""
+    configs = {name: sha1_of(config["path"]) for name, config in spec["configs"].items()}
+    found: dict[str, object] = {
         "models": {path: read_model(path) for path in spec["models"]},
-        "configs": {name: sha1_of(config["path"]) for name, config in spec["configs"].items()},
+        "configs": configs,
         "gpus": gpus(),
         "listeners": listeners(spec["ports"]),
         "python": [sys.executable, *sys.version_info[:3]],  # the agent runs on this interpreter
     }
     found.update(limits())
-    found["sglang"] = installed_version(spec["venv"], spec["timeout_s"])
-    if found["sglang"]:
+    found["sglang"] = sglang = installed_version(spec["venv"], spec["timeout_s"])
+    if sglang:
         chosen = {
             name: config
             for name, config in spec["configs"].items()
-            if spec["judge"] == "all" or found["sglang"] != spec["pinned"] or found["configs"][name] != config["sha1"]
+            if spec["judge"] == "all" or sglang != spec["pinned"] or configs[name] != config["sha1"]
         }
         found["verdicts"] = judge(spec["venv"], chosen, spec["timeout_s"])
     else:

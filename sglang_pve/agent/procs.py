@@ -10,6 +10,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sglang_pve.agent import overrides
@@ -25,14 +26,14 @@ def _path(pid: int, name: str) -> str:
     return f"{overrides.proc_root()}/{pid}/{name}"
 
 
-def pids() -> list:
+def pids() -> list[int]:
     try:
         return sorted(int(entry) for entry in os.listdir(overrides.proc_root()) if entry.isdigit())
     except OSError:
         return []
 
 
-def stat(pid: int) -> tuple | None:
+def stat(pid: int) -> tuple[str, int] | None:
     """(state letter, start ticks) of a process, or None when it does not exist."""
     try:
         with open(_path(pid, "stat"), "rb") as handle:
@@ -80,7 +81,7 @@ def environ_value(pid: int, name: str) -> str | None:
     return None
 
 
-def fd_targets(pid: int) -> list:
+def fd_targets(pid: int) -> list[str]:
     """Where the process's open file descriptors point (O_PATH descriptors included)."""
     directory = _path(pid, "fd")
     try:
@@ -97,7 +98,7 @@ def fd_targets(pid: int) -> list:
 
 
 @contextlib.contextmanager
-def sigterm_ignored():
+def sigterm_ignored() -> Iterator[None]:
     """Ignore SIGTERM inside the block (where Python allows it: the main thread)."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -109,7 +110,7 @@ def sigterm_ignored():
         signal.signal(signal.SIGTERM, previous)
 
 
-def terminate(procs: list, grace_s: float = 10.0, kill_wait_s: float = 10.0) -> list:
+def terminate(procs: list[Proc], grace_s: float = 10.0, kill_wait_s: float = 10.0) -> list[Proc]:
     """SIGTERM each process, wait up to grace_s, SIGKILL the rest, wait up to kill_wait_s until
     they are gone. Returns the processes still alive (e.g. stuck in the driver, state D)."""
     _signal_all(procs, signal.SIGTERM)
@@ -125,7 +126,7 @@ def kill(proc: Proc) -> bool:
     return bool(_signal_all([proc], signal.SIGKILL))
 
 
-def wait_gone(procs: list, timeout_s: float, poll_s: float = 0.05) -> list:
+def wait_gone(procs: list[Proc], timeout_s: float, poll_s: float = 0.05) -> list[Proc]:
     deadline = time.monotonic() + timeout_s
     while True:
         survivors = [proc for proc in procs if alive(proc)]
@@ -134,7 +135,7 @@ def wait_gone(procs: list, timeout_s: float, poll_s: float = 0.05) -> list:
         time.sleep(poll_s)
 
 
-def _signal_all(procs: list, signum: int) -> list:
+def _signal_all(procs: list[Proc], signum: int) -> list[Proc]:
     sent = []
     for proc in procs:
         if not alive(proc):

@@ -21,6 +21,9 @@ the GPUs (a foreign holder with memory in use fails at once: waiting would not h
 import time
 
 from sglang_pve.agent import exitcodes, gpus, holders, logfollow, procs, restarts, state, stopping, systemd
+from sglang_pve.agent.gpus import Gpu
+from sglang_pve.agent.holders import Holder
+from sglang_pve.agent.output import Say
 from sglang_pve.agent.spec import Spec
 
 KILL_GRACE_S = 10.0
@@ -30,14 +33,14 @@ POLL_S = 1.0
 
 
 def prestart(
-    spec: Spec, say, *, grace_s: float = KILL_GRACE_S, settle_s: float = SETTLE_S, poll_s: float = POLL_S
+    spec: Spec, say: Say, *, grace_s: float = KILL_GRACE_S, settle_s: float = SETTLE_S, poll_s: float = POLL_S
 ) -> int:
     deadline = time.monotonic() + spec.gpu_free_timeout_s
-    waiting_for = set()
+    waiting_for: set[str] = set()
     while True:
         stale, draining, blockers = _split(spec, _settled_scan(spec, settle_s))
         if draining and not blockers and time.monotonic() < deadline:
-            units = {h.unit for h in draining}
+            units = {h.unit for h in draining if h.unit is not None}  # ours: each has its unit
             if units - waiting_for:  # Conflicts= runs the other unit's stop beside this start
                 say(f"waiting up to {spec.gpu_free_timeout_s:g}s for {', '.join(sorted(units))} to stop")
                 waiting_for |= units
@@ -94,7 +97,7 @@ def prestart(
 
 
 def poststop(
-    spec: Spec, say, *, grace_s: float = KILL_GRACE_S, settle_s: float = SETTLE_S, poll_s: float = POLL_S
+    spec: Spec, say: Say, *, grace_s: float = KILL_GRACE_S, settle_s: float = SETTLE_S, poll_s: float = POLL_S
 ) -> int:
     deadline = time.monotonic() + spec.gpu_free_timeout_s
     while True:
@@ -119,7 +122,7 @@ def poststop(
         time.sleep(min(poll_s, max(left, 0.01)))
 
 
-def _settled_scan(spec: Spec, settle_s: float) -> list:
+def _settled_scan(spec: Spec, settle_s: float) -> list[Holder]:
     """Holders now; holders not of this unit only if they were there `settle_s` ago too."""
     first = holders.scan(spec.unit_prefix)
     if not any(not (h.ours and h.unit == spec.unit) for h in first) or settle_s <= 0:
@@ -129,15 +132,17 @@ def _settled_scan(spec: Spec, settle_s: float) -> list:
     return [h for h in holders.scan(spec.unit_prefix) if (h.ours and h.unit == spec.unit) or (h.pid, h.start) in seen]
 
 
-def _split(spec: Spec, found: list) -> tuple:
+def _split(spec: Spec, found: list[Holder]) -> tuple[list[Holder], list[Holder], list[tuple[Holder, str]]]:
     """(stale holders of ours to kill, holders of another unit that is stopping,
     [(holder, why it blocks the start)])."""
-    others = sorted({h.unit for h in found if h.ours and h.unit != spec.unit})
+    others = sorted({h.unit for h in found if h.ours and h.unit is not None and h.unit != spec.unit})
     try:
         states = {unit: props.get("ActiveState") for unit, props in systemd.show(others, ["ActiveState"]).items()}
     except systemd.SystemdError as error:
         states = dict.fromkeys(others, f"in an unknown state ({error})")
-    stale, draining, blockers = [], [], []
+    stale: list[Holder] = []
+    draining: list[Holder] = []
+    blockers: list[tuple[Holder, str]] = []
     for holder in found:
         if not holder.ours:
             blockers.append((holder, "foreign"))
@@ -150,7 +155,7 @@ def _split(spec: Spec, found: list) -> tuple:
     return stale, draining, blockers
 
 
-def _why(holder: holders.Holder, reason: str) -> str:
+def _why(holder: Holder, reason: str) -> str:
     if reason == "foreign":
         return (
             f"PID {holder.pid} (foreign: not started by an sglang-pve unit): {holder.cmdline or '?'} "
@@ -159,7 +164,7 @@ def _why(holder: holders.Holder, reason: str) -> str:
     return f"{holder.describe()} -- unit {holder.unit} is {reason}; stop it: systemctl stop {holder.unit}"
 
 
-def _busy(spec: Spec) -> tuple:
+def _busy(spec: Spec) -> tuple[list[Gpu] | None, str | None]:
     """(GPUs above gpu_idle_mib, error): ([], "absent") without nvidia-smi, (None, msg) on failure."""
     try:
         gpu_list = gpus.query_gpus()
@@ -170,7 +175,7 @@ def _busy(spec: Spec) -> tuple:
     return gpus.busy(gpu_list, spec.gpu_idle_mib), None
 
 
-def _wait_memory_idle(spec: Spec, say, deadline: float, poll_s: float, action: str) -> int:
+def _wait_memory_idle(spec: Spec, say: Say, deadline: float, poll_s: float, action: str) -> int:
     told = False
     while True:
         busy, error = _busy(spec)
@@ -188,13 +193,13 @@ def _wait_memory_idle(spec: Spec, say, deadline: float, poll_s: float, action: s
         if not told:
             say(
                 f"waiting up to {spec.gpu_free_timeout_s:g}s for GPU memory to be released: "
-                + (_memory(busy, spec) if busy else error)
+                + (_memory(busy, spec) if busy else str(error))  # busy None: error says why
             )
             told = True
         time.sleep(min(poll_s, max(deadline - time.monotonic(), 0.01)))
 
 
-def _holding(mine: list, others: list, busy: list | None, error: str | None, spec: Spec) -> str:
+def _holding(mine: list[Holder], others: list[Holder], busy: list[Gpu] | None, error: str | None, spec: Spec) -> str:
     lines = [f"  {h.describe()} (survived SIGKILL)" for h in mine]
     lines += [f"  {h.describe()}" for h in others]
     if busy:
@@ -209,7 +214,7 @@ def _holding(mine: list, others: list, busy: list | None, error: str | None, spe
     return "\n".join(lines)
 
 
-def _memory(busy: list, spec: Spec) -> str:
+def _memory(busy: list[Gpu], spec: Spec) -> str:
     used = ", ".join(f"GPU {gpu.index} {gpu.memory_used_mib} MiB" for gpu in busy)
     return f"memory used above {spec.gpu_idle_mib:g} MiB: {used}"
 
@@ -217,7 +222,7 @@ def _memory(busy: list, spec: Spec) -> str:
 def _mark_stopped(spec: Spec, gpus_free: bool) -> None:
     record = state.read_status(spec)
     verdict = record.get("verdict") or ""
-    fields = {"gpus_free": gpus_free, "stopped": time.time()}
+    fields: dict[str, object] = {"gpus_free": gpus_free, "stopped": time.time()}
     if not verdict.startswith("failed"):
         fields["verdict"] = "stopped" if gpus_free else "failed: GPUs not free after stop"
     state.update_status(spec, **fields)

@@ -40,8 +40,11 @@ import os
 import pwd
 import shutil
 import time
+from collections.abc import Iterator, Mapping
+from typing import Self
 
 from sglang_pve.agent import state
+from sglang_pve.agent.state import Record
 
 _STAMP = "%Y%m%dT%H%M%SZ"
 
@@ -54,7 +57,7 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def fingerprint(spec: dict, files: dict) -> str:
+def fingerprint(spec: Record, files: Mapping[str, Mapping[str, str]]) -> str:
     """What makes two releases the same: version, configuration, profile and file contents."""
     keys = {k: spec.get(k) for k in ("sglang_version", "active_server", "nccl_profile", "blocks")}
     keys["files"] = {path: entry["sha256"] for path, entry in sorted(files.items())}
@@ -69,7 +72,7 @@ class Store:
         return os.path.join(self.dir, *parts)
 
     @contextlib.contextmanager
-    def locked(self):
+    def locked(self) -> Iterator[Self]:
         """One record-and-switch at a time on this host: a deploy killed on the controller can
         leave its switch running here, and a rerun must wait for it, not race it."""
         os.makedirs(self.dir, mode=0o700, exist_ok=True)
@@ -80,21 +83,21 @@ class Store:
         finally:
             os.close(fd)
 
-    def ids(self) -> list:
+    def ids(self) -> list[str]:
         try:
             names = os.listdir(self.dir)
         except OSError:
             return []
         return sorted(n[: -len(".json")] for n in names if n.endswith(".json") and not n.startswith("."))
 
-    def get(self, release_id: str) -> dict:
+    def get(self, release_id: str) -> Record:
         record = state.read_json(self._path(f"{os.path.basename(release_id)}.json"))
         if record is None:
             known = ", ".join(self.ids()[-5:]) or "none"
             raise ReleaseError(f"no release {release_id!r} in {self.dir} (latest: {known})")
         return record
 
-    def records(self) -> list:
+    def records(self) -> list[Record]:
         return [r for r in (state.read_json(self._path(f"{i}.json")) for i in self.ids()) if r]
 
     def _read_id(self, name: str) -> str | None:
@@ -107,7 +110,7 @@ class Store:
     def current_id(self) -> str | None:
         return self._read_id("current")
 
-    def current(self) -> dict | None:
+    def current(self) -> Record | None:
         current = self.current_id()
         return self.get(current) if current else None
 
@@ -120,7 +123,7 @@ class Store:
         else:
             state.write_atomic(self._path("pending"), release_id + "\n", mode=0o600)
 
-    def save(self, record: dict) -> None:
+    def save(self, record: Record) -> None:
         state.write_json(self._path(f"{record['id']}.json"), record, mode=0o600)
 
     def set_current(self, release_id: str) -> None:
@@ -147,7 +150,7 @@ class Store:
             stamp = max(stamp, calendar.timegm(time.strptime(ids[-1][:16], _STAMP)) + 1)
         return time.strftime(_STAMP, time.gmtime(stamp))
 
-    def record(self, spec: dict) -> dict:
+    def record(self, spec: Record) -> Record:
         """Record the release `spec` describes from the files as they are on disk now.
 
         spec: {"sglang_version", "venv", "lock", "active_server", "lifecycle" (its spec file),
@@ -155,7 +158,7 @@ class Store:
         """
         os.makedirs(self.dir, mode=0o700, exist_ok=True)
         os.chmod(self.dir, 0o700)
-        files = {}
+        files: dict[str, dict[str, str]] = {}
         for path in spec["files"]:
             try:
                 with open(path, "rb") as handle:
@@ -176,7 +179,7 @@ class Store:
             raise ReleaseError(f"cannot record the lock {spec['lock']}: {error.strerror}") from None
         digest = fingerprint(spec, files)
         now = time.time()
-        record = {
+        record: Record = {
             "id": self._new_stamp(now) + "-" + digest[:8],
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
             "user": spec.get("user"),
@@ -197,7 +200,7 @@ class Store:
         self.save(record)
         return record
 
-    def restore(self, record: dict) -> list:
+    def restore(self, record: Record) -> list[str]:
         """Put every recorded file back byte for byte (temp file + rename, recorded owner and
         mode); returns the paths that changed. Never follows a link at a recorded path."""
         changed = []
@@ -209,8 +212,7 @@ class Store:
                     same = _sha256(handle.read()) == entry["sha256"]
             except OSError:
                 same = False
-            info = os.stat(path) if same else None
-            if same and f"{info.st_mode & 0o7777:o}" == entry["mode"]:
+            if same and f"{os.stat(path).st_mode & 0o7777:o}" == entry["mode"]:
                 continue
             data = self.blob(entry["sha256"])
             os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -218,7 +220,7 @@ class Store:
             changed.append(path)
         return changed
 
-    def prune(self, keep: int, venvs_dir: str | None = None) -> list:
+    def prune(self, keep: int, venvs_dir: str | None = None) -> list[str]:
         """Keep the newest `keep` releases (and the current one); remove older records, the
         blobs no kept record uses, and the venvs (with their locks) only removed releases used."""
         ids, current = self.ids(), self.current_id()
@@ -254,10 +256,10 @@ class Store:
         earlier = [r["id"] for r in ready[:-1] if r["fingerprint"] != newest["fingerprint"]]
         return earlier[-1] if earlier else None
 
-    def summary(self, with_files_of: str | None = None) -> dict:
+    def summary(self, with_files_of: str | None = None) -> Record:
         """Everything the controller's Releases fact needs, in one document. `with_files_of`
         (an id, or "previous") adds that release's file contents (base64) and lock."""
-        report = {
+        report: Record = {
             "current": self.current_id(),
             "pending": self.pending(),
             "releases": self.records(),

@@ -41,7 +41,7 @@ def age(entry: Moment, at: Moment) -> float:
     return max(at.time - entry.time, at.monotonic)  # before this boot: at least the uptime
 
 
-def history(spec: Spec) -> list:
+def history(spec: Spec) -> list[Moment]:
     record = state.read_json(spec.state_file("restarts")) or {}
     entries = []
     for item in record.get("restarts", []):
@@ -55,14 +55,14 @@ def history(spec: Spec) -> list:
     return entries
 
 
-def in_window(spec: Spec, at: Moment | None = None) -> list:
+def in_window(spec: Spec, at: Moment | None = None) -> list[Moment]:
     """This window's restarts, oldest first."""
     at = at or now()
     recent = [entry for entry in history(spec) if age(entry, at) <= spec.watchdog.window_s]
     return sorted(recent, key=lambda entry: -age(entry, at))
 
 
-def record(spec: Spec, at: Moment | None = None) -> list:
+def record(spec: Spec, at: Moment | None = None) -> list[Moment]:
     """Add a restart at `at`; keep only the window's restarts. Returns the window's restarts.
     Raises OSError when the state directory is not writable (the caller acted already)."""
     at = at or now()
@@ -81,5 +81,5 @@ def backoff_left(spec: Spec, at: Moment | None = None) -> float:
     recent = in_window(spec, at)
     if not recent:
         return 0.0
-    wait = min(spec.watchdog.backoff_s * 2 ** (len(recent) - 1), spec.watchdog.backoff_max_s)
+    wait: float = min(spec.watchdog.backoff_s * 2 ** (len(recent) - 1), spec.watchdog.backoff_max_s)
     return max(0.0, wait - age(recent[-1], at))

@@ -50,16 +50,20 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import Field, asdict, dataclass, field, fields, is_dataclass
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import Any, ClassVar, NoReturn, Protocol, TypeVar
 
 from sglang_pve.agent import contract
 
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
+
+class Dataclass(Protocol):
+    """A dataclass instance (typeshed's _typeshed.DataclassInstance, which is no runtime module)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
 
 # No `from __future__ import annotations` here: the field types are read at run time (below and in
 # sglang_pve/config/lifecycle.py), so they must stay classes, not strings.
-_Schema = TypeVar("_Schema", bound="DataclassInstance")
+_Schema = TypeVar("_Schema", bound=Dataclass)
 
 
 class SpecError(ValueError):
@@ -172,7 +176,7 @@ def to_json(spec: Spec) -> str:
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 
-def file_fields(cls: "DataclassInstance | type[DataclassInstance]") -> list[Field[Any]]:
+def file_fields(cls: Dataclass | type[Dataclass]) -> list[Field[Any]]:
     return [f for f in fields(cls) if f.metadata.get("file", True)]
 
 

@@ -14,8 +14,12 @@ import json
 import os
 import tempfile
 import time
+from typing import Any
 
 from sglang_pve.agent.spec import Spec
+
+# A JSON object as json.load gives it (the agent's own records, read back and checked where used).
+Record = dict[str, Any]
 
 
 def write_atomic(path: str, text: str, mode: int = 0o640) -> None:
@@ -42,7 +46,7 @@ def write_json(path: str, data: object, mode: int = 0o640) -> None:
     write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n", mode)
 
 
-def read_json(path: str) -> dict | None:
+def read_json(path: str) -> Record | None:
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
@@ -63,11 +67,11 @@ def read_offset(spec: Spec) -> int | None:
         return None
 
 
-def read_status(spec: Spec) -> dict:
+def read_status(spec: Spec) -> Record:
     return read_json(spec.state_file("status")) or {}
 
 
-def update_status(spec: Spec, **fields) -> dict:
+def update_status(spec: Spec, **fields: object) -> Record:
     """Merge `fields` into status/NAME.json; never raises (status is advisory)."""
     record = read_status(spec)
     record.update(fields, server=spec.server, unit=spec.unit, updated=time.time())

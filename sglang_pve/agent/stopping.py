@@ -11,6 +11,7 @@ lives on tmpfs (/run), so a full or read-only state directory cannot turn a stop
 """
 
 import os
+from collections.abc import Mapping
 
 from sglang_pve.agent import overrides
 from sglang_pve.agent.spec import Spec
@@ -45,7 +46,7 @@ def take(spec: Spec) -> bool:
         return True  # exists but cannot be removed: it was marked
 
 
-def crashed(requested: bool, environ: dict) -> str | None:
+def crashed(requested: bool, environ: Mapping[str, str]) -> str | None:
     """Why the main process's end was a crash that systemd would not count as one (None: a
     requested stop, a clean exit, or a unit failing already, e.g. by the gate, whose diagnosis
     says why), from what systemd gives ExecStopPost=: SERVICE_RESULT, EXIT_CODE, EXIT_STATUS."""

@@ -23,17 +23,29 @@ import os
 import subprocess
 import sys
 import time
+from typing import BinaryIO, TypedDict
 
 from sglang_pve.agent import diagnosis, exitcodes, health, logfollow, phases, procs, restarts, state, stopping, systemd
+from sglang_pve.agent.output import Say
 from sglang_pve.agent.spec import Spec
 
 TICK_S = 1.0  # how often the main PID is checked between probes
+
+
+class Evidence(TypedDict):
+    """What the watchdog knows of a wedged server: diagnosis.collect's keyword arguments."""
+
+    phase: str
+    seconds_in_phase: float
+    seconds_stalled: float
+    main_pid: int
 
 
 def launch(spec: Spec, main_pid: int | None) -> int:
     """Start `watchdog` detached (own session, same cgroup, output appended to the server log)."""
     prefix, env = self_command()
     command = [*prefix, "watchdog", "--spec", spec.path] + (["--main-pid", str(main_pid)] if main_pid else [])
+    log: BinaryIO | int
     try:
         log = open(spec.log, "ab")
     except OSError:
@@ -50,12 +62,12 @@ def launch(spec: Spec, main_pid: int | None) -> int:
             env=env,
         )
     finally:
-        if log is not subprocess.DEVNULL:
+        if not isinstance(log, int):  # not DEVNULL
             log.close()
     return child.pid
 
 
-def self_command() -> tuple:
+def self_command() -> tuple[list[str], dict[str, str] | None]:
     """How to run this agent again: ([python, -I, the .pyz], None) from the zipapp, else
     ([python, -m, sglang_pve.agent], environment with PYTHONPATH pointing at the sources)."""
     import sglang_pve
@@ -68,7 +80,7 @@ def self_command() -> tuple:
     return [sys.executable, "-m", "sglang_pve.agent"], env
 
 
-def run(spec: Spec, main_pid: int | None, say, *, tick_s: float = TICK_S) -> int:
+def run(spec: Spec, main_pid: int | None, say: Say, *, tick_s: float = TICK_S) -> int:
     wd = spec.watchdog
     if not main_pid:
         try:
@@ -119,7 +131,7 @@ def run(spec: Spec, main_pid: int | None, say, *, tick_s: float = TICK_S) -> int
                 f"wedged: /health_generate failed {failures} times in a row (last: {result.describe()}) "
                 f"with no log progress for {time.monotonic() - last_growth:.0f}s"
             )
-            evidence = {
+            evidence: Evidence = {
                 "phase": "ready",
                 "seconds_in_phase": time.time() - ready_at,
                 "seconds_stalled": time.monotonic() - last_growth,
@@ -128,7 +140,7 @@ def run(spec: Spec, main_pid: int | None, say, *, tick_s: float = TICK_S) -> int
             return _wedged(spec, main, say, summary, evidence)
 
 
-def _wedged(spec: Spec, main: procs.Proc, say, summary: str, evidence: dict) -> int:
+def _wedged(spec: Spec, main: procs.Proc, say: Say, summary: str, evidence: Evidence) -> int:
     """Act first (restart, or SIGKILL at the cap), record afterwards and best effort: a read-only
     or full state directory must not leave a wedged server unwatched. The evidence is collected
     before acting (bounded: nvidia-smi and py-spy cannot hang us) while the wedged ranks exist."""
@@ -159,7 +171,7 @@ def _wedged(spec: Spec, main: procs.Proc, say, summary: str, evidence: dict) -> 
     return exitcodes.OK if restarted else exitcodes.RESTART_CAP
 
 
-def _restart(spec: Spec, say) -> bool:
+def _restart(spec: Spec, say: Say) -> bool:
     try:
         systemd.restart_no_block(spec.unit)
     except systemd.SystemdError as error:
@@ -169,7 +181,7 @@ def _restart(spec: Spec, say) -> bool:
     return True
 
 
-def _kill_main(spec: Spec, main: procs.Proc, say) -> None:
+def _kill_main(spec: Spec, main: procs.Proc, say: Say) -> None:
     """SIGKILL the unit's main PID (systemd's view first): the unit fails, Restart=no keeps it so."""
     try:
         pid = systemd.main_pid(spec.unit) or main.pid

@@ -26,7 +26,7 @@ _AGENT_DIR = os.path.dirname(os.path.abspath(__file__))
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(_AGENT_DIR))
 
 
-def sources() -> list:
+def sources() -> list[tuple[str, str]]:
     """(archive name, path) of every file that goes into the zipapp, sorted by name."""
     files = [("sglang_pve/__init__.py", os.path.join(_PACKAGE_ROOT, "sglang_pve", "__init__.py"))]
     for directory, subdirs, names in os.walk(_AGENT_DIR):

@@ -6,19 +6,16 @@ models are derived from its dataclasses, so the deploy accepts exactly what the 
 """
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from sglang_pve.agent import spec
 
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
-
 _STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
-def model_of(schema: "type[DataclassInstance]") -> type[BaseModel]:
+def model_of(schema: type[spec.Dataclass]) -> type[BaseModel]:
     """A strict pydantic model with the fields, defaults and bounds of an agent dataclass."""
     fields: dict[str, Any] = {}  # name: (type, default); Any, since **fields also meets __config__ for mypy
     for field in dataclasses.fields(schema):
