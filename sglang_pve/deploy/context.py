@@ -1,6 +1,7 @@
 """The validated Deployment of the host pyinfra is currently preparing, built once per host."""
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from pyinfra import host, logger, state
@@ -11,6 +12,7 @@ from sglang_pve.config.deployment import NIGHTLY, HostData
 from sglang_pve.deploy import index, paths
 from sglang_pve.deploy.facts.python import VenvSitePackages
 from sglang_pve.deploy.operations import venvs
+from sglang_pve.deploy.operations.files import ManagedFile
 
 _deployments: dict[str, Deployment] = {}
 
@@ -54,7 +56,7 @@ def _resolve(data: HostData) -> str:
     return version
 
 
-def package_source(hooks: tuple = ()) -> venvs.Source:
+def package_source(hooks: Iterable[ManagedFile] = ()) -> venvs.Source:
     """Indexes, installer and import check of this host's SGLang venvs (hooks: files each gets)."""
     data = deployment().data
     return venvs.Source(
@@ -75,10 +77,14 @@ def venv() -> str:
 _site_packages: dict[tuple[str, str], str | None] = {}
 
 
-def site_packages() -> str | None:
+def site_packages() -> str:
     """site-packages of this host's venv, asked once per run (three tasks need it; pyinfra 3
-    keeps no fact cache)."""
+    keeps no fact cache). The fact is None only where the host lacks the interpreter it asks
+    (preflight refuses such a host): an error, not a path under "None/"."""
     key = (host.name, venv())
     if key not in _site_packages:
         _site_packages[key] = host.get_fact(VenvSitePackages, path=venv())
-    return _site_packages[key]
+    found = _site_packages[key]
+    if found is None:
+        raise PyinfraError(f"{host.name}: {paths.TARGET_PYTHON} cannot be asked for the venv's site-packages")
+    return found

@@ -40,11 +40,12 @@ def full_deploy() -> None:
         return
     own_spec()  # its container spec and deploy data: every problem at once, before any operation
     deployment()
-    if pending():
+    waiting_for = pending()
+    if waiting_for:
         deploy_when_provisioned(
             name="Deploy into the container once its node provisioned it",
             deploy=container_deploy,
-            waiting_for=pending(),
+            waiting_for=waiting_for,
         )
     else:
         container_deploy()

@@ -46,6 +46,7 @@ def release_rollback() -> None:
     if report.target is None:
         raise PyinfraError(f"{host.name}: cannot roll back: {report.error}")
     target = report.get(report.target)
+    assert target is not None  # the agent reports its target among the releases
     venvs.venv(
         name=f"SGLang {target['sglang_version']} of release {target['id']} (from its lock)",
         path=target["venv"],

@@ -51,6 +51,8 @@ class _PinnedTicketAuth(ProxmoxHTTPAuth):
     """proxmoxer's ticket auth, but the ticket request (which carries the password) goes through the
     client's own session, so the same TLS trust (CA file or pinned fingerprint) applies to it."""
 
+    pve_auth_ticket: str  # proxmoxer's attribute, set by _get_new_tokens
+
     def __init__(self, session: requests.Session, username: str, password: str, base_url: str, timeout: int):
         self._session = session
         super().__init__(username, password, base_url=base_url, timeout=timeout, verify_ssl=session.verify)

@@ -76,7 +76,7 @@ def plan(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest) -> 
     return Plan(
         spec=spec,
         exists=bool(listed),
-        running=bool(listed) and listed.get("status") == "running",
+        running=listed is not None and listed.get("status") == "running",
         diff=diff,
         current=current,
         key_pinned=hostkeys.is_pinned(guest.known_hosts, guest.ssh_hostname),

@@ -37,5 +37,6 @@ def read_credential(host_name: str, api: ApiSettings, environ=os.environ) -> Cre
         )
     if problems:
         raise ConfigError(host_name, problems)
+    assert secret is not None  # from_env and from_file give a secret or a problem
     source = f"environment variable {where}" if key.endswith("_env") else f"file {where}"
     return Credential(user=api.user, token_name=api.token_name, secret=secret, source=source)

@@ -80,7 +80,7 @@ def mount_line(host_path: str, container_path: str, read_only: bool) -> tuple[st
 
 def wanted_raw_lines(spec: ContainerSpec, raw_devices: list[DeviceNode]) -> list[tuple[str, str]]:
     """The raw lxc lines: GPU passthrough in "raw" mode (cgroup2 allow + mount entries), then mounts."""
-    gpu = [tuple(line.split(": ", 1)) for line in proxmox_config_lines(raw_devices)]
+    gpu = [(key, value) for key, value in (line.split(": ", 1) for line in proxmox_config_lines(raw_devices))]
     return gpu + [mount_line(m.host, m.path, m.ro) for m in spec.mounts]
 
 

@@ -98,7 +98,7 @@ def owned_raw_line(key: str, value: str, nvidia_majors: set[int]) -> bool:
         return bool(_OUR_MOUNT.match(value)) or (len(fields) > 1 and fields[1].startswith("dev/nvidia"))
     if key == "lxc.cgroup2.devices.allow":
         match = re.match(r"^c (\d+):", value)
-        return bool(match) and int(match.group(1)) in nvidia_majors
+        return match is not None and int(match.group(1)) in nvidia_majors
     return False
 
 

@@ -41,7 +41,7 @@ class ManagedFile:
 
     def needs_write(self, current: FileState | None) -> bool:
         owner = (self.mode, self.user, self.group)
-        return self.differs(current) or owner != (current.mode, current.user, current.group)
+        return self.differs(current) or (current is not None and owner != (current.mode, current.user, current.group))
 
 
 def show_diff(file: ManagedFile, current: FileState | None, old_text: str | None = None) -> None:
@@ -203,12 +203,13 @@ def block(path: str, marker: str, body: str, user: str = "root", group: str | No
         raise OperationError(
             f"{where} is not a regular file: refusing to edit it. Fix: make it a file, or point shell_rc elsewhere"
         )
-    if found.exists and found.state.user != user:
+    if found.state is not None and found.state.user != user:
         raise OperationError(
             f"{where} belongs to {found.state.user}, not {user}: refusing to edit it (a link planted towards "
             f"someone else's file reads the same). Fix: chown it to {user}, or set shell_user/shell_rc to match"
         )
     text = found.text if found.exists else ""
+    assert text is not None  # a regular file of `user` (checked above) comes with its text
     new_text, old_body = splice(text, marker, body)
     if found.exists and new_text == text:
         host.noop(f"{marker} block in {where} is up to date")
@@ -219,7 +220,7 @@ def block(path: str, marker: str, body: str, user: str = "root", group: str | No
             logger.info("  %s", line)
         logger.info("")
     # A dotfiles link stays a link: the block is written into its target, with the target's own mode.
-    mode = found.state.mode if found.exists else "644"
+    mode = found.state.mode if found.state is not None else "644"
     yield from write_commands(
         ManagedFile(found.path, new_text, mode, user, group or user), None if user == "root" else user
     )

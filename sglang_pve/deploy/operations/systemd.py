@@ -69,8 +69,10 @@ def server_units(files: dict[str, list[ManagedFile]]):
         )
 
     for unit in stale:
+        server = server_of(unit)
+        assert server is not None  # `installed` counts a unit as ours only with a name the toolkit makes
         commands.append(StringCommand("systemctl", "disable", "--now", QuoteString(unit)))
-        commands.append(StringCommand("rm", "-f", *map(QuoteString, _unit_files(server_of(unit)))))
+        commands.append(StringCommand("rm", "-f", *map(QuoteString, _unit_files(server))))
     if units_changed or stale or any(unit.need_reload for unit in current.units.values()):
         commands.append(StringCommand("systemctl", "daemon-reload"))
 

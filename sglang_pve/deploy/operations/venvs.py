@@ -1,6 +1,7 @@
 """SGLang virtualenvs, one per exact version, built beside their final path from a hash lock."""
 
 import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from io import BytesIO
 
@@ -72,10 +73,13 @@ class Source:
         )
 
 
-def _and(*commands: list) -> list:
-    joined = []
+def _and(*commands: Sequence[object]) -> list[object]:
+    """Command words (str, QuoteString, ...) joined by &&."""
+    joined: list[object] = []
     for command in commands:
-        joined += (["&&"] if joined else []) + command
+        if joined:
+            joined.append("&&")
+        joined.extend(command)
     return joined
 
 

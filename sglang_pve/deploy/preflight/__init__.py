@@ -58,9 +58,9 @@ def merged(problems: list[Problem]) -> list[Problem]:
     result = []
     for problem, servers in groups.values():
         if len(servers) > 1:
-            flag = problem.key.split(".", 2)[2:]
+            tail = problem.key.split(".", 2)[2:]  # the flag, if any
             problem = Problem(
-                ".".join(["servers", "{" + ",".join(servers) + "}", *flag]), problem.value, problem.message, problem.fix
+                ".".join(["servers", "{" + ",".join(servers) + "}", *tail]), problem.value, problem.message, problem.fix
             )
         result.append(problem)
     return result
@@ -71,8 +71,9 @@ def probe_spec(deployment: Deployment, venv: str, judge_all: bool) -> ProbeSpec:
     configs that differ from the host's copy (or every one, when the venv holds another version)."""
     configs = {}
     for name, server in deployment.servers.items():
-        rendered = ManagedFile(paths.server_config_path(name), server_yaml(server))
-        configs[name] = RenderedConfig(rendered.path, rendered.content, rendered.sha1, dict(server.env))
+        text = server_yaml(server)
+        rendered = ManagedFile(paths.server_config_path(name), text)
+        configs[name] = RenderedConfig(rendered.path, text, rendered.sha1, dict(server.env))
     servers = deployment.servers.values()
     models = dict.fromkeys(p for s in servers for p in (s.args.model_path, s.args.speculative_draft_model_path) if p)
     return ProbeSpec(
@@ -97,10 +98,10 @@ def server_problems(
     for found_problems, found_warnings in (
         context_problems(server, target, draft) if target is not None else ([], []),
         eagle3_problems(name, draft_path, target, draft, pinned)
-        if target is not None and draft is not None and args.speculative_algorithm == "EAGLE3"
+        if draft_path and target is not None and draft is not None and args.speculative_algorithm == "EAGLE3"
         else ([], []),
         verdict_problems(name, spec.configs[name].path, snapshot.verdicts[name], snapshot.sglang, pinned)
-        if name in snapshot.verdicts
+        if name in snapshot.verdicts and snapshot.sglang is not None  # verdicts come with an installed SGLang
         else ([], []),
     ):
         problems += found_problems

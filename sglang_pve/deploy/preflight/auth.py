@@ -5,11 +5,11 @@ import ipaddress
 
 from sglang_pve.config import Deployment, Problem
 
-_LOOPBACK_NAMES = {None, "localhost"}  # None: SGLang's own default, 127.0.0.1
+_LOOPBACK_NAMES = {"localhost"}
 
 
 def loopback(bind: str | None) -> bool:
-    if bind in _LOOPBACK_NAMES:
+    if bind is None or bind in _LOOPBACK_NAMES:  # None: SGLang's own default, 127.0.0.1
         return True
     try:
         return ipaddress.ip_address(bind).is_loopback

@@ -80,7 +80,9 @@ def limit_value(value: int | str) -> int | None:
         return value
     if value == "infinity":
         return None
-    number, suffix = re.fullmatch(r"(\d+)([KMGT]?)", value).groups()
+    match = re.fullmatch(r"(\d+)([KMGT]?)", value)
+    assert match is not None  # UnitLimits' pattern
+    number, suffix = match.groups()
     return int(number) * _SUFFIX[suffix]
 
 
