@@ -10,6 +10,8 @@
     holders [--spec FILE | --unit-prefix P]  processes holding /dev/nvidia*, as a JSON list
     apply --dir DIR --spec BASE64          record a release from the files on disk, switch to it (switch.py)
     switch --dir DIR --to ID               switch to a recorded release, reverting on failure (switch.py)
+    transient --dir DIR [--server NAME]    run a configuration of the current release (without
+                                           --server: none) the same way, recording nothing (switch.py)
     releases --dir DIR [--files-of ID]     the release records as JSON (release_store.py)
 
 Exit codes are listed in exitcodes.py, environment overrides (tests only) in overrides.py;
@@ -121,6 +123,11 @@ def _switch(args) -> int:
         return switch.switch(store, args.to, Reporter("switch", sys.stdout), args.keep, args.venvs_dir)
 
 
+def _transient(args) -> int:
+    with Store(args.dir).locked() as store:
+        return switch.transient(store, args.server, Reporter("switch", sys.stdout), args.spec_dir)
+
+
 def _releases(args) -> int:
     report = Store(args.dir).summary(args.files_of)
     current = next((r for r in report["releases"] if r["id"] == report["current"]), None)
@@ -136,6 +143,12 @@ def _pid(text: str) -> int | None:
     if not text.strip().isdigit():
         raise argparse.ArgumentTypeError(f"not a PID: {text!r}")
     return int(text) or None
+
+
+def _server(text: str) -> str:
+    if not contract.SERVER_NAME.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"not a server configuration name ({contract.SERVER_NAME_RULE}): {text!r}")
+    return text
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -182,12 +195,17 @@ def _parser() -> argparse.ArgumentParser:
     for name, handler, help_text in (
         ("apply", _apply, "record a release from the files on disk and switch to it"),
         ("switch", _switch, "switch to a recorded release: stop, GPUs free, start, gate; revert on failure"),
+        ("transient", _transient, "the switch's steps for a configuration of the current release, recording nothing"),
         ("releases", _releases, "the release records (and one release's file contents) as JSON"),
     ):
         sub = command(name, handler, help_text, spec=None)
         sub.add_argument("--dir", required=True, metavar="DIR", help="the releases directory")
         if name == "releases":
             sub.add_argument("--files-of", metavar="ID", help="include this release's file contents (base64) and lock")
+            continue
+        if name == "transient":
+            sub.add_argument("--server", type=_server, metavar="NAME", help="the configuration to run (default: none)")
+            sub.add_argument("--spec-dir", default=DEFAULT_SPEC_DIR, metavar="DIR", help=f"default {DEFAULT_SPEC_DIR}")
             continue
         sub.add_argument("--keep", type=int, default=5, help="releases kept (default 5)")
         sub.add_argument("--venvs-dir", metavar="DIR", help="only venvs under DIR are removed with old releases")

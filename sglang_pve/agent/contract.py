@@ -41,8 +41,8 @@ def server_config_path(server: str) -> str:
     return f"{SERVERS_DIR}/{server}.yaml"
 
 
-def lifecycle_path(server: str) -> str:
-    return f"{SERVERS_DIR}/{server}.lifecycle.json"
+def lifecycle_path(server: str, servers_dir: str = SERVERS_DIR) -> str:
+    return f"{servers_dir}/{server}.lifecycle.json"
 
 
 def log_path(server: str) -> str:

@@ -15,6 +15,12 @@
    the same way; the exit code is non-zero either way, and the message names the diagnosis.
 
 The last line printed is `switch-timings {"stop_s": ..., "gpus_free_s": ..., "start_s": ..., "total_s": ...}`.
+
+    transient(store, "eagle3-3step", say)  # exit code
+
+The same steps 2 and 3 for a configuration of the current release, recording nothing (step 1 and
+4 are the release's): no files restored, no enable or disable, no release saved, marked, made
+current or pruned. Not ready: what ran before runs again, the same way. The benchmark's starts.
 """
 
 import json
@@ -22,7 +28,7 @@ import os
 import subprocess
 import time
 
-from sglang_pve.agent import diagnosis, exitcodes, gpus, holders, overrides, systemd
+from sglang_pve.agent import contract, diagnosis, exitcodes, gpus, holders, overrides, systemd
 from sglang_pve.agent import spec as spec_module
 from sglang_pve.agent.release_store import ReleaseError, Store
 
@@ -89,12 +95,14 @@ def _failure(lifecycle, started_at: float, stderr: str) -> str:
     return f"{reason} (no diagnosis written; see journalctl -u {lifecycle.unit})"
 
 
-def _run(store: Store, release: dict, say, timings: dict) -> str | None:
-    """Switch to `release`; None when its server is ready, else why not."""
-    changed = store.restore(release)
-    if changed:
-        say(f"restored {len(changed)} file(s) of release {release['id']}: {', '.join(changed)}")
-    _systemctl("daemon-reload")
+def _run(store: Store, release: dict, say, timings: dict, transient: bool = False) -> str | None:
+    """Switch to `release`; None when its server is ready, else why not. Transient: the files
+    stay as they are and no unit is enabled or disabled."""
+    if not transient:
+        changed = store.restore(release)
+        if changed:
+            say(f"restored {len(changed)} file(s) of release {release['id']}: {', '.join(changed)}")
+        _systemctl("daemon-reload")
     previous = store.current()
     mark = time.monotonic()
     _stop(sorted(set(release["units"]) | set(previous["units"] if previous else [])), say)
@@ -113,6 +121,8 @@ def _run(store: Store, release: dict, say, timings: dict) -> str | None:
         failure = _failure(lifecycle, started_at, done.stderr)
         _systemctl("reset-failed", lifecycle.unit)
         return failure
+    if transient:
+        return None
     others = [u for u in release["units"] if u != lifecycle.unit]
     _systemctl("enable", lifecycle.unit)
     if others:
@@ -171,3 +181,58 @@ def switch(store: Store, release_id: str, say, keep: int = 5, venvs_dir: str | N
     say(f"reverted: release {previous['id']} runs again. The switch to {release['id']} failed: {failure}", error=True)
     say("switch-timings " + json.dumps(timings, sort_keys=True))
     return exitcodes.SWITCH_REVERTED
+
+
+def transient(store: Store, server: str | None, say, spec_dir: str = contract.SERVERS_DIR) -> int:
+    """Run configuration `server` of the current release (None: none) through the same steps, fresh
+    (also when it runs already), recording nothing: no release, no enable or disable, no prune,
+    `current` and `pending` untouched. Not ready: what ran before runs again (nothing, when nothing
+    did). The benchmark's starts: as releases they would push the real ones out of the history."""
+    current = store.current()
+    if current is None:
+        raise ReleaseError(f"no current release in {store.dir}; run deploy.py first")
+    if server is not None and contract.unit_name(server) not in current["units"]:
+        raise ReleaseError(f"{server!r} is not a configuration of release {current['id']}; run deploy.py first")
+    timings: dict = {}
+    code = _transient(store, current, server, say, timings, spec_dir)
+    say("switch-timings " + json.dumps(timings, sort_keys=True))  # also after a failure: how far it got
+    return code
+
+
+def _transient(store: Store, current: dict, server: str | None, say, timings: dict, spec_dir: str) -> int:
+    started = time.monotonic()
+    before = None
+    try:
+        before = _server_of(systemd.in_states(current["units"], systemd.RUNNING))
+        failure = _run(store, _running(current, server, spec_dir), say, timings, transient=True)
+    except _ERRORS as error:
+        failure = str(error)
+    timings["total_s"] = round(time.monotonic() - started, 2)
+    if failure is None:
+        say(f"{server or 'no server'} runs (transient: no release recorded)")
+        return exitcodes.OK
+    say(f"transient switch to {server or 'no server'} failed: {failure}", error=True)
+    if before == server:
+        say("no other configuration ran before: nothing to revert to", error=True)
+        return exitcodes.SWITCH_FAILED
+    say(f"reverting to {before or 'no server'}, which ran before")
+    try:
+        revert_failure = _run(store, _running(current, before, spec_dir), say, {}, transient=True)
+    except _ERRORS as error:
+        revert_failure = str(error)
+    if revert_failure:
+        say(f"revert to {before} failed too: {revert_failure}", error=True)
+        return exitcodes.SWITCH_FAILED
+    say(f"reverted: {before or 'no server'} runs again. The switch to {server} failed: {failure}", error=True)
+    return exitcodes.SWITCH_REVERTED
+
+
+def _server_of(units: list) -> str | None:
+    """The configuration of the first unit in `units` (at most one runs: the units conflict)."""
+    return units[0].removeprefix(contract.UNIT_PREFIX).removesuffix(".service") if units else None
+
+
+def _running(record: dict, server: str | None, spec_dir: str) -> dict:
+    """`record` with `server` as the active configuration (its files are all in place)."""
+    lifecycle = contract.lifecycle_path(server, spec_dir) if server else None
+    return {**record, "active_server": server, "lifecycle": lifecycle}

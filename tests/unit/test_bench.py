@@ -9,7 +9,7 @@ import pytest
 from sglang_pve.agent import bench_client as client
 from sglang_pve.config import ConfigError
 from sglang_pve.config.bench import BenchOptions, bench_options
-from sglang_pve.tools.bench import chart, metrics, prompts, results
+from sglang_pve.tools.bench import chart, metrics, prompts, results, runner
 
 
 def test_percentile_is_numpys_linear_interpolation():
@@ -121,6 +121,21 @@ def test_table_has_a_row_with_the_diagnosis_for_a_configuration_that_failed_to_s
     assert markdown.count("\n|") == 5 and "| eagle3-3step | failed |" in markdown
     png = chart.write_png(records, tmp_path / "c.png", "t")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_failed_start_is_diagnosed_by_its_verdict_else_by_the_switch(tmp_path):
+    said = [
+        "[2026-07-20 10:00:00 sglang-pve switch] starting sglang-b.service (SGLang 1.0), waiting for its gate",
+        "[2026-07-20 10:00:09 sglang-pve switch] transient switch to b failed: the GPUs are not free 6s after the stop",
+        "[2026-07-20 10:00:09 sglang-pve switch] reverted: a runs again. The switch to b failed: the GPUs are not free",
+        '[2026-07-20 10:00:09 sglang-pve switch] switch-timings {"stop_s": 3.1, "total_s": 63.2}',
+    ]
+    gate = {"verdict": "failed: stalled in cuda_graph (no log progress for 5s)", "diagnosis": "/d/b.json"}
+    assert runner.Start("b", False, 9.0, 3.1, gate, said).diagnosis == "stalled in cuda_graph (no log progress for 5s)"
+    assert runner.Start("b", False, 9.0, 3.1, {}, said).diagnosis == "the GPUs are not free 6s after the stop"
+    refused = ["sglang-pve-agent transient: no current release in /var/lib/sglang-pve/releases; run deploy.py first"]
+    assert runner.Start("b", False, 0.1, 0.0, {}, refused).diagnosis == refused[0]
+    assert runner.Start("b", True, 6.0, 3.1, {"verdict": "ready"}, said).diagnosis is None
 
 
 def test_history_and_the_change_against_an_earlier_run(tmp_path):

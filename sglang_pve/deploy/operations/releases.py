@@ -1,7 +1,7 @@
 """Releases: record what runs, switch to it atomically, roll back (the host side is
 sglang_pve/agent/release_store.py and switch.py; each operation yields one agent command).
 
-For other tasks (the benchmark) the API is the operation
+For other tasks the API is the operation
 
     releases.switched(server="eagle3-3step", keep=5, venvs_dir="/opt/sglang/venvs")
 
@@ -9,7 +9,10 @@ It records a release of the files in place with that configuration active and sw
 stop -> GPUs verified free -> start -> readiness gate (a fresh start, also when it already ran).
 When the gate fails, the previous release runs again and the switch fails (exit code 9) with the
 reason and the gate's diagnosis in its output; the line `switch-timings {...}` gives stop,
-GPUs-free, start and total seconds.
+GPUs-free, start and total seconds. Code that runs at execution time (the benchmark's python.call)
+runs the same steps without recording a release:
+
+    ok, output = host.run_shell_command(releases.transient("eagle3-3step"))
 """
 
 import base64
@@ -173,6 +176,13 @@ def _switch_spec(current: dict, server: str) -> dict:
         commit=current.get("commit"),
     )
     return spec
+
+
+def transient(server: str | None) -> StringCommand:
+    """The agent command that runs configuration `server` of the current release (None: none) through
+    the switch's steps, recording nothing (agent/switch.py, transient): exit 0 once its gate passed,
+    9 when it failed and what ran before runs again, 10 when that failed too."""
+    return _agent("transient", *(["--server", QuoteString(server)] if server else []))
 
 
 @operation()

@@ -1,11 +1,15 @@
 """One benchmark run on one host (the python.call of tasks/bench.py, at execution time).
 
-For each configuration: a fresh start (switch.py), then the client on the target (client.py):
-warm-up, the single-stream decode run, the optional concurrency sweep. The configuration that
-ran before is started again at the end, in a `finally`, also when a configuration fails, the
-client fails, or the run is interrupted: SIGINT/SIGTERM on the controller kill this greenlet
-with BenchInterrupted at whatever it waits for, the finally block restores, and the run fails.
-Results (partial ones too) go to the history, the table, the markdown file and the chart.
+For each configuration: a fresh start through the agent's switch in its transient mode (stop what
+runs, GPUs verified free, start, readiness gate, and what ran before again when the gate fails;
+no release recorded: releases.transient in deploy/operations/releases.py), then the client on
+the target (agent/bench_client.py): warm-up, the single-stream decode run, the optional
+concurrency sweep. The configuration that ran before is started again at the end the same way,
+in a `finally`, also when a configuration fails, the client fails, or the run is interrupted:
+SIGINT/SIGTERM on the controller kill this greenlet with BenchInterrupted at whatever it waits
+for, the finally block restores (once a switch under way on the host ended: one at a time), and
+the run fails. Results (partial ones too) go to the history, the table, the markdown file and
+the chart.
 """
 
 import json
@@ -20,11 +24,14 @@ from pyinfra import logger
 from pyinfra.api import StringCommand
 
 from sglang_pve.agent import bench_client as client
+from sglang_pve.agent import systemd
 from sglang_pve.deploy import paths
-from sglang_pve.tools.bench import chart, metrics, results, switch
+from sglang_pve.deploy.operations import releases
+from sglang_pve.tools.bench import chart, metrics, results
 
 REMOTE_DIR = f"{paths.STATE_DIR}/bench"
 CLIENT = f"{REMOTE_DIR}/bench-client.py"
+TIMINGS = "switch-timings "  # the switch's last line (agent/switch.py)
 
 
 class BenchInterrupted(Exception):
@@ -49,6 +56,31 @@ class Job:
     extra: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Start:
+    """One transient switch as the benchmark sees it."""
+
+    server: str | None
+    ok: bool
+    seconds: float  # the switch's wall time on the controller, less the stop
+    stop_seconds: float  # the agent's stop of what ran (SGLang drains) and GPUs verified free
+    record: dict  # the agent's status record of this start (phases, verdict, diagnosis), {} if none
+    lines: list[str]  # the agent's output
+
+    @property
+    def diagnosis(self) -> str | None:
+        if self.ok:
+            return None
+        verdict = self.record.get("verdict") or ""
+        if verdict.startswith("failed: "):
+            return verdict.removeprefix("failed: ")
+        said = [line for line in self.lines if TIMINGS not in line]
+        failed = [
+            line.split(" failed: ", 1)[1] for line in said if "transient switch to" in line and " failed: " in line
+        ]
+        return (failed or said[-1:] or ["the start failed and the agent said nothing (see the unit's journal)"])[0]
+
+
 def _say(host, text: str) -> None:
     logger.info(f"{host.print_prefix}bench: {text}")
 
@@ -56,7 +88,7 @@ def _say(host, text: str) -> None:
 def run(job: Job) -> None:
     from pyinfra import host
 
-    previous = switch.active_server(host, job.all_servers)
+    previous = _running_now(host, job.all_servers)
     _say(
         host,
         f"run {job.run_id}: {len(job.configs)} configuration(s): {', '.join(job.configs)}; "
@@ -73,7 +105,7 @@ def run(job: Job) -> None:
         _say(host, f"interrupted by {interrupt}")
         raise
     finally:
-        _restore(host, job, previous)
+        _restore(host, previous)
         for sig, handler in previous_handlers.items():
             signal.signal(sig, handler)
         if records:
@@ -96,23 +128,55 @@ def _on_interrupt(worker, host) -> dict:
     return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
 
 
-def _restore(host, job: Job, previous: str | None) -> None:
-    if previous:
-        _say(host, f"restoring {previous} (fresh start)")
-        started = switch.start(host, previous, job.all_servers)
-        _say(
-            host,
-            f"{previous} is running again" if started.ok else f"{previous} FAILED to start again: {started.diagnosis}",
-        )
+def _restore(host, previous: str | None) -> None:
+    _say(host, f"restoring {previous} (fresh start)" if previous else "nothing ran before: stopping what runs")
+    started = _switch(host, previous)
+    if started.ok:
+        _say(host, f"{previous} is running again" if previous else "nothing runs, as before")
     else:
-        _say(host, "nothing ran before: stopping the benchmarked configurations")
-        switch.stop(host, job.configs)
+        _say(host, f"{previous or 'the stop'} FAILED: {started.diagnosis}")
+
+
+def _running_now(host, servers: list[str]) -> str | None:
+    """The configuration running now (at most one: the units conflict), or None."""
+    units = [paths.unit_name(s) for s in servers]
+    ok, output = host.run_shell_command(
+        StringCommand("systemctl", "show", "-p", "Id,ActiveState", *units), print_output=False
+    )
+    running = [b["Id"] for b in systemd.parse_show(output.stdout) if b.get("ActiveState") in systemd.RUNNING]
+    return running[0].removeprefix(paths.UNIT_PREFIX).removesuffix(".service") if ok and running else None
+
+
+def _switch(host, server: str | None) -> Start:
+    """Run `server` (None: none) fresh through the agent's transient switch; its start's record."""
+    tic = time.monotonic()
+    ok, output = host.run_shell_command(releases.transient(server), print_output=False)
+    wall = time.monotonic() - tic
+    lines = output.output_lines
+    timings = next((json.loads(line.split(TIMINGS, 1)[1]) for line in reversed(lines) if TIMINGS in line), {})
+    stop = timings.get("stop_s", 0.0) + timings.get("gpus_free_s", 0.0)
+    # the record is this start's once the unit was started (start_s); else the switch's own words say why
+    record = _status_record(host, server) if server and "start_s" in timings else {}
+    if not ok:
+        for line in lines:
+            logger.info(f"{host.print_prefix}  {line}")
+    return Start(server, ok, wall - stop, stop, record, lines)
+
+
+def _status_record(host, server: str) -> dict:
+    ok, output = host.run_shell_command(
+        StringCommand("cat", f"{paths.STATE_DIR}/status/{server}.json"), print_output=False
+    )
+    try:
+        return json.loads(output.stdout) if ok else {}
+    except ValueError:
+        return {}
 
 
 def _measure(host, job: Job, name: str, position: str) -> dict:
     tic = time.monotonic()
     _say(host, f"{name} ({position}): fresh start, waiting for the readiness gate")
-    started = switch.start(host, name, job.all_servers)
+    started = _switch(host, name)
     record = {
         "run_id": job.run_id,
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
