@@ -2,7 +2,7 @@
 
 It holds the SGLang simulator as wheels named ``sglang`` (built from lab/sglang_sim, rebuilt
 when the tree changes), the simulator's dependencies and the deploy's installer (uv, at the
-version group_data/all.py pins), downloaded once from PyPI as binary wheels for the container's
+version the deploy pins, layout.UV_VERSION), downloaded once from PyPI as binary wheels for the container's
 Python (asked from the rootfs, never assumed). Containers install from it exactly as production
 installs from PyPI and SGLang's nightly index:
 
@@ -20,7 +20,6 @@ import hashlib
 import html
 import os
 import re
-import runpy
 import shutil
 import socket
 import sys
@@ -144,8 +143,8 @@ def sim_wheel(sim_dir: Path) -> list[Path]:
 
 
 def installer_requirements() -> list[str]:
-    """uv at the version the deploy pins (group_data/all.py: uv_version)."""
-    return [f"uv=={runpy.run_path(str(layout.SOURCE_DIR.parent / 'group_data' / 'all.py'))['uv_version']}"]
+    """uv at the version the deploy pins (its default uv_version)."""
+    return [f"uv=={layout.UV_VERSION}"]
 
 
 def dependency_wheels(requirements: list[str], python: str) -> list[Path]:

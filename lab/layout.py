@@ -77,6 +77,9 @@ SGLANG_HOSTS = {"sglang1": f"{SUBNET}.11"}
 HOSTS = {NODE: NODE_ADDRESS, **(SGLANG_HOSTS if LAB_CREATES_SGLANG1 else {})}
 INDEX_PORT = 8100
 INDEX_URL = f"http://{BRIDGE_ADDRESS}:{INDEX_PORT}/simple/"
+# The uv the index serves: the deploy's default uv_version (the lab builds its world without the
+# controller's code; tests/unit/test_defaults.py checks the two agree).
+UV_VERSION = "0.13.9"
 
 # Nightlies the index serves besides the pinned one (lab/sglang_sim's pyproject version), all built
 # from the same simulator tree: only the version differs, plus what each name says (lab/index.py).

@@ -1,25 +1,51 @@
+import ast
 import runpy
 import sys
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
+
+from sglang_pve.config.bench import ProbeOptions
+from sglang_pve.config.deployment import HostData
 
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
 
 
-def group_data(*names: str) -> dict:
-    """Host data as pyinfra builds it from group_data/<name>.py files (later names win)."""
+def group_file(name: str) -> dict:
+    """The data of group_data/<name>.py as pyinfra reads it: its globals but __names and the names
+    its import statements bind (pyinfra_cli/inventory.py _get_group_data)."""
+    path = PROJECT / "group_data" / f"{name}.py"
+    imported = {
+        alias.asname or alias.name.split(".")[0]
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    module = runpy.run_path(str(path))
+    return {k: v for k, v in module.items() if not k.startswith("__") and k not in imported}
+
+
+def model_defaults() -> dict:
+    """The toolkit's defaults of every host-data key that has one (HostData, the NCCL probe's mix), as data."""
     data = {}
+    for key, field in [
+        *HostData.model_fields.items(),
+        ("nccl_workload_mix", ProbeOptions.model_fields["nccl_workload_mix"]),
+    ]:
+        if not field.is_required():
+            value = field.get_default(call_default_factory=True)
+            data[key] = value.model_dump(by_alias=True) if isinstance(value, BaseModel) else value
+    return data
+
+
+def group_data(*names: str) -> dict:
+    """Host data as the deploy sees it for hosts in these groups: the model's defaults, then the
+    group_data/<name>.py files (later names win)."""
+    data = model_defaults()
     for name in names:
-        module = runpy.run_path(str(PROJECT / "group_data" / f"{name}.py"))
-        data.update(
-            {
-                k: v
-                for k, v in module.items()
-                if not k.startswith("_") and not callable(v) and not hasattr(v, "__file__")
-            }
-        )
+        data.update(group_file(name))
     return data
 
 

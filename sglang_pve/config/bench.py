@@ -69,7 +69,9 @@ class ProbeOptions(BaseModel):
     probe_timeout_s: float = Field(180, gt=0, le=3600)
     max_bytes: int = Field(64 << 20, ge=1 << 20, le=1 << 30)
     write: bool = False  # write the overall winner as this host's nccl_profile (nccl_measured.yml)
-    nccl_workload_mix: dict[str, float]  # group_data/all.py
+    # What the host's GPUs spend their all-reduce time on, for the overall verdict (host data):
+    # single-stream serving is mostly decode-sized (7168 x bf16 x batch) messages.
+    nccl_workload_mix: dict[str, float] = {"decode": 0.8, "prefill": 0.2}
 
     @field_validator("profiles", mode="before")
     @classmethod

@@ -9,7 +9,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sglang_pve.config.errors import ConfigError, Problem
-from sglang_pve.config.nccl import check_profile
+from sglang_pve.config.nccl import DEFAULT_PROFILE, PROFILES, check_profile
 from sglang_pve.config.problems import problems_from
 from sglang_pve.config.safe import HostPath, Name, Text
 from sglang_pve.config.secrets import SecretsData, ServerSecrets, read_secrets
@@ -21,6 +21,7 @@ _USER = r"^[a-z_][a-z0-9_-]{0,31}$"
 _URL = r"^https?://[A-Za-z0-9._~:/?#@!$&()*+,;=%-]{1,2048}$"  # RFC 3986 characters, ASCII only
 NIGHTLY = re.compile(r"nightly(-[0-9]{8})?")  # sglang_version: the newest nightly, or that day's
 _MODULE = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+SGLANG_VERSION = "0.5.16.dev20260720+g8905cbd42"  # the SGLang build this toolkit release is tested with
 
 
 class UnitLimits(BaseModel):
@@ -30,32 +31,63 @@ class UnitLimits(BaseModel):
 
 
 class HostData(BaseModel):
-    """The host-data keys the deploy reads (group_data/all.py documents each)."""
+    """The host-data keys the deploy reads, with the toolkit's defaults: a repository that only
+    names its servers (servers_file, active_server) gets a working deploy. Override any key per
+    group (group_data/<group>.py), per host (inventory) or per run (--data key=value)."""
 
     model_config = ConfigDict(extra="ignore", strict=True)
-    nccl_profiles: dict[Name, dict[Any, Any]]  # each profile's keys and values checked by check_profile
-    nccl_profile: Name
+    # NCCL tuning profiles (config/nccl.py PROFILES; each profile's keys and values checked by
+    # check_profile) and the one active everywhere
+    nccl_profiles: dict[Name, dict[Any, Any]] = PROFILES
+    nccl_profile: Name = DEFAULT_PROFILE
+    # Server configurations (SGLang flag names; relative to the project directory) and which one
+    # runs (None: none): only the site knows them, so they have no default.
     servers_file: Text
     active_server: Text | None
-    sglang_version: str = Field(pattern=_VERSION)
-    sglang_index_url: str = Field(pattern=_URL)
-    sglang_extra_index_urls: list[Annotated[str, Field(pattern=_URL)]] = []
-    sglang_venvs_dir: HostPath
+    # The SGLang build: an exact version, or "nightly" / "nightly-YYYYMMDD", resolved once per run
+    # on the controller against the indexes below to the exact nightly (its version names the
+    # commit). The default is the build this release of the toolkit is tested with; SGLang's kernel
+    # wheels for CUDA 13 come from its extra index. One virtualenv per version under
+    # sglang_venvs_dir, built beside its final path and moved into place only after the install
+    # from a hash-locked resolution and the import check passed.
+    sglang_version: str = Field(SGLANG_VERSION, pattern=_VERSION)
+    sglang_index_url: str = Field("https://pypi.org/simple", pattern=_URL)
+    sglang_extra_index_urls: list[Annotated[str, Field(pattern=_URL)]] = ["https://docs.sglang.ai/whl/cu130/"]
+    sglang_venvs_dir: HostPath = "/opt/sglang/venvs"
+    # Installs from the lock: "uv" (installed on the host from sglang_index_url, at uv_version) or "pip".
     sglang_installer: Literal["uv", "pip"] = "uv"
     uv_version: str = Field("0.13.9", pattern=_VERSION)
+    # Imported by the new venv's python before it is moved into place: SGLang, torch, the kernel.
     sglang_import_check: list[Annotated[str, Field(pattern=_MODULE)]] = Field(
         ["sglang", "torch", "sgl_kernel"], min_length=1
     )
+    # Releases (/var/lib/sglang-pve/releases): how many are kept, with their venvs, for rollback.
     releases_kept: int = Field(5, ge=2, le=100)
+    # Resource limits of every server unit (SGLang raises NOFILE itself, but only up to the hard limit).
     unit_limits: UnitLimits = UnitLimits()
-    shell_user: str = Field(pattern=_USER)
-    shell_rc: HostPath
-    lifecycle: dict[Any, Any] = {}  # merged under each server's lifecycle: and validated there
-    # Secrets (named by source, never by value) and who the server runs as (group_data/all.py)
+    # The interactive user whose shell rc gets the managed NCCL block.
+    shell_user: str = Field("root", pattern=_USER)
+    shell_rc: HostPath = "/root/.zshrc"
+    # Every server configuration's lifecycle: block starts from this (deadlines, watchdog; the
+    # agent's own defaults below it: sglang_pve/agent/spec.py), its own lifecycle: over it,
+    # validated there.
+    lifecycle: dict[Any, Any] = {}
+    # Secrets, named by where the controller reads them, never by value: {"env": "VARIABLE"} or
+    # {"file": "/path/to/0600-file"}. Written on the host only into root-only files (SGLang's config
+    # copy it loads with LoadCredential=, an EnvironmentFile), never into units, diffs or command lines.
+    #   sglang_secrets = {"api-key": {"file": "~/.config/sglang-pve/api-key"},
+    #                     "admin-api-key": {"env": "SGLANG_ADMIN_API_KEY"},
+    #                     "env": {"HF_TOKEN": {"env": "HF_TOKEN"}}}
     sglang_secrets: SecretsData = SecretsData()
+    # A server bound beyond the loopback without an api-key is refused by preflight; true accepts
+    # that, with a warning.
     allow_unauthenticated: bool = False
+    # The servers run as this dedicated user (systemd DynamicUser unless a static user of that name
+    # exists), sandboxed; "root" runs them unsandboxed, with a warning. server_groups: supplementary
+    # groups, e.g. ["video"] where /dev/nvidia* are not world-accessible (NVreg_DeviceFileMode).
     server_user: str = Field("sglang", pattern=_USER)
     server_groups: list[Annotated[str, Field(pattern=_USER)]] = []
+    # Runtime directories (/run/NAME) each server unit may write, as its own.
     server_runtime_dirs: list[Name] = []
 
     @field_validator("sglang_version")

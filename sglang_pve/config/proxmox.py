@@ -144,7 +144,7 @@ class Mount(_Strict):
 
 
 class ContainerSpec(_Strict):
-    """The LXC container a host lives in (host data key ``container``; group_data/all.py documents it)."""
+    """The LXC container a host lives in (host data key ``container``; inventory/prod.py shows one)."""
 
     node: str = Field(pattern=_NAME)  # inventory name of its Proxmox node (group pve_nodes)
     vmid: int = Field(ge=100, le=999999999)

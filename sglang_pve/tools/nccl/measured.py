@@ -5,7 +5,7 @@
       measured: "2026-11-30T12:00:00Z"
       why: "overall (mix decode 0.8, prefill 0.2): ... outside the noise"
 
-The inventories read it as host data (`with_measured(hosts)`): above group_data/all.py's default,
+The inventories read it as host data (`with_measured(hosts)`): above group data and the toolkit's default,
 below `--data nccl_profile=...`, pyinfra's own precedence. Written only when a profile won
 outside the noise; the rest of the file (other hosts) is kept.
 """
