@@ -26,7 +26,7 @@ UNIT_VARIABLE = "SGLANG_PVE_UNIT"
 class Holder:
     pid: int
     cmdline: str
-    devices: tuple
+    devices: tuple[str, ...]
     ours: bool
     unit: str | None  # SGLANG_PVE_UNIT of the process, if any
     start: int | None
@@ -39,7 +39,7 @@ class Holder:
         owner = f"unit {self.unit}" if self.ours else "foreign"
         return f"PID {self.pid} ({owner}): {self.cmdline or '?'} [holds {', '.join(self.devices)}]"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {
             "pid": self.pid,
             "cmdline": self.cmdline,
@@ -49,7 +49,7 @@ class Holder:
         }
 
 
-def scan(unit_prefix: str, skip: tuple = ()) -> list:
+def scan(unit_prefix: str, skip: tuple[int, ...] = ()) -> list[Holder]:
     """Every holder except this process and `skip`. Processes that vanish mid-scan are dropped."""
     pattern = overrides.device_glob()
     ignored = {os.getpid(), *skip}

@@ -144,14 +144,15 @@ def _split(spec: Spec, found: list[Holder]) -> tuple[list[Holder], list[Holder],
     draining: list[Holder] = []
     blockers: list[tuple[Holder, str]] = []
     for holder in found:
+        unit_state = states.get(holder.unit) if holder.unit is not None else None
         if not holder.ours:
             blockers.append((holder, "foreign"))
-        elif holder.unit == spec.unit or states.get(holder.unit) in systemd.STOPPED:
+        elif holder.unit == spec.unit or unit_state in systemd.STOPPED:
             stale.append(holder)
-        elif states.get(holder.unit) == "deactivating":
+        elif unit_state == "deactivating":
             draining.append(holder)
         else:
-            blockers.append((holder, states.get(holder.unit) or "in an unknown state"))
+            blockers.append((holder, unit_state or "in an unknown state"))
     return stale, draining, blockers
 
 

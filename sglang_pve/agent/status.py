@@ -46,6 +46,7 @@ from sglang_pve.agent import (
     systemd,
 )
 from sglang_pve.agent.spec import Spec, SpecError, load
+from sglang_pve.agent.state import Record
 
 UNIT_PROPERTIES = [
     "LoadState",
@@ -63,8 +64,9 @@ HEALTH_TIMEOUT_S = 5.0
 PHASE_READ_MAX = 64 << 20
 
 
-def collect(spec_dir: str) -> dict:
-    specs, broken = [], []
+def collect(spec_dir: str) -> Record:
+    specs: list[Spec] = []
+    broken: list[Record] = []
     for path in sorted(glob.glob(os.path.join(spec_dir, "*.lifecycle.json"))):
         try:
             specs.append(load(path))
@@ -94,12 +96,12 @@ def collect(spec_dir: str) -> dict:
     }
 
 
-def server(spec: Spec, unit: dict | None) -> dict:
+def server(spec: Spec, unit: dict[str, str] | None) -> Record:
     now = time.time()
     unit = unit or {}
     active, sub = unit.get("ActiveState"), unit.get("SubState")
     record = state.read_status(spec)
-    entry = {
+    entry: Record = {
         "server": spec.server,
         "unit": spec.unit,
         "spec": spec.path,
@@ -156,7 +158,7 @@ def server(spec: Spec, unit: dict | None) -> dict:
     return entry
 
 
-def _failure(spec: Spec, unit: dict, record: dict, latest: str | None, started: float | None) -> str:
+def _failure(spec: Spec, unit: dict[str, str], record: Record, latest: str | None, started: float | None) -> str:
     """Why the unit failed, newest first: the agent's verdict (gate, watchdog, prestart), this
     start's diagnosis, else systemd's Result with the last exception line of the log."""
 
@@ -167,7 +169,7 @@ def _failure(spec: Spec, unit: dict, record: dict, latest: str | None, started: 
     if verdict.startswith("failed: ") and this_start(record.get("updated", 0)):
         return verdict[len("failed: ") :]
     if latest and this_start(os.path.getmtime(latest)):
-        summary = (state.read_json(latest) or {}).get("summary")
+        summary: str | None = (state.read_json(latest) or {}).get("summary")
         if summary:
             return summary
     why = f"unit result {unit.get('Result') or 'unknown'}"
@@ -175,7 +177,7 @@ def _failure(spec: Spec, unit: dict, record: dict, latest: str | None, started: 
     return f"{why}; log: {errors[-1].strip()}" if errors else why
 
 
-def _phase_from_log(spec: Spec) -> tuple:
+def _phase_from_log(spec: Spec) -> phases.PhaseTracker:
     """The phase tracker fed with this start's lines (from the recorded offset)."""
     tracker = phases.PhaseTracker(spec.speculative)
     offset = state.read_offset(spec) or 0
@@ -206,11 +208,11 @@ def _last_activity(spec: Spec) -> float | None:
     return None
 
 
-def _restarts(spec: Spec) -> dict:
+def _restarts(spec: Spec) -> dict[str, object]:
     at = restarts.now()
     recent = restarts.in_window(spec, at)
     last = at.time - restarts.age(recent[-1], at) if recent else None
-    return {"in_window": len(recent), "window_s": spec.watchdog.window_s, "last": _iso(last) if recent else None}
+    return {"in_window": len(recent), "window_s": spec.watchdog.window_s, "last": None if last is None else _iso(last)}
 
 
 def _epoch(monotonic_usec: str | None, now: float) -> float | None:
@@ -224,7 +226,7 @@ def _iso(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
-def render(report: dict) -> str:
+def render(report: Record) -> str:
     """The human-readable table of `status` without --json."""
     rows = [f"{'SERVER':<20} {'UNIT':<34} VERDICT"]
     for entry in report["servers"]:

@@ -5,6 +5,8 @@ show(["sglang-a.service", "sglang-b.service"], ["ActiveState", "MainPID"])
     -> {"sglang-a.service": {"Id": "sglang-a.service", "ActiveState": "active", "MainPID": "4242"}, ...}
 """
 
+from collections.abc import Collection
+
 from sglang_pve.agent import bounded, overrides
 
 TIMEOUT_S = 20
@@ -24,13 +26,14 @@ class SystemdError(RuntimeError):
     pass
 
 
-def parse_show(text: str | list) -> list:
+def parse_show(text: str | list[str]) -> list[dict[str, str]]:
     """`systemctl show -p A,B u1 u2` -> one dict per unit, in order: [{"A": ..., "B": ...}, ...].
 
     Units are separated by a blank line; a property seen again also starts the next unit (output
     whose blank lines were dropped, as pyinfra's fact lines are)."""
     lines = text.splitlines() if isinstance(text, str) else text
-    blocks, current = [], {}
+    blocks: list[dict[str, str]] = []
+    current: dict[str, str] = {}
     for line in lines:
         key, sep, value = line.partition("=")
         if not sep or key in current:
@@ -44,7 +47,7 @@ def parse_show(text: str | list) -> list:
     return blocks
 
 
-def show(units: list, properties: list) -> dict:
+def show(units: list[str], properties: list[str]) -> dict[str, dict[str, str]]:
     """Properties of many units in ONE systemctl call, keyed by unit name."""
     if not units:
         return {}
@@ -54,7 +57,7 @@ def show(units: list, properties: list) -> dict:
     return {block["Id"]: block for block in blocks if block.get("Id")}
 
 
-def in_states(units: list, states: frozenset) -> list:
+def in_states(units: list[str], states: Collection[str]) -> list[str]:
     """Those of `units` whose ActiveState is one of `states` (RUNNING, HOLDING, STOPPED), in order."""
     found = show(units, ["ActiveState"])
     return [unit for unit in units if found.get(unit, {}).get("ActiveState") in states]
@@ -69,7 +72,7 @@ def restart_no_block(unit: str) -> None:
     _systemctl(["restart", "--no-block", unit])
 
 
-def _systemctl(args: list) -> str:
+def _systemctl(args: list[str]) -> str:
     tool = overrides.systemctl()
     if tool is None:
         raise SystemdError("systemctl not found")
