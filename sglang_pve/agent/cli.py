@@ -24,6 +24,7 @@ import json
 import os
 import sys
 import traceback
+from collections.abc import Callable
 
 from sglang_pve.agent import (
     contract,
@@ -45,12 +46,14 @@ from sglang_pve.agent.release_store import ReleaseError, Store
 from sglang_pve.agent.spec import SpecError, load
 
 DEFAULT_SPEC_DIR = contract.SERVERS_DIR
+Handler = Callable[[argparse.Namespace], int]  # one command: its exit code
 
 
-def main(argv: list | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return args.handler(args)
+        code: int = args.handler(args)  # set by _parser: one of the Handlers below
+        return code
     except (SpecError, ReleaseError) as error:
         print(f"sglang-pve-agent {args.command}: {error}", file=sys.stderr)
         return exitcodes.USAGE
@@ -59,22 +62,22 @@ def main(argv: list | None = None) -> int:
         return exitcodes.INTERNAL
 
 
-def _prestart(args) -> int:
+def _prestart(args: argparse.Namespace) -> int:
     spec = load(args.spec)
     return reaper.prestart(spec, Reporter("prestart", sys.stderr, log=spec.log))
 
 
-def _gate(args) -> int:
+def _gate(args: argparse.Namespace) -> int:
     spec = load(args.spec)
     return gate.run(spec, args.main_pid, Reporter("gate", sys.stdout, log=spec.log))
 
 
-def _watchdog(args) -> int:
+def _watchdog(args: argparse.Namespace) -> int:
     spec = load(args.spec)
     return watchdog.run(spec, args.main_pid, Reporter("watchdog", sys.stdout, log=spec.log))
 
 
-def _stop(args) -> int:
+def _stop(args: argparse.Namespace) -> int:
     """ExecStop: runs for every stop of a started unit; the main PID still lives only when the
     stop was requested (after a crash systemd runs it with $MAINPID empty)."""
     spec = load(args.spec)
@@ -85,7 +88,7 @@ def _stop(args) -> int:
     return exitcodes.OK
 
 
-def _poststop(args) -> int:
+def _poststop(args: argparse.Namespace) -> int:
     spec = load(args.spec)
     say = Reporter("poststop", sys.stdout, log=spec.log)
     crash = stopping.crashed(stopping.take(spec), os.environ)
@@ -97,19 +100,19 @@ def _poststop(args) -> int:
     return code
 
 
-def _status(args) -> int:
+def _status(args: argparse.Namespace) -> int:
     report = status.collect(args.spec_dir)
     print(json.dumps(report, indent=2, sort_keys=True) if args.json else status.render(report))
     return exitcodes.OK
 
 
-def _holders(args) -> int:
+def _holders(args: argparse.Namespace) -> int:
     prefix = load(args.spec).unit_prefix if args.spec else args.unit_prefix
     print(json.dumps([h.to_json() for h in holders.scan(prefix)], indent=2))
     return exitcodes.OK
 
 
-def _apply(args) -> int:
+def _apply(args: argparse.Namespace) -> int:
     with Store(args.dir).locked() as store:
         release = store.record(json.loads(base64.b64decode(args.spec)))
         print(f"recorded release {release['id']}", flush=True)
@@ -118,17 +121,17 @@ def _apply(args) -> int:
         return switch.switch(store, release["id"], Reporter("switch", sys.stdout), args.keep, args.venvs_dir)
 
 
-def _switch(args) -> int:
+def _switch(args: argparse.Namespace) -> int:
     with Store(args.dir).locked() as store:
         return switch.switch(store, args.to, Reporter("switch", sys.stdout), args.keep, args.venvs_dir)
 
 
-def _transient(args) -> int:
+def _transient(args: argparse.Namespace) -> int:
     with Store(args.dir).locked() as store:
         return switch.transient(store, args.server, Reporter("switch", sys.stdout), args.spec_dir)
 
 
-def _releases(args) -> int:
+def _releases(args: argparse.Namespace) -> int:
     report = Store(args.dir).summary(args.files_of)
     current = next((r for r in report["releases"] if r["id"] == report["current"]), None)
     report["running"] = systemd.in_states(current["units"], systemd.RUNNING) if current else []
@@ -160,7 +163,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, handler, help_text: str, spec: str | None = "required") -> argparse.ArgumentParser:
+    def command(name: str, handler: Handler, help_text: str, spec: str | None = "required") -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
         sub.set_defaults(handler=handler)
         if spec:

@@ -30,7 +30,9 @@ import time
 
 from sglang_pve.agent import contract, diagnosis, exitcodes, gpus, holders, overrides, systemd
 from sglang_pve.agent import spec as spec_module
+from sglang_pve.agent.output import Say
 from sglang_pve.agent.release_store import ReleaseError, Store
+from sglang_pve.agent.state import Record
 
 POLL_S = 0.2
 
@@ -42,14 +44,14 @@ class SwitchError(RuntimeError):
 _ERRORS = (SwitchError, ReleaseError, spec_module.SpecError, systemd.SystemdError, subprocess.TimeoutExpired)
 
 
-def _systemctl(*args: str, timeout: float | None = 60) -> subprocess.CompletedProcess:
+def _systemctl(*args: str, timeout: float | None = 60) -> subprocess.CompletedProcess[str]:
     tool = overrides.systemctl()
     if tool is None:
         raise SwitchError("systemctl not found")
     return subprocess.run([tool, *args], capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def _stop(units: list, say) -> None:
+def _stop(units: list[str], say: Say) -> None:
     for unit in systemd.in_states(units, systemd.HOLDING):  # a draining unit too: stop waits for it
         say(f"stopping {unit}")
         done = _systemctl("stop", unit, timeout=None)  # bounded by the unit's TimeoutStopSec
@@ -58,7 +60,7 @@ def _stop(units: list, say) -> None:
             raise SwitchError(f"systemctl stop {unit} failed: {done.stderr.strip()}")
 
 
-def _gpus_busy(lifecycle) -> str | None:
+def _gpus_busy(lifecycle: spec_module.Spec) -> str | None:
     """What still holds the GPUs, or None when they are free."""
     found = holders.scan(lifecycle.unit_prefix)
     try:
@@ -71,7 +73,7 @@ def _gpus_busy(lifecycle) -> str | None:
     return "; ".join([h.describe() for h in found] + [f"GPU {g.index}: {g.memory_used_mib} MiB used" for g in busy])
 
 
-def _wait_gpus_free(lifecycle) -> None:
+def _wait_gpus_free(lifecycle: spec_module.Spec) -> None:
     deadline = time.monotonic() + lifecycle.gpu_free_timeout_s
     while (busy := _gpus_busy(lifecycle)) is not None:
         if time.monotonic() > deadline:
@@ -79,7 +81,7 @@ def _wait_gpus_free(lifecycle) -> None:
         time.sleep(POLL_S)
 
 
-def _failure(lifecycle, started_at: float, stderr: str) -> str:
+def _failure(lifecycle: spec_module.Spec, started_at: float, stderr: str) -> str:
     """Why the start failed: systemd's words and the gate's diagnosis written since started_at."""
     reason = stderr.strip().splitlines()[0] if stderr.strip() else "the unit did not become active"
     path = diagnosis.latest(lifecycle)
@@ -90,12 +92,12 @@ def _failure(lifecycle, started_at: float, stderr: str) -> str:
                 document = json.load(handle)
         except (OSError, ValueError):
             document = None
-    if document and os.path.getmtime(path) >= started_at - 1:
+    if document and path and os.path.getmtime(path) >= started_at - 1:
         return f"{reason} diagnosis: {document['summary']} ({path})"
     return f"{reason} (no diagnosis written; see journalctl -u {lifecycle.unit})"
 
 
-def _run(store: Store, release: dict, say, timings: dict, transient: bool = False) -> str | None:
+def _run(store: Store, release: Record, say: Say, timings: dict[str, float], transient: bool = False) -> str | None:
     """Switch to `release`; None when its server is ready, else why not. Transient: the files
     stay as they are and no unit is enabled or disabled."""
     if not transient:
@@ -130,7 +132,7 @@ def _run(store: Store, release: dict, say, timings: dict, transient: bool = Fals
     return None
 
 
-def _make_current(store: Store, release: dict, say, keep: int, venvs_dir: str | None) -> None:
+def _make_current(store: Store, release: Record, say: Say, keep: int, venvs_dir: str | None) -> None:
     release.update(status="ready", failure=None)
     store.save(release)
     store.set_current(release["id"])
@@ -141,15 +143,15 @@ def _make_current(store: Store, release: dict, say, keep: int, venvs_dir: str | 
     )
 
 
-def adopt(store: Store, release_id: str, say, keep: int = 5, venvs_dir: str | None = None) -> int:
+def adopt(store: Store, release_id: str, say: Say, keep: int = 5, venvs_dir: str | None = None) -> int:
     """The release's server already runs with these files (only files no process reads changed)."""
     _make_current(store, store.get(release_id), say, keep, venvs_dir)
     return exitcodes.OK
 
 
-def switch(store: Store, release_id: str, say, keep: int = 5, venvs_dir: str | None = None) -> int:
+def switch(store: Store, release_id: str, say: Say, keep: int = 5, venvs_dir: str | None = None) -> int:
     started = time.monotonic()
-    timings: dict = {}
+    timings: dict[str, float] = {}
     release, previous = store.get(release_id), store.current()
     store.set_pending(release["id"])  # until the switch ends: a kill before then leaves it for a rerun
     try:
@@ -183,7 +185,7 @@ def switch(store: Store, release_id: str, say, keep: int = 5, venvs_dir: str | N
     return exitcodes.SWITCH_REVERTED
 
 
-def transient(store: Store, server: str | None, say, spec_dir: str = contract.SERVERS_DIR) -> int:
+def transient(store: Store, server: str | None, say: Say, spec_dir: str = contract.SERVERS_DIR) -> int:
     """Run configuration `server` of the current release (None: none) through the same steps, fresh
     (also when it runs already), recording nothing: no release, no enable or disable, no prune,
     `current` and `pending` untouched. Not ready: what ran before runs again (nothing, when nothing
@@ -193,13 +195,15 @@ def transient(store: Store, server: str | None, say, spec_dir: str = contract.SE
         raise ReleaseError(f"no current release in {store.dir}; run deploy.py first")
     if server is not None and contract.unit_name(server) not in current["units"]:
         raise ReleaseError(f"{server!r} is not a configuration of release {current['id']}; run deploy.py first")
-    timings: dict = {}
+    timings: dict[str, float] = {}
     code = _transient(store, current, server, say, timings, spec_dir)
     say("switch-timings " + json.dumps(timings, sort_keys=True))  # also after a failure: how far it got
     return code
 
 
-def _transient(store: Store, current: dict, server: str | None, say, timings: dict, spec_dir: str) -> int:
+def _transient(
+    store: Store, current: Record, server: str | None, say: Say, timings: dict[str, float], spec_dir: str
+) -> int:
     started = time.monotonic()
     before = None
     try:
@@ -227,12 +231,12 @@ def _transient(store: Store, current: dict, server: str | None, say, timings: di
     return exitcodes.SWITCH_REVERTED
 
 
-def _server_of(units: list) -> str | None:
+def _server_of(units: list[str]) -> str | None:
     """The configuration of the first unit in `units` (at most one runs: the units conflict)."""
     return units[0].removeprefix(contract.UNIT_PREFIX).removesuffix(".service") if units else None
 
 
-def _running(record: dict, server: str | None, spec_dir: str) -> dict:
+def _running(record: Record, server: str | None, spec_dir: str) -> Record:
     """`record` with `server` as the active configuration (its files are all in place)."""
     lifecycle = contract.lifecycle_path(server, spec_dir) if server else None
     return {**record, "active_server": server, "lifecycle": lifecycle}

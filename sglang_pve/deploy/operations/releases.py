@@ -96,11 +96,9 @@ def _apply(spec: dict, keep: int, venvs_dir: str, record_only: bool = False) -> 
 def _running(report, record: dict | None) -> bool:
     """The record's server runs, and no switch was left unfinished (a killed switch may have
     started another server, or none): otherwise the rerun switches again."""
-    return (
-        report.pending is None
-        and bool(record)
-        and (record["active_server"] is None or paths.unit_name(record["active_server"]) in report.running)
-    )
+    if report.pending is not None or not record:
+        return False
+    return record["active_server"] is None or paths.unit_name(record["active_server"]) in report.running
 
 
 @operation()
@@ -123,7 +121,7 @@ def release(release: Release, keep: int, venvs_dir: str):
     report = host.get_fact(Releases)
     current = report.current_record
     running = _running(report, current)
-    if release.matches(current) and running:
+    if current is not None and release.matches(current) and running:
         host.noop(
             f"release {current['id']} runs ({release.active_server or 'no server'}, SGLang {release.sglang_version})"
         )
@@ -207,6 +205,7 @@ def rolled_back(to: str | None, keep: int, venvs_dir: str):
     if report.target is None:
         raise OperationError(f"{host.name}: cannot roll back: {report.error}")
     target = report.get(report.target)
+    assert target is not None  # the agent reports its target among the releases
     states = host.get_fact(FileDigests, paths=sorted(target["files"]))
     wanted = [
         ManagedFile(path, _text_or_bytes(report.contents[path]), e["mode"], e["user"], e["group"])

@@ -97,7 +97,7 @@ def table_rows(records: list[dict]) -> list[tuple]:
 def ratios(records: list[dict]) -> dict:
     """configuration -> output tok/s relative to the baseline (only measured ones)."""
     base = next((_tok_s(r) for r in records if r["configuration"] == BASELINE), None)
-    return {r["configuration"]: _tok_s(r) / base for r in records if base and _tok_s(r)}
+    return {r["configuration"]: tok_s / base for r in records if base and (tok_s := _tok_s(r))}
 
 
 def _sweep_rows(records: list[dict]) -> list[tuple]:
@@ -163,7 +163,7 @@ def render_change(records: list[dict], earlier: list[dict]) -> str:
         old = before.get(r["configuration"])
         new_t, old_t = _tok_s(r), _tok_s(old) if old else None
         new_p = (r.get("single_stream") or {}).get("mean_tpot_ms") if new_t else None
-        old_p = (old.get("single_stream") or {}).get("mean_tpot_ms") if old_t else None
+        old_p = (old.get("single_stream") or {}).get("mean_tpot_ms") if old and old_t else None
         delta = f" ({(new_t / old_t - 1) * 100:+.1f}%)" if new_t and old_t else ""
         lines.append(
             f"{r['configuration']:<20} {_fmt(old_t):>8} -> {_fmt(new_t):>6}{delta:>9} "

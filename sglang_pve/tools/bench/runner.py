@@ -116,7 +116,7 @@ def _on_interrupt(worker, host) -> dict:
     """SIGINT/SIGTERM -> BenchInterrupted in `worker` where it waits (once: a second signal must not
     cut the restore short). A Python-level handler, since pyinfra's CLI replaces gevent's own for
     SIGINT with one that only exits; returns the handlers to put back."""
-    fired = []
+    fired: list[int] = []  # the signal that came first
 
     def handler(signum, frame):
         if fired:
@@ -153,7 +153,9 @@ def _switch(host, server: str | None) -> Start:
     ok, output = host.run_shell_command(releases.transient(server), print_output=False)
     wall = time.monotonic() - tic
     lines = output.output_lines
-    timings = next((json.loads(line.split(TIMINGS, 1)[1]) for line in reversed(lines) if TIMINGS in line), {})
+    timings: dict[str, float] = next(
+        (json.loads(line.split(TIMINGS, 1)[1]) for line in reversed(lines) if TIMINGS in line), {}
+    )
     stop = timings.get("stop_s", 0.0) + timings.get("gpus_free_s", 0.0)
     # the record is this start's once the unit was started (start_s); else the switch's own words say why
     record = _status_record(host, server) if server and "start_s" in timings else {}
