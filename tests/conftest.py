@@ -1,5 +1,7 @@
 import ast
 import runpy
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -47,6 +49,30 @@ def group_data(*names: str) -> dict:
     for name in names:
         data.update(group_file(name))
     return data
+
+
+def build_wheel(out_dir: Path) -> Path:
+    """The wheel of this checkout's working tree (tracked and not-ignored files, copied first so that
+    the build writes nothing into the checkout), built by this venv's setuptools without isolation."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=PROJECT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    source = out_dir / "source"
+    for name in filter(None, listed.split("\0")):
+        if (PROJECT / name).is_file():  # a deleted tracked file is listed too
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(PROJECT / name, source / name)
+    wheels = out_dir / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", wheels, source],
+        check=True,
+        timeout=300,
+    )
+    (wheel,) = wheels.glob("*.whl")
+    return wheel
 
 
 @pytest.fixture
