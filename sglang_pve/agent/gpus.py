@@ -1,14 +1,12 @@
 """GPUs as the container sees them: nvidia-smi's numbers, the driver's device majors and nodes.
 
-The parse functions take text and do no I/O, so pyinfra facts that run the same commands over
-SSH reuse them:
+The parse functions take text and do no I/O, so the pyinfra facts that run the same commands
+over SSH (deploy/facts/gpu.py) reuse them:
 
     parse_gpu_csv(out of `nvidia-smi --query-gpu=index,uuid,name,memory.used,memory.total,
                   utilization.gpu --format=csv,noheader,nounits`)   -> [Gpu, ...]
     parse_proc_devices(cat /proc/devices)                           -> {"nvidia": 195, ...}
     parse_driver_version(cat /proc/driver/nvidia/version)           -> "580.95.05"
-    parse_fd_links(out of `find /proc/[0-9]*/fd -lname '/dev/nvidia*' -printf '%h %l\\n'`)
-                                                                    -> {pid: ["/dev/nvidia0", ...]}
 
 Majors are never assumed: nvidia is 195 by convention, but nvidia-uvm and nvidia-caps are
 allocated dynamically at module load and differ between hosts.
@@ -93,17 +91,6 @@ def parse_driver_version(text: str) -> str | None:
             if match:
                 return match.group(1)
     return None
-
-
-def parse_fd_links(text: str) -> dict[int, list[str]]:
-    """`/proc/1234/fd /dev/nvidia0` lines -> {1234: ["/dev/nvidia0", ...]} (sorted, unique)."""
-    holders: dict[int, set[str]] = {}
-    for line in text.splitlines():
-        parts = line.split(None, 1)
-        match = re.fullmatch(r"/proc/(\d+)/fd", parts[0]) if len(parts) == 2 else None
-        if match:
-            holders.setdefault(int(match.group(1)), set()).add(parts[1].strip())
-    return {pid: sorted(devices) for pid, devices in sorted(holders.items())}
 
 
 def query_gpus(timeout: float | None = None) -> list[Gpu] | None:

@@ -209,10 +209,11 @@ def unit_state(unit: str) -> dict[str, str]:
 
 
 def gpu_holders() -> dict[int, list[str]]:
-    """{pid: [device, ...]} of every process holding /dev/nvidia* open (O_PATH included)."""
-    from sglang_pve.agent.gpus import parse_fd_links
+    """{pid: [device, ...]} of every process holding /dev/nvidia* open (O_PATH included), as the
+    agent's one scanner (agent/holders.py) finds them."""
+    import json
 
-    return parse_fd_links(sh("find /proc/[0-9]*/fd -lname '/dev/nvidia*' -printf '%h %l\\n' 2>/dev/null", check=False))
+    return {h["pid"]: h["devices"] for h in json.loads(sh(f"python3 -I {AGENT_PYZ} holders"))}
 
 
 def gpu_memory_used() -> list[int]:

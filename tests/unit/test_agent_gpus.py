@@ -1,8 +1,9 @@
-"""Pure parsers of nvidia-smi, /proc/devices, the driver version and `find` fd links; the I/O
-wrappers with a fake nvidia-smi and a fake /proc."""
+"""Pure parsers of nvidia-smi, /proc/devices and the driver version; the I/O wrappers with a fake
+nvidia-smi and a fake /proc."""
 
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -76,12 +77,10 @@ def test_parse_driver_version_from_proc_and_from_nvidia_smi():
     assert gpus.parse_driver_version("") is None
 
 
-def test_parse_fd_links_groups_devices_per_pid():
-    text = (
-        "/proc/4300/fd /dev/nvidiactl\n/proc/4300/fd /dev/nvidia0\n/proc/4300/fd /dev/nvidia0\n"
-        "/proc/17/fd /dev/nvidia-uvm\nfind: '/proc/99/fd': No such file or directory\n"
-    )
-    assert gpus.parse_fd_links(text) == {17: ["/dev/nvidia-uvm"], 4300: ["/dev/nvidia0", "/dev/nvidiactl"]}
+def test_parse_gpu_csv_reads_what_a_real_h200_printed():
+    text = (Path(__file__).parent / "fixtures" / "h200" / "nvidia-smi-query.csv").read_text()  # tests/gpu's capture
+    (gpu,) = gpus.parse_gpu_csv(text)
+    assert gpu.name == "NVIDIA H200" and gpu.memory_total_mib == 143771 and gpu.uuid.startswith("GPU-")
 
 
 def test_query_gpus_is_none_without_nvidia_smi_and_parses_with_it(tmp_path, monkeypatch):

@@ -36,6 +36,34 @@ def test_scan_finds_holders_and_tells_ours_from_foreign(agent_env):
             stop(child)
 
 
+def test_a_holder_lists_each_device_once_sorted_and_its_whole_command_line(agent_env):
+    """What `fuser -v /dev/nvidia*` shows per process: every device it holds (a device opened twice
+    once), and the command line with its arguments."""
+    for name in ("nvidia0", "nvidiactl", "nvidia-uvm"):
+        (agent_env / name).touch()
+    code = (
+        "import os, sys, time\n"
+        "fds = [os.open(p, os.O_PATH) for p in sys.argv[1:4]]\n"
+        "print('holding', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    paths = [str(agent_env / name) for name in ("nvidiactl", "nvidia0", "nvidiactl")]
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, *paths, "rogue.py", "--gpus", "8"], stdout=subprocess.PIPE, text=True
+    )
+    uvm = hold_device(agent_env / "nvidia-uvm")
+    try:
+        assert child.stdout.readline().strip() == "holding"
+        found = {h.pid: h for h in holders.scan("sglang-")}
+        assert set(found) == {child.pid, uvm.pid}
+        assert found[child.pid].devices == (str(agent_env / "nvidia0"), str(agent_env / "nvidiactl"))
+        assert found[child.pid].cmdline.endswith(f"{paths[-1]} rogue.py --gpus 8")  # no NUL, no trailing space
+        assert found[uvm.pid].devices == (str(agent_env / "nvidia-uvm"),)
+    finally:
+        stop(child)
+        stop(uvm)
+
+
 def test_scan_skips_the_agent_itself_and_gone_processes(agent_env):
     fd = os.open(agent_env / "nvidia0", os.O_CREAT | os.O_RDONLY)
     child = hold_device(agent_env / "nvidia1", unit="sglang-t1.service")

@@ -1,22 +1,16 @@
-"""GPU facts: device nodes and majors, nvidia-smi's numbers, and who holds /dev/nvidia*.
+"""GPU facts: device nodes and majors, the user-space driver's version.
 
 The parsing is the agent's (sglang_pve.agent.gpus), so the target and the controller read the
-same text the same way. Majors come from /proc/devices: nvidia-uvm's is dynamic per host.
+same text the same way. Majors come from /proc/devices: nvidia-uvm's is dynamic per host. Who
+holds /dev/nvidia* and how much GPU memory is in use, the agent reports itself (agent/holders.py
+and agent/gpus.py, in `status --json`: the ServerStatus fact).
 """
 
 from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
-from sglang_pve.agent.gpus import (
-    QUERY,
-    DeviceNode,
-    Gpu,
-    parse_driver_version,
-    parse_fd_links,
-    parse_gpu_csv,
-    parse_proc_devices,
-)
+from sglang_pve.agent.gpus import DeviceNode, parse_driver_version, parse_proc_devices
 
 _SECTION = "--- sglang-pve section"
 
@@ -77,60 +71,6 @@ class GpuDevices(FactBase[GpuDeviceInfo]):
             nodes=[DeviceNode(path, int(major), int(minor)) for path, major, minor in parsed],
             driver=parse_driver_version("\n".join(version)),
         )
-
-
-class GpuStatus(FactBase[list]):
-    """Per-GPU memory and utilization from nvidia-smi; [] where nvidia-smi is missing.
-
-    host.get_fact(GpuStatus)  # [Gpu(index=0, uuid="GPU-...", name="NVIDIA H200", memory_used_mib=4, ...), ...]
-    """
-
-    @staticmethod
-    def default() -> list[Gpu]:
-        return []
-
-    def requires_command(self):
-        return "nvidia-smi"
-
-    def command(self):
-        return f"nvidia-smi --query-gpu={QUERY} --format=csv,noheader,nounits"
-
-    def process(self, output):
-        return parse_gpu_csv("\n".join(output))
-
-
-@dataclass(frozen=True)
-class Holder:
-    pid: int
-    devices: list[str]
-    cmdline: str
-
-
-class DeviceHolders(FactBase[list]):
-    """Processes with /dev/nvidia* open (from /proc/*/fd, so it works inside LXC where
-    nvidia-smi lists no processes), with their command lines.
-
-    host.get_fact(DeviceHolders)  # [Holder(pid=4242, devices=["/dev/nvidia0", "/dev/nvidiactl"], cmdline="python ...")]
-    """
-
-    @staticmethod
-    def default() -> list[Holder]:
-        return []
-
-    def command(self):
-        return (
-            "find /proc/[0-9]*/fd -lname '/dev/nvidia*' -printf '%h %l\\n' 2>/dev/null; "
-            f"echo '{_SECTION}'; for p in $(find /proc/[0-9]*/fd -lname '/dev/nvidia*' -printf '%h\\n' 2>/dev/null "
-            "| cut -d/ -f3 | sort -un); do printf '%s ' $p; tr '\\0' ' ' < /proc/$p/cmdline 2>/dev/null; echo; done"
-        )
-
-    def process(self, output):
-        links, commands = _sections(output)
-        cmdlines = dict(line.split(" ", 1) if " " in line else (line, "") for line in commands if line.strip())
-        return [
-            Holder(pid, devices, cmdlines.get(str(pid), "").strip())
-            for pid, devices in parse_fd_links("\n".join(links)).items()
-        ]
 
 
 class UserSpaceDriver(FactBase[str]):
