@@ -18,6 +18,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-logo
+	$(VENV)/bin/mypy
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml

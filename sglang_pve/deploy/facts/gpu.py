@@ -16,7 +16,8 @@ _SECTION = "--- sglang-pve section"
 
 
 def _sections(output: list[str]) -> list[list[str]]:
-    sections, current = [], []
+    sections: list[list[str]] = []
+    current: list[str] = []
     for line in output:
         if line == _SECTION:
             sections.append(current)
