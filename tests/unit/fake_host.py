@@ -6,7 +6,7 @@ Standalone (no project import): agent_support.FakeHost writes two one-line scrip
 The state file (JSON) is the host:
 
     {"units": {"sglang-a.service": {"ActiveState": "active", "UnitFileState": "enabled", ...}},
-     "fail_start": {"sglang-b.service": {"diagnosis": {"dir": ..., "server": "b", "summary": ...}}},
+     "fail_start": {"sglang-b.service": {"diagnosis": {"dir": ..., "server": "b", "summary": ..., "mtime": ...}}},
      "fail_stop": [], "linger": 0, "busy_after_stop": 0, "smi_error": null, "calls": [...]}
 
 What it models, from systemctl(1) (https://www.freedesktop.org/software/systemd/man/latest/systemctl.html):
@@ -18,16 +18,17 @@ What it models, from systemctl(1) (https://www.freedesktop.org/software/systemd/
 - `stop U` returns once the unit is inactive; `reset-failed U` turns failed into inactive;
   `enable`/`disable` set UnitFileState.
 GPU memory (nvidia-smi --query-gpu CSV, two GPUs): in use while any unit is active, activating,
-reloading or deactivating, and for `linger` more queries after a stop (the driver frees memory
+reloading, refreshing or deactivating, and for `linger` more queries after a stop (the driver frees memory
 after the processes exit). A start while the memory is in use fails as the unit's prestart would
 (GPUS_BUSY). Every call is appended to `calls`: ["systemctl", ARGS...] or ["nvidia-smi", "busy"|"free"].
 """
 
 import json
+import os
 import sys
 import time
 
-RUNNING = ("active", "activating", "reloading", "deactivating")
+RUNNING = ("active", "activating", "reloading", "refreshing", "deactivating")  # what holds the GPUs
 DEFAULTS = {"LoadState": "loaded", "ActiveState": "inactive", "SubState": "dead", "UnitFileState": "disabled"}
 DEFAULTS |= {"Result": "success", "MainPID": "0", "NeedDaemonReload": "no"}
 GPU_ROW = "{index}, GPU-0000000{index}, NVIDIA H200, {used}, 143771, 0"
@@ -96,6 +97,8 @@ def write_diagnosis(diagnosis: dict | None) -> None:
     path = f"{diagnosis['dir']}/{diagnosis['server']}-{stamp}-stall.json"
     with open(path, "w", encoding="utf-8") as handle:
         json.dump({"server": diagnosis["server"], "kind": "stall", "summary": diagnosis["summary"]}, handle)
+    if "mtime" in diagnosis:
+        os.utime(path, (diagnosis["mtime"], diagnosis["mtime"]))
 
 
 def nvidia_smi(host: dict) -> int:

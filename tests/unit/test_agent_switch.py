@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from sglang_pve.agent import cli, exitcodes, systemd
+from sglang_pve.agent import cli, exitcodes, switch, systemd
 from sglang_pve.agent.release_store import Store
 from tests.unit.agent_support import FakeHost, hold_device, stop, write_spec
 
@@ -90,8 +90,10 @@ def test_switch_stops_waits_for_free_gpus_starts_and_enables_the_new_unit(tmp_pa
     assert store(tmp_path).pending() is None
     out = capsys.readouterr().out
     assert f"release {current['id']} runs: b on SGLang 2.0" in out
+    assert "stopping sglang-a.service" in out and "starting sglang-b.service (SGLang 2.0)" in out
     timings = json.loads(out.strip().splitlines()[-1].split("switch-timings ", 1)[1])
-    assert sorted(timings) == ["gpus_free_s", "start_s", "stop_s", "total_s"]
+    assert list(timings) == ["gpus_free_s", "start_s", "stop_s", "total_s"]  # printed with sorted keys
+    assert all(value >= 0 and round(value, 2) == value for value in timings.values())  # seconds, 2 decimals
 
 
 @pytest.mark.parametrize("state", sorted(systemd.HOLDING))
@@ -146,7 +148,43 @@ def test_a_failed_start_reverts_to_the_previous_release_and_ends_the_switch(tmp_
     assert starts(host, "sglang-a.service") == 2 and ["reset-failed", "sglang-b.service"] in host.calls()
     out = capsys.readouterr().out
     assert f"reverted: release {previous} runs again" in out and "switch-timings" in out.splitlines()[-1]
+    assert f"restored 1 file(s) of release {previous}: {tmp_path / 'etc' / 'sglang.conf'}" in out
+    log = host.log()
+    reload = len(log) - 1 - log[::-1].index(["systemctl", "daemon-reload"])  # the revert's: after its files
+    assert reload < len(log) - 1 - log[::-1].index(["systemctl", "start", "sglang-a.service"])
     assert json.loads(_releases(tmp_path))["pending"] is None
+
+
+def test_failures_go_to_the_journal_as_errors(tmp_path, host, monkeypatch, capsys):
+    """Under systemd every message also goes to the journal; the failure and revert ones as errors."""
+    import syslog
+
+    logged = []
+    monkeypatch.setenv("INVOCATION_ID", "0123")
+    monkeypatch.setattr(syslog, "openlog", lambda *args: None)
+    monkeypatch.setattr(syslog, "syslog", lambda priority, text: logged.append((priority, text.split(":")[0])))
+    assert apply(tmp_path, release(tmp_path, "a")) == exitcodes.OK
+    first = store(tmp_path).current_id()
+    host.change(fail_start={"sglang-b.service": {}})
+    assert apply(tmp_path, release(tmp_path, "b", "2.0")) == exitcodes.SWITCH_REVERTED
+    second = latest(tmp_path)["id"]
+    out = capsys.readouterr().out
+    assert f"reverting to release {first} (a, SGLang 1.0)" in out
+    host.change(fail_start={unit: {} for unit in UNITS})
+    assert apply(tmp_path, release(tmp_path, "b", "3.0")) == exitcodes.SWITCH_FAILED
+    third = latest(tmp_path)["id"]
+    errors = [text for priority, text in logged if priority == syslog.LOG_ERR]
+    assert errors == [
+        f"switch to release {second} failed",
+        "reverted",
+        f"switch to release {third} failed",
+        f"revert to release {first} failed too",
+    ]
+    timings = [text for _, text in logged if text.startswith("switch-timings")]
+    assert timings == ['switch-timings {"gpus_free_s"'] * 2  # the first switch's and the revert's, keys sorted
+    store(tmp_path).set_current(third)  # nothing to revert to: a release that failed itself
+    assert cli.main(["switch", "--dir", str(tmp_path / "releases"), "--to", third]) == exitcodes.SWITCH_FAILED
+    assert [text for priority, text in logged if priority == syslog.LOG_ERR][-1] == "no previous release to revert to"
 
 
 def test_a_revert_that_fails_too_leaves_the_switch_pending(tmp_path, host, capsys):
@@ -165,7 +203,9 @@ def test_a_first_release_that_fails_has_nothing_to_revert_to(tmp_path, host, cap
     assert store(tmp_path).current_id() is None and store(tmp_path).pending() == latest(tmp_path)["id"]
     failure = latest(tmp_path)["failure"]
     assert "(no diagnosis written; see journalctl -u sglang-a.service)" in failure
-    assert "no previous release to revert to" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"switch to release {latest(tmp_path)['id']} failed: {failure}" in out
+    assert "no previous release to revert to" in out
 
 
 def test_a_diagnosis_older_than_the_start_is_not_blamed(tmp_path, host):
@@ -178,6 +218,20 @@ def test_a_diagnosis_older_than_the_start_is_not_blamed(tmp_path, host):
     assert apply(tmp_path, release(tmp_path, "b", "2.0")) == exitcodes.SWITCH_REVERTED
     failure = latest(tmp_path)["failure"]
     assert "an old stall" not in failure and "no diagnosis written" in failure
+
+
+@pytest.mark.parametrize("age_s, blamed", [(0.5, True), (1.5, False)])
+def test_only_a_diagnosis_written_since_the_start_is_blamed(tmp_path, host, monkeypatch, age_s, blamed):
+    """A second of slack for the file system's timestamps; older is an earlier start's."""
+    assert apply(tmp_path, release(tmp_path, "a")) == exitcodes.OK
+    now = 1796038434.0
+    monkeypatch.setattr("time.time", lambda: now)  # the switch's start time
+    diagnoses = tmp_path / "state" / "diagnoses"
+    diagnoses.mkdir(parents=True)
+    diagnosis = {"dir": str(diagnoses), "server": "b", "summary": "stalled", "mtime": now - age_s}
+    host.change(fail_start={"sglang-b.service": {"diagnosis": diagnosis}})
+    assert apply(tmp_path, release(tmp_path, "b", "2.0")) == exitcodes.SWITCH_REVERTED
+    assert ("diagnosis: stalled" in latest(tmp_path)["failure"]) is blamed
 
 
 @pytest.mark.parametrize("cause", ["memory", "holder", "nvidia-smi"])
@@ -196,6 +250,8 @@ def test_the_new_server_never_starts_while_the_gpus_are_busy(tmp_path, host, age
         if holder:
             stop(holder)
     assert starts(host, "sglang-b.service") == 0
+    if cause == "memory":  # polled, not spun: at most one query per POLL_S within the 0.5 s, per switch
+        assert len(host.calls("nvidia-smi")) <= 2 * (0.5 / switch.POLL_S + 2) + 1
     failure = latest(tmp_path)["failure"]
     assert failure.startswith("the GPUs are not free 0.5s after the stop: ")
     expected = {

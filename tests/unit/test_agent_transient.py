@@ -128,6 +128,7 @@ def test_a_draining_unit_is_stopped_but_did_not_run(tmp_path, host, store):
     host.change(units={A: {"ActiveState": "deactivating"}}, fail_start={B: {}})
     code, said = transient(tmp_path, store, "b")
     assert code == exitcodes.SWITCH_REVERTED and "reverted: no server runs again" in said[-2]
+    assert "reverting to no server, which ran before" in said
     assert verbs(host)[0] == f"stop {A}" and f"start {A}" not in verbs(host)
 
 
@@ -160,3 +161,29 @@ def test_the_command_line_runs_a_configuration_of_the_current_release_only(tmp_p
         cli.main([*args, "--server", "../b"])
     with pytest.raises(ReleaseError, match="no current release"):
         switch.transient(Store(str(tmp_path / "none")), "b", messages())
+
+
+@pytest.mark.parametrize(
+    "running, failing, errors",
+    [
+        (A, [B], ["transient switch to b failed", "reverted"]),
+        (B, [B], ["transient switch to b failed", "no other configuration ran before"]),
+        (A, [A, B], ["transient switch to b failed", "revert to a failed too"]),
+    ],
+)
+def test_failures_go_to_the_journal_as_errors(tmp_path, host, store, monkeypatch, capsys, running, failing, errors):
+    """Under systemd every message also goes to the journal; the failure and revert ones as errors."""
+    import syslog
+
+    logged = []
+    monkeypatch.setenv("INVOCATION_ID", "0123")
+    monkeypatch.setattr(syslog, "openlog", lambda *args: None)
+    monkeypatch.setattr(syslog, "syslog", lambda priority, text: logged.append((priority, text)))
+    host.change(units={running: {"ActiveState": "active"}}, fail_start={unit: {} for unit in failing})
+    args = ["transient", "--dir", store.dir, "--spec-dir", str(tmp_path / "specs"), "--server", "b"]
+    cli.main(args)
+    assert [text.split(":")[0] for priority, text in logged if priority == syslog.LOG_ERR] == errors
+    if errors[-1] == "reverted":
+        assert (syslog.LOG_INFO, "reverting to a, which ran before") in logged
+    timings = json.loads(logged[-1][1].removeprefix("switch-timings "))
+    assert list(timings) == sorted(timings) and all(round(value, 2) == value for value in timings.values())

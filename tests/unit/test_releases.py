@@ -12,6 +12,7 @@ import pytest
 from packaging.version import Version
 from pyinfra.api import OperationError, StringCommand
 
+from sglang_pve.agent import release_store
 from sglang_pve.agent.release_store import ReleaseError, Store
 from sglang_pve.config import ConfigError, load_deployment
 from sglang_pve.deploy import index
@@ -158,6 +159,160 @@ def test_store_records_restores_byte_for_byte_and_prunes(tmp_path):
     assert sorted(os.listdir(os.path.join(store.dir, "blobs"))) == sorted(
         {e["sha256"] for e in second["files"].values()} | {second["lock"]["sha256"]}
     )
+
+
+def _mode(path) -> str:
+    return oct(os.stat(path).st_mode & 0o777)
+
+
+def test_everything_the_store_writes_is_root_only(tmp_path):
+    directory = tmp_path / "releases"
+    directory.mkdir(mode=0o755)  # made by someone else, too open
+    store = Store(str(directory))
+    release = store.record(_spec(tmp_path, unit="A\n"))
+    store.set_current(release["id"])
+    store.set_pending(release["id"])
+    with store.locked():
+        pass
+    blob = directory / "blobs" / release["files"][str(tmp_path / "etc" / "unit")]["sha256"]
+    assert _mode(directory) == "0o700" and _mode(directory / "blobs") == "0o700"
+    for path in (blob, directory / "current", directory / "pending", directory / ".lock"):
+        assert _mode(path) == "0o600", path
+    fresh = Store(str(tmp_path / "other"))
+    with fresh.locked():  # the lock may be the first thing that makes the directory
+        assert _mode(fresh.dir) == "0o700"
+
+
+def test_ids_are_stamp_and_fingerprint_one_second_apart_when_recorded_within_a_second(tmp_path, monkeypatch):
+    store = Store(str(tmp_path / "releases"))
+    monkeypatch.setattr("time.time", lambda: 1796038434.5)  # 2026-11-30T11:33:54Z, for every record
+    first = store.record(_spec(tmp_path, "1.0"))
+    second = store.record(_spec(tmp_path, "2.0"))
+    assert first["id"] == "20261130T113354Z-" + first["fingerprint"][:8]
+    assert second["id"] == "20261130T113355Z-" + second["fingerprint"][:8]  # later than every existing id
+    assert first["time"] == second["time"] == "2026-11-30T11:33:54Z"
+
+
+def test_fingerprint_ignores_the_order_blocks_were_written_in(tmp_path):
+    files = {"/etc/nccl.conf": {"sha256": "aa"}}
+    spec = {"sglang_version": "1", "active_server": "a", "nccl_profile": "p"}
+    one = {"/root/.zshrc": {"marker": "m", "body": "x"}, "/home/u/.zshrc": {"marker": "m", "body": "y"}}
+    other = dict(reversed(one.items()))
+    assert release_store.fingerprint(spec | {"blocks": one}, files) == release_store.fingerprint(
+        spec | {"blocks": other}, files
+    )
+
+
+def test_a_record_without_blocks_has_empty_blocks(tmp_path):
+    spec = _spec(tmp_path)
+    del spec["blocks"]
+    assert Store(str(tmp_path / "releases")).record(spec)["blocks"] == {}
+
+
+def test_an_unknown_id_names_the_latest_five(tmp_path):
+    store = Store(str(tmp_path / "releases"))
+    with pytest.raises(ReleaseError, match=r"\(latest: none\)$"):
+        store.get("nope")
+    ids = [store.record(_spec(tmp_path, f"{n}.0"))["id"] for n in range(6)]
+    with pytest.raises(ReleaseError) as error:
+        store.get("nope")
+    assert str(error.value).endswith(f"(latest: {', '.join(ids[1:])})")
+
+
+def test_restore_recreates_a_deleted_file_and_its_directory(tmp_path):
+    store = Store(str(tmp_path / "releases"))
+    release = store.record(_spec(tmp_path, unit="A\n"))
+    unit = tmp_path / "etc" / "unit"
+    unit.unlink()
+    assert store.restore(release) == [str(unit)] and unit.read_text() == "A\n"
+    (tmp_path / "etc" / "unit").unlink()
+    (tmp_path / "etc").rmdir()
+    assert store.restore(release) == [str(unit)] and unit.read_text() == "A\n"
+
+
+def test_prune_removes_only_venvs_under_venvs_dir_that_no_kept_release_uses(tmp_path):
+    store = Store(str(tmp_path / "releases"))
+    elsewhere = tmp_path / "elsewhere"
+    outside = store.record(_spec(tmp_path, "0.9") | {"venv": str(elsewhere / "v")})
+    shared = [store.record(_spec(tmp_path, "1.0", unit=text)) for text in ("A\n", "B\n")]  # one venv, two releases
+    own = store.record(_spec(tmp_path, "2.0"))
+    store.set_current(own["id"])
+    (elsewhere / "v").mkdir(parents=True)
+    venvs = str(tmp_path / "venvs")
+    assert store.prune(2, venvs) == [outside["id"], shared[0]["id"]]
+    assert os.path.isdir(elsewhere / "v")  # not under venvs_dir: never removed
+    assert os.path.isdir(shared[0]["venv"]) and os.path.exists(shared[0]["lock"]["path"])  # a kept one uses it
+
+    os.rmdir(own["venv"])  # gone already: removing it again is no error
+    store.set_current(store.record(_spec(tmp_path, "3.0"))["id"])
+    assert store.prune(1, venvs) == [shared[1]["id"], own["id"]]
+    assert not os.path.exists(shared[1]["venv"]) and not os.path.exists(own["lock"]["path"])
+
+    later = store.record(_spec(tmp_path, "4.0") | {"venv": str(elsewhere / "w")})
+    (elsewhere / "w").mkdir()
+    store.set_current(store.record(_spec(tmp_path, "5.0"))["id"])
+    assert store.prune(1)[-1] == later["id"] and not os.path.exists(elsewhere / "w")  # no venvs_dir: any venv
+
+
+def test_a_restored_file_is_on_disk_root_only_before_it_replaces_the_old_one(tmp_path, monkeypatch):
+    """Crash safety: the temp file holds every byte (flushed, fsynced; a small file would otherwise
+    still sit in the write buffer) and nobody else may read it before the rename puts it in place;
+    its recorded mode comes with the rename."""
+    store = Store(str(tmp_path / "releases"))
+    release = store.record(_spec(tmp_path, unit="A" * 100))
+    (tmp_path / "etc" / "unit").write_text("B")
+    seen, real_fsync, real_replace = {}, os.fsync, os.replace
+
+    def fsync(fd):
+        info = os.fstat(fd)
+        seen["fsynced"] = (info.st_size, oct(info.st_mode & 0o777))
+        real_fsync(fd)
+
+    def replace(source, target):
+        seen["replaced"] = (seen.pop("fsynced", None), _mode(source))
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    assert store.restore(release) == [str(tmp_path / "etc" / "unit")]
+    assert seen["replaced"] == ((100, "0o600"), "0o644")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another user")
+def test_a_restored_file_gets_its_recorded_owner(tmp_path):
+    store = Store(str(tmp_path / "releases"))
+    spec = _spec(tmp_path, unit="A\n")
+    os.chown(tmp_path / "etc" / "unit", 65534, 65534)
+    release = store.record(spec)
+    (tmp_path / "etc" / "unit").unlink()
+    store.restore(release)
+    info = os.stat(tmp_path / "etc" / "unit")
+    assert (info.st_uid, info.st_gid) == (65534, 65534)
+
+
+def test_a_failed_restore_leaves_no_temp_file(tmp_path):
+    store = Store(str(tmp_path / "releases"))
+    release = store.record(_spec(tmp_path, unit="A\n"))
+    unit = tmp_path / "etc" / "unit"
+    unit.unlink()
+    (unit / "inside").mkdir(parents=True)  # a directory where the file was: the rename fails
+    with pytest.raises(OSError):
+        store.restore(release)
+    assert sorted(p.name for p in (tmp_path / "etc").iterdir()) == ["unit"]
+
+
+def test_summary_of_a_named_release_needs_no_previous(tmp_path):
+    store = Store(str(tmp_path / "releases"))
+    only = store.record(_spec(tmp_path, unit="A\n"))
+    assert store.summary(only["id"])["target"] == only["id"]
+    assert store.summary("previous") | {"releases": []} == {
+        "current": None,
+        "pending": None,
+        "releases": [],
+        "previous": None,
+        "target": None,
+        "error": f"no ready release before the newest ready one in {store.dir}",
+    }
 
 
 def test_one_record_and_switch_at_a_time(tmp_path):
