@@ -9,13 +9,14 @@ not in), and/or, not, True/False, shifts integer constants by one, drops a call 
 (`procs.kill(...)` -> `pass`), and unwraps quoting (`QuoteString(x)`, `shlex.quote(x)` -> `x`).
 Each mutant is written over the module, its tests run with a timeout, the module is restored.
 A mutant survives when the tests still pass. Prints each survivor (file:line, what changed) and
-the score = killed / run.
+the score = killed / run, per module and in total.
 """
 
 import argparse
 import ast
 import json
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -42,6 +43,12 @@ TARGETS = {
         "tests/unit/test_agent_logs.py",
         "tests/unit/test_agent_real_logs.py",
     ],
+    "sglang_pve/agent/switch.py": [
+        "tests/unit/test_agent_switch.py",
+        "tests/unit/test_agent_transient.py",
+        "tests/unit/test_releases.py",
+    ],
+    "sglang_pve/agent/release_store.py": ["tests/unit/test_releases.py", "tests/unit/test_agent_switch.py"],
     "sglang_pve/deploy/operations/files.py": ["tests/unit/test_operations.py", "tests/unit/test_json_cases.py"],
     "sglang_pve/deploy/operations/systemd.py": ["tests/unit/test_operations.py", "tests/unit/test_json_cases.py"],
 }
@@ -152,6 +159,7 @@ def main() -> int:
         if args.sample == 0
         else random.Random(args.seed).sample(candidates, min(args.sample, len(candidates)))
     )
+    signal.signal(signal.SIGTERM, _interrupted)  # a kill by PID still restores the module (finally below)
     results, started = [], time.monotonic()
     for module, site in sorted(chosen, key=lambda c: (c[0], c[1][2])):
         path = ROOT / module
@@ -164,14 +172,37 @@ def main() -> int:
             path.write_text(original)
         results.append({"module": module, "mutant": what, "outcome": outcome})
         print(f"{outcome:17} {module} {what}", flush=True)
-    killed = sum(1 for r in results if r["outcome"].startswith("killed"))
-    print(
-        f"\nscore: {killed}/{len(results)} killed ({100 * killed / max(len(results), 1):.0f} %), "
-        f"{len(candidates)} sites, {time.monotonic() - started:.0f}s"
-    )
+    scores = score(results, candidates)
+    print()
+    width = max(len(module) for module in scores)
+    for module, counts in scores.items():
+        print(f"{module:{width}}  {_score_line(counts)}")
+    print(f"{time.monotonic() - started:.0f}s")
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+        Path(args.json).write_text(json.dumps({"scores": scores, "results": results}, indent=2))
     return 0
+
+
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def score(results: list, candidates: list) -> dict:
+    """{module: {"killed", "run", "sites"}} for each module in `candidates`, then "total"."""
+    scores = {}
+    for module, _ in candidates:
+        scores.setdefault(module, {"killed": 0, "run": 0, "sites": 0})["sites"] += 1
+    for result in results:
+        counts = scores[result["module"]]
+        counts["run"] += 1
+        counts["killed"] += result["outcome"].startswith("killed")
+    scores["total"] = {key: sum(c[key] for c in scores.values()) for key in ("killed", "run", "sites")}
+    return scores
+
+
+def _score_line(counts: dict) -> str:
+    percent = f"{100 * counts['killed'] / counts['run']:.0f} %" if counts["run"] else "-"
+    return f"{counts['killed']}/{counts['run']} killed ({percent}), {counts['sites']} sites"
 
 
 if __name__ == "__main__":
