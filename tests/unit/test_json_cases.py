@@ -1,40 +1,71 @@
-"""pyinfra-style cases for the custom operations and facts: one JSON file per behaviour, in the
-layout of pyinfra's own tests (https://github.com/pyinfra-dev/pyinfra/tree/3.x/tests/operations/files.block,
-https://github.com/pyinfra-dev/pyinfra/tree/3.x/tests/facts/systemd.SystemdStatus):
+"""pyinfra-style cases for the operations and facts: one JSON file per behaviour, in the layout of
+pyinfra's own tests (https://github.com/pyinfra-dev/pyinfra/tree/3.x/tests/operations/files.block,
+https://github.com/pyinfra-dev/pyinfra/tree/3.x/tests/facts/systemd.SystemdStatus; the runner follows
+https://github.com/pyinfra-dev/pyinfra/blob/3.x/tests/test_operations.py):
 
     tests/operations/<module>.<operation>/<case>.json
-        {"kwargs": {...}, "facts": {"<module>.<Fact>": {"<arg>=<value>" | "*": <the fact command's output lines>}},
-         "commands": [...exact commands...], "noop_description": "...", "warnings": ["...substring..."]}
+        {"args": [...], "kwargs": {...},
+         "facts": {"<module>.<Fact>": {"<arg>=<value>, ..." | "*": <the fact command's output lines>}},
+         "commands": [...exact commands...], "noop_description": "...", "warnings": ["...substring..."],
+         "exception": {"name": "OperationError", "message": "...exact..."}}
     tests/facts/<module>.<Fact>/<case>.json
         {"arg": {...}, "command": "...exact shell...", "output": [...lines...], "fact": <processed, as JSON>}
 
 Facts are given as what their command prints, so every operation case also runs the fact's
-`process`. ManagedFile arguments are written {"path": ..., "content": ...}; an upload is
-["upload", destination, sha1 of the content]; random staging names are written <random>.
+`process`. Arguments that are objects are written {"path": ..., "content": ...} (a ManagedFile),
+{"<Class>": {fields}} for the dataclasses in ARGUMENT_TYPES (lists become tuples where the field is
+a tuple) or {"function": "module.name"}. In commands: an upload is ["upload", destination, sha1 of
+the content], a callback [function name, args, kwargs] (as pyinfra's own cases), random staging
+names are written <random>, a base64 argument that holds JSON is written base64:<the JSON, keys
+sorted>, the preflight probe shipped inline is <preflight_probe.py>, and the controller's user@host
+(provenance.who) is <who>. In facts, bytes are written {"bytes": text}.
+
+Every operation and fact of the package has cases here, except the ones in ELSEWHERE: operations
+whose work is a callback against the Proxmox API (tested on the in-process emulator).
 """
 
+import base64
+import binascii
 import dataclasses
+import importlib
 import json
+import pkgutil
 import re
+import typing
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from pyinfra.api import FileUploadCommand, StringCommand
+from pyinfra.api import FactBase, FileUploadCommand, FunctionCommand, OperationError, StringCommand
 from pyinfra.context import ctx_host, ctx_state
 
+import sglang_pve
 from sglang_pve.deploy.facts import files as file_facts
+from sglang_pve.deploy.facts import gpu as gpu_facts
+from sglang_pve.deploy.facts import preflight as preflight_facts
 from sglang_pve.deploy.facts import python as python_facts
+from sglang_pve.deploy.facts import releases as release_facts
+from sglang_pve.deploy.facts import server_status as status_facts
 from sglang_pve.deploy.facts import servers as server_facts
-from sglang_pve.deploy.operations import files, systemd
+from sglang_pve.deploy.facts import venvs as venv_facts
+from sglang_pve.deploy.operations import files, releases, systemd, venvs
 from sglang_pve.deploy.operations.files import ManagedFile
+from sglang_pve.deploy.provenance import who
+from sglang_pve.provision import guest_deploy
 
 CASES = Path(__file__).resolve().parent.parent
 _RANDOM = re.compile(r"/[0-9a-f]{24}\b")
+_BASE64 = re.compile(r"(?<![\w+/=])[A-Za-z0-9+/]{24,}={0,2}(?![\w+/=])")
 OPERATIONS = {
     "files.file_set": files.file_set,
     "files.block": files.block,
     "systemd.server_units": systemd.server_units,
+    "releases.release": releases.release,
+    "releases.switched": releases.switched,
+    "releases.rolled_back": releases.rolled_back,
+    "venvs.venv": venvs.venv,
+    "guest_deploy.nodes_done": guest_deploy.nodes_done,
+    "guest_deploy.deploy_when_provisioned": guest_deploy.deploy_when_provisioned,
 }
 FACTS = {
     f"{module.__name__.rsplit('.', 1)[-1]}.{name}": getattr(module, name)
@@ -42,8 +73,22 @@ FACTS = {
         (file_facts, ("FileDigests", "FileText")),
         (server_facts, ("ServerUnits",)),
         (python_facts, ("VenvSitePackages",)),
+        (venv_facts, ("SglangVenv",)),
+        (release_facts, ("Releases",)),
+        (status_facts, ("ServerStatus",)),
+        (gpu_facts, ("GpuDevices", "UserSpaceDriver")),
+        (preflight_facts, ("PreflightProbe",)),
     )
     for name in names
+}
+# Covered elsewhere, and why.
+ELSEWHERE = {
+    "container.container": "tests/unit/test_proxmox_provision.py (a Proxmox API callback, on the emulator)",
+    "snapshot_rollback.rolled_back": "tests/unit/test_proxmox_provision.py (a Proxmox API callback)",
+}
+ARGUMENT_TYPES = {
+    cls.__name__: cls
+    for cls in (releases.Release, venvs.Source, preflight_facts.ProbeSpec, preflight_facts.RenderedConfig)
 }
 
 
@@ -59,6 +104,7 @@ def argument_key(kwargs: dict) -> str:
 
 
 class FakeHost:
+    name = "case"
     print_prefix = "[case] "
 
     def __init__(self, facts: dict):
@@ -78,31 +124,72 @@ class FakeHost:
         self.logged.append(message)
 
 
-def managed_files(value):
+def arguments(value):
+    """Case JSON -> the objects an operation or fact is called with (see the module docstring)."""
     if isinstance(value, dict) and set(value) >= {"path", "content"}:
         return ManagedFile(**value)
+    if isinstance(value, dict) and set(value) == {"function"}:
+        module, _, name = value["function"].rpartition(".")
+        return getattr(importlib.import_module(module), name)
+    if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in ARGUMENT_TYPES:
+        [(name, fields)] = value.items()
+        cls = ARGUMENT_TYPES[name]
+        hints = typing.get_type_hints(cls)
+        built = {
+            k: tuple(arguments(v)) if typing.get_origin(hints[k]) is tuple else arguments(v) for k, v in fields.items()
+        }
+        return cls(**built)
     if isinstance(value, dict):
-        return {k: managed_files(v) for k, v in value.items()}
+        return {k: arguments(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [managed_files(v) for v in value]
+        return [arguments(v) for v in value]
     return value
 
 
+def _readable(text: str) -> str:
+    text = _RANDOM.sub("/<random>", text)
+    text = _BASE64.sub(_decoded, text)
+    return text.replace(who(), "<who>")
+
+
+def _decoded(match: re.Match) -> str:
+    try:
+        data = base64.b64decode(match.group(0), validate=True)
+    except (binascii.Error, ValueError):
+        return match.group(0)
+    if data == preflight_facts.PROBE.read_bytes():
+        return "<preflight_probe.py>"
+    try:
+        document = json.loads(data)
+    except ValueError:
+        return match.group(0)
+    return "base64:" + json.dumps(document, sort_keys=True) if isinstance(document, dict) else match.group(0)
+
+
 def as_json(command):
-    """Random staging names (deploy/operations/files.py) are written <random> in the cases."""
     if isinstance(command, FileUploadCommand):
         data = command.src.getvalue()
         return ["upload", _RANDOM.sub("/<random>", command.dest), ManagedFile("", data).sha1]
+    if isinstance(command, FunctionCommand):
+        return [command.function.__name__, plain(list(command.args)), plain(command.kwargs)]
     assert isinstance(command, StringCommand), command
-    return _RANDOM.sub("/<random>", command.get_raw_value())
+    return _readable(command.get_raw_value())
 
 
 @pytest.mark.parametrize("name, path", cases("operations"))
 def test_operation_case(name, path, caplog):
     case = json.loads(path.read_text())
     fake = FakeHost(case.get("facts", {}))
-    with ctx_host.use(fake), ctx_state.use(SimpleNamespace(config=SimpleNamespace(DIFF=False))):
-        commands = [as_json(c) for c in OPERATIONS[name]._inner(**managed_files(case["kwargs"]))]
+    diff = SimpleNamespace(config=SimpleNamespace(DIFF=False))
+    call = OPERATIONS[name]._inner(*arguments(case.get("args", [])), **arguments(case.get("kwargs", {})))
+    with ctx_host.use(fake), ctx_state.use(diff):
+        if "exception" in case:
+            with pytest.raises(OperationError) as raised:
+                list(call)
+            expected = case["exception"]
+            assert (type(raised.value).__name__, str(raised.value)) == (expected["name"], expected["message"])
+            return
+        commands = [as_json(c) for c in call]
     assert commands == case["commands"]
     assert fake.noops == ([case["noop_description"]] if "noop_description" in case else [])
     for warning in case.get("warnings", []):
@@ -112,10 +199,16 @@ def test_operation_case(name, path, caplog):
 
 
 def plain(value):
-    if dataclasses.is_dataclass(value):
-        return {k: plain(v) for k, v in dataclasses.asdict(value).items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, bytes):
+        return {"bytes": value.decode("utf-8", "backslashreplace")}
+    if callable(value):
+        return {"function": f"{value.__module__}.{value.__qualname__}"}
     return value
 
 
@@ -123,5 +216,29 @@ def plain(value):
 def test_fact_case(name, path):
     case = json.loads(path.read_text())
     fact = FACTS[name]()
-    assert fact.command(**case["arg"]) == case["command"]
+    assert _readable(fact.command(**arguments(case.get("arg", {})))) == case["command"]
     assert plain(fact.process(case["output"])) == case["fact"]
+
+
+def _package_modules():
+    for info in pkgutil.walk_packages(sglang_pve.__path__, "sglang_pve."):
+        if not info.name.endswith(".__main__"):  # running it is its only purpose
+            yield importlib.import_module(info.name)
+
+
+def test_every_operation_and_fact_of_the_package_has_cases():
+    """A new @operation or FactBase without cases fails here (ELSEWHERE says where the others are)."""
+    found = set()
+    for module in _package_modules():
+        short = module.__name__.rsplit(".", 1)[-1]
+        for name, value in vars(module).items():
+            if getattr(value, "__module__", None) != module.__name__:
+                continue
+            operation = hasattr(getattr(value, "_inner", None), "is_idempotent")  # not a @deploy (test_deploys.py)
+            if operation or (isinstance(value, type) and issubclass(value, FactBase)):
+                found.add(f"{short}.{name}")
+    assert found == set(OPERATIONS) | set(FACTS) | set(ELSEWHERE)
+    for name in OPERATIONS:
+        assert list((CASES / "operations" / name).glob("*.json")), f"no cases for the operation {name}"
+    for name in FACTS:
+        assert list((CASES / "facts" / name).glob("*.json")), f"no cases for the fact {name}"

@@ -1,11 +1,18 @@
 """Provisioning against the in-process Proxmox emulator (lab.pve, DirBackend, the real schema):
-create, converge, no-change reads, snapshot before change, rollback, token refusals, API faults.
-Every request the toolkit makes passes the schema (the emulator's request log)."""
+create, converge, no-change reads, snapshot before change, rollback, token refusals, API faults;
+the container and snapshot_rollback operations themselves (what they yield, their noop, their
+refusals, their --diff lines; their callback run as pyinfra runs it). Every request the toolkit
+makes passes the schema (the emulator's request log). These operations do their work in a
+callback against the Proxmox API, so tests/unit/test_json_cases.py cannot express them."""
 
+import logging
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
+from pyinfra.api import FunctionCommand, OperationError
+from pyinfra.context import ctx_host, ctx_state
 
 from lab.pve import requestlog
 from lab.pve.testing import PASSWORD, TOKEN_SECRET, EmulatedNode
@@ -13,9 +20,9 @@ from sglang_pve.agent.gpus import DeviceNode
 from sglang_pve.config import ConfigError
 from sglang_pve.config.proxmox import load_api_settings, load_container
 from sglang_pve.deploy.facts.gpu import GpuDeviceInfo
-from sglang_pve.provision import desired, hostkeys, snapshots
+from sglang_pve.provision import desired, hostkeys, snapshot_rollback, snapshots
 from sglang_pve.provision.client import ProxmoxError, connect
-from sglang_pve.provision.container import Guest, _apply, plan
+from sglang_pve.provision.container import Guest, _apply, container, plan
 from sglang_pve.provision.credentials import Credential
 from sglang_pve.provision.nodes import Node
 from tests.unit.proxmox_data import CONTAINER
@@ -36,7 +43,10 @@ class NodeHost:
     print_prefix = "[pve1] "
 
     def __init__(self):
-        self.errors = []
+        self.errors, self.noops = [], []
+
+    def noop(self, description):
+        self.noops.append(description)
 
     def run_shell_command(self, command):
         text = command.get_raw_value()
@@ -249,3 +259,97 @@ def test_rollback_restores_the_config_and_retention_keeps_the_newest(pve, guest)
         snapshots.rollback(node, 129, kept[0])
     assert "On ZFS, Proxmox rolls back only to the most recent snapshot" in str(caught.value)
     assert f"Fix: roll back to {kept[-1]}" in str(caught.value)
+
+
+def operation(op, host, diff=False, **kwargs) -> list:
+    """What the operation yields on `host`, as pyinfra's prepare step calls it."""
+    with ctx_host.use(host), ctx_state.use(SimpleNamespace(config=SimpleNamespace(DIFF=diff))):
+        return list(op._inner(**kwargs))
+
+
+def execute(host, commands) -> list:
+    """Run the yielded callbacks as pyinfra's execute step does; their results."""
+    assert all(isinstance(c, FunctionCommand) for c in commands)
+    return [c.function(None, host, *c.args, **c.kwargs) for c in commands]
+
+
+def test_container_operation_creates_once_then_is_a_noop(pve, guest, caplog):
+    caplog.set_level(logging.INFO)
+    host = NodeHost()
+    commands = operation(container, host, diff=True, spec=spec_of(pve), node=node_of(pve), gpus=GPUS, guest=guest)
+    assert len(commands) == 1 and writes(pve) == []  # prepared, nothing written yet
+    assert "[pve1] Will create container 129 (sglang1) on pve1" in caplog.text
+    assert "    cores: (unset) -> 64" in caplog.text
+    assert execute(host, commands) == [True] and host.errors == []
+    assert pve.node.backend.status(129) == "running"
+    again = NodeHost()
+    assert operation(container, again, spec=spec_of(pve), node=node_of(pve), gpus=GPUS, guest=guest) == []
+    assert again.noops == ["container 129 (sglang1) up to date and running"]
+
+
+def test_container_operation_says_when_a_change_needs_a_restart(pve, guest, caplog):
+    caplog.set_level(logging.INFO)
+    converge(pve, node_of(pve), spec_of(pve), guest)
+    spec = spec_of(pve, features={"nesting": False})
+    host = NodeHost()
+    commands = operation(container, host, diff=True, spec=spec, node=node_of(pve), gpus=GPUS, guest=guest)
+    assert "[pve1] Will modify container 129 (sglang1) on pve1" in caplog.text
+    assert "(restart: a changed key only applies at start)" in caplog.text
+    assert execute(host, commands) == [True] and "features: nesting=0" in pve.conf_text(129)
+    quiet = NodeHost()
+    caplog.clear()
+    assert operation(container, quiet, spec=spec_of(pve, cores=96), node=node_of(pve), gpus=GPUS, guest=guest)
+    assert "Will modify" not in caplog.text  # the diff lines only under --diff
+
+
+def test_container_operation_refuses_what_the_api_token_may_not_do(pve, guest):
+    with pytest.raises(OperationError) as caught:
+        operation(container, NodeHost(), spec=spec_of(pve), node=node_of(pve, token=True), gpus=GPUS, guest=guest)
+    assert "an API token cannot configure device passthrough (devN)" in str(caught.value)
+    assert writes(pve) == []
+
+
+def test_container_operation_reports_a_failed_write_through_its_callback(pve, guest):
+    pve.faults([{"method": "POST", "path": "/nodes/*/lxc", "http_status": 500, "message": "got timeout"}])
+    host = NodeHost()
+    commands = operation(container, host, spec=spec_of(pve), node=node_of(pve), gpus=GPUS, guest=guest)
+    assert execute(host, commands) == [False]
+    assert host.errors and host.errors[0].startswith("POST /nodes/pve1/lxc: ") and "got timeout" in host.errors[0]
+
+
+def test_snapshot_rollback_operation_goes_to_the_newest_or_the_named_snapshot(pve, guest, caplog):
+    caplog.set_level(logging.INFO)
+    converge(pve, node_of(pve), spec_of(pve, snapshots_keep=3), guest)
+    for cores in (70, 80):
+        assert converge(pve, node_of(pve), spec_of(pve, cores=cores, snapshots_keep=3), guest).errors == []
+    spec, node = spec_of(pve, snapshots_keep=3), node_of(pve)
+    names = [s["name"] for s in snapshots.listed(node, 129)]
+    host = NodeHost()
+    commands = operation(snapshot_rollback.rolled_back, host, diff=True, spec=spec, node=node)
+    assert [c.args[1:] for c in commands] == [(129, names[-1])]
+    assert f"[pve1] Will roll back container 129 to {names[-1]}" in caplog.text and "newer snapshots" not in caplog.text
+    assert execute(host, commands) == [True] and "cores: 70" in pve.conf_text(129)
+
+    caplog.clear()
+    older = operation(snapshot_rollback.rolled_back, NodeHost(), diff=True, spec=spec, node=node, snapshot=names[0])
+    assert f"to {names[0]} (newer snapshots: {names[1]})" in caplog.text
+    failed = NodeHost()
+    assert execute(failed, older) == [False]  # local-zfs: only the most recent one
+    assert "On ZFS, Proxmox rolls back only to the most recent snapshot" in failed.errors[0]
+
+
+def test_snapshot_rollback_operation_refuses_a_snapshot_that_is_not_there(pve, guest):
+    converge(pve, node_of(pve), spec_of(pve), guest)
+    spec, node = spec_of(pve), node_of(pve)
+    with pytest.raises(OperationError) as caught:
+        operation(snapshot_rollback.rolled_back, NodeHost(), spec=spec, node=node)
+    assert str(caught.value) == (
+        "pve1: container 129 has no snapshot None; the toolkit takes one before every config change"
+    )
+    converge(pve, node_of(pve), spec_of(pve, cores=70), guest)
+    [name] = [s["name"] for s in snapshots.listed(node, 129)]
+    with pytest.raises(OperationError) as caught:
+        operation(snapshot_rollback.rolled_back, NodeHost(), spec=spec, node=node_of(pve), snapshot="nope")
+    assert str(caught.value) == (
+        f"pve1: container 129 has no snapshot 'nope' (it has: {name}). Fix: --data snapshot=NAME with one of them"
+    )
