@@ -5,7 +5,6 @@ Runs on the device machine (stdlib agent + PyTorch only):  python3 -m pytest tes
 Set SGLANG_PVE_CAPTURE_DIR to also save the raw outputs as unit-test fixtures.
 """
 
-import json
 import os
 import signal
 import subprocess
@@ -17,6 +16,7 @@ import pytest
 
 from sglang_pve.agent import gpus
 from sglang_pve.agent.zipapp import build
+from tests.gpu.specs import UNIT, agent_spec, write
 
 HOLD_GIB = 8
 CUDA_HOLDER = (
@@ -84,38 +84,12 @@ def agent(tmp_path):
     systemctl = tmp_path / "systemctl"  # no systemd here: every unit reads as inactive
     systemctl.write_text("#!/bin/sh\necho ActiveState=inactive\n")
     systemctl.chmod(0o755)
-    spec = {
-        "server": "gputest",
-        "unit": "sglang-gputest.service",
-        "unit_prefix": "sglang-",
-        "log": str(tmp_path / "gputest.log"),
-        "host": "127.0.0.1",
-        "port": 18000,
-        "speculative": False,
-        "startup_timeout_s": 60,
-        "stall_timeout_s": dict.fromkeys(
-            ("dist_init", "weights", "kv_cache", "draft", "cuda_graph", "http", "warmup"), 30
-        ),
-        "watchdog": {
-            "interval_s": 5,
-            "timeout_s": 5,
-            "failures": 3,
-            "max_restarts": 1,
-            "window_s": 60,
-            "backoff_s": 0,
-            "backoff_max_s": 0,
-        },
-        "gpu_free_timeout_s": 60,
-        "gpu_idle_mib": 1024,
-        "state_dir": str(tmp_path / "state"),
-        "diagnoses_dir": str(tmp_path / "state" / "diagnoses"),
-    }
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    spec_file = write(tmp_path / "spec.json", agent_spec(tmp_path))  # the contract's defaults (specs.py)
 
     def run(command: str) -> subprocess.CompletedProcess:
         env = os.environ | {"SGLANG_PVE_SYSTEMCTL": str(systemctl)}
         return subprocess.run(
-            [sys.executable, str(pyz), command, "--spec", str(tmp_path / "spec.json")],
+            [sys.executable, str(pyz), command, "--spec", str(spec_file)],
             capture_output=True,
             text=True,
             env=env,
@@ -128,7 +102,7 @@ def agent(tmp_path):
 def _hold_gpu(ours: bool) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "SGLANG_PVE_UNIT"}
     if ours:
-        env["SGLANG_PVE_UNIT"] = "sglang-gputest.service"
+        env["SGLANG_PVE_UNIT"] = UNIT
     holder = subprocess.Popen(
         [sys.executable, "-c", CUDA_HOLDER], stdout=subprocess.PIPE, text=True, env=env, start_new_session=True
     )
