@@ -6,10 +6,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from pydantic import BaseModel
-
-from sglang_pve.config.bench import ProbeOptions
-from sglang_pve.config.deployment import HostData
 
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
@@ -31,6 +27,12 @@ def group_file(name: str) -> dict:
 
 def model_defaults() -> dict:
     """The toolkit's defaults of every host-data key that has one (HostData, the NCCL probe's mix), as data."""
+    # imported here: tests/gpu run on a GPU host with the standard library and torch only, no pydantic
+    from pydantic import BaseModel
+
+    from sglang_pve.config.bench import ProbeOptions
+    from sglang_pve.config.deployment import HostData
+
     data = {}
     for key, field in [
         *HostData.model_fields.items(),
