@@ -9,17 +9,17 @@ Upstream files are cited by repository (pyinfra's `src/pyinfra/...`, SGLang's `p
 those start with no name of ours and are not read here.
 """
 
-import ast
 import glob
 import importlib.util
 import io
 import re
 import subprocess
 import tokenize
-from functools import cache
 from pathlib import Path
 
 import pytest
+
+from tests.unit.source_names import top_level_names
 
 ROOT = Path(__file__).resolve().parents[2]
 ROOMS = sorted(p.name for p in (ROOT / "sglang_pve").iterdir() if (p / "__init__.py").exists())
@@ -85,20 +85,6 @@ def path_exists(ref: str, cited_in: Path) -> bool:
         ):
             return True
     return False
-
-
-@cache
-def top_level_names(origin: str) -> set[str]:
-    names = set()
-    for node in ast.parse(Path(origin).read_text()).body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign | ast.AnnAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
-    return names
 
 
 def module_exists(ref: str) -> bool:

@@ -14,6 +14,8 @@ from pathlib import Path
 import grimp
 import pytest
 
+from tests.unit.source_names import top_level_names
+
 ROOT = Path(__file__).resolve().parents[2]
 LINTER = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
 CONTRACTS = {contract["id"]: contract for contract in LINTER["contracts"]}
@@ -76,16 +78,7 @@ def defines(module: str, name: str) -> bool:
     origin = importlib.util.find_spec(module).origin
     if origin is None:  # a namespace package: nothing but its submodules
         return False
-    names = set()
-    for node in ast.parse(Path(origin).read_text()).body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign | ast.AnnAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
-    return name in names
+    return name in top_level_names(origin)
 
 
 def test_every_script_has_a_rule():
