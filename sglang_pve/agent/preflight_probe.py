@@ -36,7 +36,9 @@ LIMIT_ROWS = {"Max open files": "nofile", "Max locked memory": "memlock"}
 
 # Runs in the deploy's venv, one process per config (SGLang's imports are heavy and its parse
 # leaves global state behind). argparse errors exit with usage on stderr: keep the "error:" line.
-JUDGE = r"""
+JUDGE = (
+    f"VERDICT = {VERDICT!r}\n"
+    + r"""
 import contextlib, io, json, os, sys, tempfile
 name, real_path, text = sys.argv[1:4]
 try:
@@ -62,8 +64,9 @@ else:
         except Exception as exc:
             verdict = {"ok": False, "error": ("%s: %s" % (type(exc).__name__, exc)).replace(path, real_path)}
 print()
-print("sglang-pve-verdict " + json.dumps(verdict))
+print(VERDICT + json.dumps(verdict))
 """
+)
 VERSION = "import importlib.metadata as m\ntry: print(m.version('sglang'))\nexcept m.PackageNotFoundError: print()"
 
 
