@@ -37,12 +37,36 @@ def dev_path(value: str) -> str:
 
 
 def parse_features(value: str | None) -> dict:
+    """PVE::LXC::Config->parse_features: {} for none; booleans as parse_boolean reads them."""
     res = {}
     for part in (value or "").split(","):
         if "=" in part:
             k, v = part.split("=", 1)
             res[k] = parse_boolean(v) or v
     return res
+
+
+def _by_keys(features: dict) -> str | None:
+    if set(features) == {"nesting"}:
+        return "nesting"
+    return "other" if features else None
+
+
+def feature_change(old: str | None, new: str | None) -> str | None:
+    """The features branch of check_ct_modify_config_perm (pve-container src/PVE/LXC.pm, commit
+    94f5585): "other" (other_changed: root@pam only), "nesting" (nesting_changed: VM.Allocate) or
+    None. ``new`` None is a delete, judged by the old flags' keys; with old features, each flag
+    compared old-vs-new ('' when absent); with none, the new flags' keys."""
+    if new is None:
+        return _by_keys(parse_features(old))
+    after = parse_features(new)
+    if not old:
+        return _by_keys(after)
+    before = parse_features(old)
+    changed = {k for k in set(before) | set(after) if before.get(k, "") != after.get(k, "")}
+    if changed - {"nesting"}:
+        return "other"
+    return "nesting" if changed else None
 
 
 def check_modify_perm(node, ident, vmid: int, old: dict | None, new: dict, delete: list, unprivileged) -> None:
@@ -63,12 +87,11 @@ def check_modify_perm(node, ident, vmid: int, old: dict | None, new: dict, delet
         elif key == "features":
             if not unprivileged:
                 raise perm_error("changing feature flags for privileged container is only allowed for root@pam")
-            before = parse_features((old or {}).get("features"))
-            after = {} if is_delete else parse_features(new.get("features"))
-            changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
-            if changed - {"nesting"}:
+            change = feature_change((old or {}).get("features"), None if is_delete else new.get("features"))
+            if change == "other":
                 raise perm_error("changing feature flags (except nesting) is only allowed for root@pam")
-            node.check_priv(ident, f"/vms/{vmid}", "VM.Allocate")
+            if change == "nesting":
+                node.check_priv(ident, f"/vms/{vmid}", "VM.Allocate")
         elif key == "hookscript":
             raise perm_error("changing the hookscript is only allowed for root@pam")
         else:

@@ -20,8 +20,9 @@ from sglang_pve.config.proxmox import ContainerSpec
 from sglang_pve.deploy.facts.gpu import GpuDeviceInfo
 from sglang_pve.provision import conffile, desired, hostkeys, snapshots
 from sglang_pve.provision.client import ProxmoxError
-from sglang_pve.provision.diff import ConfigDiff, creation_diff, diff_config, token_refusals
+from sglang_pve.provision.diff import ConfigDiff, creation_diff, diff_config
 from sglang_pve.provision.nodes import Node
+from sglang_pve.provision.token_perm import token_refusals
 
 HOT_KEYS = {"cores", "memory", "swap", "onboot", "startup", "net0", "hostname"}  # applied to a running CT
 HOST_KEY = "/etc/ssh/ssh_host_ed25519_key.pub"

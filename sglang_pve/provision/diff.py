@@ -201,34 +201,3 @@ def creation_diff(wanted: Desired) -> ConfigDiff:
 def _natural(key: str) -> tuple[str, int]:
     match = re.match(r"^(\D+)(\d*)$", key)
     return (match.group(1), int(match.group(2) or -1)) if match else (key, -1)
-
-
-def token_refusals(diff: ConfigDiff, unprivileged: bool) -> list[Problem]:
-    """What an API token may not do even for root@pam (the authuser is root@pam!name): device
-    passthrough, and features beyond nesting or on a privileged container (pve-container LXC.pm)."""
-    problems = []
-    devices = [c.key for c in diff.changes if c.key.startswith("dev")]
-    if devices:
-        problems.append(
-            Problem(
-                "proxmox_api.token_name",
-                ", ".join(devices),
-                "an API token cannot configure device passthrough (devN), even for root@pam: "
-                "Proxmox allows it only for root@pam itself",
-                "use root@pam with a password (password_env or password_file), or passthrough: raw",
-            )
-        )
-    features = next((c for c in diff.changes if c.key == "features"), None)
-    if features and (
-        not unprivileged or set((features.new or "").replace("=1", "").replace("=0", "").split(",")) - {"nesting", ""}
-    ):
-        problems.append(
-            Problem(
-                "proxmox_api.token_name",
-                features.new,
-                "an API token cannot change features other than nesting, nor any feature of a "
-                "privileged container: Proxmox allows it only for root@pam",
-                "use root@pam with a password (password_env or password_file)",
-            )
-        )
-    return problems

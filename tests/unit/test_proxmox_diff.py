@@ -2,12 +2,10 @@
 
 import doctest
 
-import pytest
-
 from sglang_pve.config.proxmox import load_container
 from sglang_pve.provision import desired, diff, propstring
 from sglang_pve.provision.desired import wanted_config, wanted_raw_lines
-from sglang_pve.provision.diff import diff_config, owned_raw_line, token_refusals
+from sglang_pve.provision.diff import diff_config, owned_raw_line
 from sglang_pve.provision.passthrough import nvidia_devices, proxmox_dev_options
 from tests.unit.proxmox_data import CONTAINER
 
@@ -135,16 +133,3 @@ def test_create_parameters_carry_every_key_with_booleans_as_1_0():
     assert params["rootfs"] == "local-zfs:200" and params["dev8"] == "/dev/nvidiactl,mode=0666"
     assert params["startup"] == "order=2,up=30" and params["ssh-public-keys"] == "ssh-ed25519 AAAA x"
     assert not any(isinstance(v, bool) for v in params.values())
-
-
-@pytest.mark.parametrize(
-    "unprivileged, features, refused",
-    [(True, "nesting=1", False), (True, "keyctl=1,nesting=1", True), (False, "nesting=1", True)],
-)
-def test_a_token_may_not_set_devices_or_root_only_features(unprivileged, features, refused):
-    change = diff.ConfigDiff(changes=[diff.Change("features", None, features)])
-    assert bool(token_refusals(change, unprivileged)) == refused
-    devices = diff.ConfigDiff(changes=[diff.Change("dev0", None, "/dev/nvidia0,mode=0666")])
-    problem = token_refusals(devices, unprivileged)[0].render("pve1")
-    assert "an API token cannot configure device passthrough (devN), even for root@pam" in problem
-    assert "Fix: use root@pam with a password" in problem
