@@ -245,10 +245,14 @@ def feature(node: Node, req: Request):
         if snapname not in config.snapshots:
             raise ApiError(f"snapshot '{snapname}' does not exist")
         section = config.snapshots[snapname]
-    return {"hasFeature": int(snapshot_possible(node, section))}
+    return {"hasFeature": int(snapshot_possible(node, section, snap=bool(snapname)))}
 
 
-def snapshot_possible(node: Node, section: dict) -> bool:
-    """has_feature('snapshot'): every mount point (rootfs, mpN) on a snapshot-capable storage;
-    a bind mount or device mount point never is."""
-    return all(node.storages.can_snapshot(rules.mp_volume(v)) for k, v in section.items() if is_mountpoint(k))
+def snapshot_possible(node: Node, section: dict, snap: bool = False) -> bool:
+    """pve-container src/PVE/LXC/Config.pm has_feature('snapshot'): every mount point (rootfs,
+    mpN) a volume whose storage answers volume_has_feature (storage.py SNAPSHOT_FEATURE); a bind
+    mount or device mount point never does. The API's vm_feature (src/PVE/API2/LXC.pm) asks it of
+    the current config, or of a snapshot's (`snap`)."""
+    return all(
+        node.storages.can_snapshot(rules.mp_volume(v), snap=snap) for k, v in section.items() if is_mountpoint(k)
+    )

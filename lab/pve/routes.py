@@ -14,6 +14,6 @@ def route(method: str, template: str):
 
 
 def handler(method: str, template: str):
-    from . import api_config, api_lxc, api_node, api_snapshot, api_status  # noqa: F401
+    from . import api_config, api_lxc, api_node, api_snapshot, api_status, api_storage  # noqa: F401
 
     return ROUTES.get((method, template))

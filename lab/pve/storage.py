@@ -8,6 +8,7 @@ Default, as a fresh PVE install with ZFS and LVM-thin both present would have:
 Templates are the files in ``<path>/template/cache/`` of a dir storage, as `pveam` leaves them.
 """
 
+import hashlib
 import json
 import os
 import re
@@ -17,7 +18,17 @@ DEFAULT_STORAGES = {
     "local-lvm": {"type": "lvmthin", "content": "rootdir,images", "vgname": "pve", "thinpool": "data"},
     "local-zfs": {"type": "zfspool", "content": "rootdir,images", "pool": "rpool/data", "sparse": 1},
 }
-SNAPSHOT_TYPES = {"lvmthin", "zfspool", "rbd", "btrfs"}  # volume_has_feature('snapshot')
+# volume_has_feature($feature = 'snapshot') per plugin (pve-storage src/PVE/Storage/*Plugin.pm, commit
+# 0c56bad8): {type: {"current" | "snap": formats}}, "*" for any format; a type not here has none
+# (Plugin.pm, inherited by DirPlugin/NFS/CIFS/CephFS: qcow2 only, which no container volume is).
+SNAPSHOT_FEATURE = {
+    "zfspool": {"current": "*", "snap": "*"},  # ZFSPoolPlugin.pm
+    "rbd": {"current": "*", "snap": "*"},  # RBDPlugin.pm
+    "lvmthin": {"current": "*"},  # LvmThinPlugin.pm: not of a snapshot
+    "btrfs": {"current": {"raw", "subvol", "qcow2"}, "snap": {"raw", "subvol", "qcow2"}},  # BTRFSPlugin.pm
+    "dir": {"current": {"qcow2"}, "snap": {"qcow2"}},  # Plugin.pm
+    "lvm": {"current": {"qcow2"}, "snap": {"qcow2"}},  # LVMPlugin.pm
+}
 TEMPLATE_SUFFIXES = {".tar.gz": "tgz", ".tar.xz": "txz", ".tar.zst": "tzst", ".tgz": "tgz", ".tar.bz2": "tbz2"}
 
 
@@ -93,6 +104,34 @@ class Storages:
         m = re.match(r"^([a-z][a-z0-9\-_.]*[a-z0-9]):", volid, re.I)
         return self.table.get(m[1]) if m else None
 
-    def can_snapshot(self, volid: str) -> bool:
+    def can_snapshot(self, volid: str, snap: bool = False) -> bool:
+        """PVE::Storage::volume_has_feature($cfg, 'snapshot', $volid, $snapname): undef for a path
+        (a bind or device mount point); of the current volume, or (`snap`) of a snapshot of it."""
         s = self.volume_storage(volid)
-        return bool(s) and s["type"] in SNAPSHOT_TYPES
+        if not s:
+            return False
+        formats = SNAPSHOT_FEATURE.get(s["type"], {}).get("snap" if snap else "current", ())
+        return formats == "*" or volume_format(volid) in formats
+
+    def status(self, sid: str) -> dict | None:
+        """GET /nodes/{node}/storage/{storage}/status (pve-storage src/PVE/Storage.pm storage_info,
+        as API2/Storage/Status.pm read_status returns one entry)."""
+        return next((s for s in self.listing() if s["storage"] == sid), None)
+
+    def config(self, sid: str) -> dict | None:
+        """GET /storage/{storage} (pve-storage src/PVE/API2/Storage/Config.pm $api_storage_config:
+        the section with its id and the file's digest)."""
+        if sid not in self.table:
+            return None
+        digest = hashlib.sha1(json.dumps(self.table, sort_keys=True).encode()).hexdigest()
+        return {**self.table[sid], "storage": sid, "digest": digest}
+
+
+def volume_format(volid: str) -> str:
+    """The format parse_volname gives: "subvol" for subvol-/basevol- volumes, else the file suffix
+    (a dir storage's vm-101-disk-0.raw), raw for a block volume (vm-101-disk-0 on LVM, ZFS, RBD)."""
+    name = volid.partition(":")[2].rsplit("/", 1)[-1]
+    if name.startswith(("subvol-", "basevol-")):
+        return "subvol"
+    suffix = name.rsplit(".", 1)[1] if "." in name else ""
+    return suffix if suffix in ("raw", "qcow2", "vmdk", "subvol") else "raw"

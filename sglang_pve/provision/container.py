@@ -18,7 +18,7 @@ from pyinfra.api import FunctionCommand, OperationError, QuoteString, StringComm
 from sglang_pve.config.errors import ConfigError
 from sglang_pve.config.proxmox import ContainerSpec
 from sglang_pve.deploy.facts.gpu import GpuDeviceInfo
-from sglang_pve.provision import conffile, desired, hostkeys, snapshots
+from sglang_pve.provision import conffile, desired, hostkeys, snapshot_storage, snapshots
 from sglang_pve.provision.client import ProxmoxError
 from sglang_pve.provision.diff import ConfigDiff, creation_diff, diff_config
 from sglang_pve.provision.nodes import Node
@@ -72,6 +72,8 @@ def plan(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest) -> 
         diff = creation_diff(wanted)
     if node.api.uses_token:
         problems += token_refusals(diff, spec.unprivileged)
+    if not listed or not diff.empty:  # a change would be snapshotted first: can it be?
+        problems += snapshot_storage.refusals(node, spec, current if listed else None)
     if problems:
         raise ConfigError(node.host_name, problems)
     return Plan(
@@ -121,7 +123,8 @@ def container(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest
 
 def _apply(state, host, node: Node, wanted: Plan, guest: Guest) -> bool:
     """Every write, in an order that leaves nothing half applied on an API fault: snapshot, config
-    (one PUT with the digest), root volume, raw lines, start/restart, host key."""
+    (one PUT with the digest), root volume, raw lines, start/restart, host key; the oldest snapshots
+    beyond snapshots_keep are deleted last, once all of it succeeded."""
     try:
         _converge(host, node, wanted, guest)
     except (ProxmoxError, OperationError) as error:
@@ -140,7 +143,7 @@ def _converge(host, node: Node, wanted: Plan, guest: Guest) -> None:
     elif not diff.empty:
         digest = wanted.current["digest"]
         if spec.snapshots_keep:
-            snapshots.take(node, spec.vmid, spec.snapshots_keep, "config", "before changing " + ", ".join(diff.keys))
+            snapshots.take(node, spec.vmid, "config", "before changing " + ", ".join(diff.keys))
             digest = _unchanged_since_planned(node, spec.vmid, wanted.current)
         if diff.put_parameters or diff.deleted:
             _put(node, spec.vmid, diff, digest)
@@ -155,6 +158,8 @@ def _converge(host, node: Node, wanted: Plan, guest: Guest) -> None:
         api.run_task("POST", node.path(spec.vmid, "status", "start"))
     if not wanted.key_pinned or not wanted.exists:
         _pin_host_key(host, spec.vmid, guest)
+    if wanted.exists and not diff.empty and spec.snapshots_keep:  # the change succeeded: old rollback points go
+        snapshots.prune(node, spec.vmid, spec.snapshots_keep)
 
 
 CONFLICT = (
