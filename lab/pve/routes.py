@@ -2,7 +2,18 @@
 schema knows but no handler serves answers 501 "Method '...' not implemented", like PVE for
 something it lacks."""
 
+from dataclasses import dataclass
+
 ROUTES: dict[tuple[str, str], object] = {}
+
+
+@dataclass
+class WithTotal:
+    """A handler's answer with `$rpcenv->set_result_attrib('total', ...)`: pve-http-server's
+    Formatter/Standard.pm prepare_response_data puts a non-zero total beside `data`."""
+
+    data: list
+    total: int
 
 
 def route(method: str, template: str):

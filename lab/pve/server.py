@@ -106,7 +106,13 @@ class Emulator:
                 schema_errors = errors
                 raise param_error(errors)
             if (method, rel_path) == ("POST", "/access/ticket"):
-                data = self.auth.login(values["username"], values["password"], values.get("realm"))
+                data = self.auth.login(
+                    values["username"],
+                    values["password"],
+                    values.get("realm"),
+                    values.get("otp"),
+                    values.get("tfa-challenge"),
+                )
                 user = data["username"]
             else:
                 if ident is not None:
@@ -119,6 +125,8 @@ class Emulator:
                 req = Request(ident, values, info, (fault or {}).get("task_error"))
                 data = handler(self.node, req)
             status, reason, body = 200, "OK", {"data": data}
+            if isinstance(data, routes.WithTotal):
+                body = {"data": data.data, **({"total": data.total} if data.total else {})}
         except ApiError as e:
             status, reason = e.status, e.message.split("\n")[0]
             body = {"data": None}

@@ -98,8 +98,16 @@ class EmulatedNode:
     TEMPLATE = f"local:vztmpl/{TEMPLATE_NAME}"
 
     def __init__(
-        self, root, version: int = 9, schema_dir=None, backend=None, storages=None, privsep_token: bool = False
+        self,
+        root,
+        version: int = 9,
+        schema_dir=None,
+        backend=None,
+        storages=None,
+        privsep_token: bool = False,
+        totp_secret: str | None = None,
     ):
+        """``totp_secret`` (base32): root@pam has two-factor authentication (auth.py)."""
         require_schema(version, schema_dir)
         self.root = Path(root)
         self.version = version
@@ -116,7 +124,7 @@ class EmulatedNode:
         }
         self.backend = backend or DirBackend(self.root / "volumes", devices=fake_gpu_devices())
         self.credentials = {
-            "users": {"root@pam": {"password": PASSWORD}},
+            "users": {"root@pam": {"password": PASSWORD, **({"totp_secret": totp_secret} if totp_secret else {})}},
             "tokens": {TOKEN_ID: {"secret": TOKEN_SECRET, "privsep": int(privsep_token)}},
         }
         self.node = Node(self.NODE, version, self.state_root, self.backend, Storages(table))
@@ -135,11 +143,13 @@ class EmulatedNode:
         self.server.shutdown()
         self.server.server_close()
 
-    def client(self, token: bool = False, password: str = PASSWORD, timeout: float = 10):
+    def client(self, token: bool = False, password: str = PASSWORD, timeout: float = 10, otp: str | None = None):
         """A proxmoxer client as the toolkit makes one (TLS verified against the cert)."""
         from proxmoxer import ProxmoxAPI
 
         auth = {"token_name": TOKEN_ID.split("!")[1], "token_value": TOKEN_SECRET} if token else {"password": password}
+        if otp is not None:
+            auth["otp"] = otp
         return ProxmoxAPI(
             "127.0.0.1", port=self.port, user="root@pam", verify_ssl=str(self.cert), timeout=timeout, **auth
         )

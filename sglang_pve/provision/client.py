@@ -9,6 +9,7 @@ never a secret.
 """
 
 import logging
+import re
 import time
 from collections import Counter
 
@@ -27,6 +28,8 @@ from sglang_pve.provision.credentials import Credential
 from sglang_pve.provision.tls import trust
 
 POLL_INTERVAL_S = 0.5
+TASK_LOG_LINES = 10  # of what a failed task printed, in its error
+_TASK_END = re.compile(r"^TASK (OK|WARNINGS: \d+|ERROR: .*)$")
 
 
 class ProxmoxError(RuntimeError):
@@ -40,6 +43,30 @@ class ProxmoxError(RuntimeError):
 def task_succeeded(exitstatus: str | None) -> bool:
     """pve-common UPID.pm status_is_error: OK and "WARNINGS: n" are success, anything else is the error."""
     return exitstatus == "OK" or (exitstatus or "").startswith("WARNINGS: ")
+
+
+def worker_lines(lines: list[str]) -> list[str]:
+    """A task log's last lines as the worker printed them: without the closing line fork_worker
+    adds (TASK OK, TASK WARNINGS: n, TASK ERROR: <the exit status, already said>), without the
+    "no content" placeholder of an empty log (pve-common Tools.pm dump_logfile)."""
+    if lines and _TASK_END.match(lines[-1]):
+        lines = lines[:-1]
+    if lines == ["no content"]:
+        return []
+    return [line for line in lines if line.strip()][-TASK_LOG_LINES:]
+
+
+def tfa_refusal(user: str) -> str:
+    """What to say when POST /access/ticket answers NeedTFA (pve-access-control
+    src/PVE/API2/AccessControl.pm create_ticket_do): the ticket is half a login, every call
+    with it would be refused with 401, and an unattended run has no second factor to give."""
+    return (
+        f"{user} has two-factor authentication: Proxmox wants a second factor (NeedTFA) that an unattended "
+        "run cannot give, and every call with this half ticket would be refused with 401. Fix: use an API "
+        f"token (pveum user token add {user} deploy --privsep 0; then proxmox_api.token_name: deploy and "
+        "token_env or token_file); a token may not configure device passthrough, so set container.passthrough: "
+        "raw, or use a user without two-factor authentication"
+    )
 
 
 def wire(params: dict) -> dict:
@@ -71,6 +98,8 @@ class _PinnedTicketAuth(ProxmoxHTTPAuth):
                 "POST /access/ticket", f"{response.status_code} authentication failed for {self.username}"
             )
         ticket = response.json()["data"]
+        if ticket.get("NeedTFA"):
+            raise ProxmoxError("POST /access/ticket", tfa_refusal(self.username))
         self.birth_time = time.monotonic()
         self.pve_auth_ticket = ticket["ticket"]
         self.csrf_prevention_token = ticket["CSRFPreventionToken"]
@@ -129,11 +158,12 @@ class Api:
         return exitstatus
 
     def _log_tail(self, node: str, upid: str) -> str:
+        """What the worker printed before it ended (the whole log: limit 0), for the error."""
         try:
-            lines = [entry.get("t", "") for entry in self.get(f"nodes/{node}/tasks/{upid}/log", start=0, limit=500)]
+            entries = self.get(f"nodes/{node}/tasks/{upid}/log", start=0, limit=0)
         except ProxmoxError:
             return ""
-        tail = [line for line in lines if line and line != "TASK OK"][-3:]
+        tail = worker_lines([entry.get("t", "") for entry in entries])
         return f" (task log: {' | '.join(tail)})" if tail else ""
 
 

@@ -47,8 +47,17 @@ def test_tokens(pve):
     r = requests.get(
         url(pve, "/version"), verify=str(pve.cert), headers={"Authorization": f"PVEAPIToken={TOKEN_ID}=wrong"}
     )
-    assert (r.status_code, r.reason) == (401, "invalid token value!")
+    # pve-manager PVE/HTTPServer.pm auth_handler: verify_token's reason goes to the log only
+    assert (r.status_code, r.reason) == (401, "Authentication failed!")
     assert TOKEN_SECRET not in r.text
+    r = requests.get(
+        url(pve, "/version"),
+        verify=str(pve.cert),
+        headers={"Authorization": f"PVEAPIToken=root@pam!nope={TOKEN_SECRET}"},
+    )
+    assert (r.status_code, r.reason) == (401, "Authentication failed!")
+    r = requests.get(url(pve, "/version"), verify=str(pve.cert), cookies={"PVEAuthCookie": "PVE:root@pam:00000000::x"})
+    assert (r.status_code, r.reason) == (401, "Authentication failed!")
 
 
 def test_privsep_token_holds_no_privilege(tmp_path):
