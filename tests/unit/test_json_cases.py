@@ -51,7 +51,7 @@ from sglang_pve.deploy.facts import venvs as venv_facts
 from sglang_pve.deploy.operations import files, releases, systemd, venvs
 from sglang_pve.deploy.operations.files import ManagedFile
 from sglang_pve.deploy.provenance import who
-from sglang_pve.provision import guest_deploy
+from sglang_pve.provision import device_nodes, guest_deploy
 
 CASES = Path(__file__).resolve().parent.parent
 _RANDOM = re.compile(r"/[0-9a-f]{24}\b")
@@ -66,6 +66,7 @@ OPERATIONS = {
     "venvs.venv": venvs.venv,
     "guest_deploy.nodes_done": guest_deploy.nodes_done,
     "guest_deploy.deploy_when_provisioned": guest_deploy.deploy_when_provisioned,
+    "device_nodes.present": device_nodes.present,
 }
 FACTS = {
     f"{module.__name__.rsplit('.', 1)[-1]}.{name}": getattr(module, name)
