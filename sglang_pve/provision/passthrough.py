@@ -8,21 +8,26 @@ Three renderings of the same passthrough:
 - Proxmox ``/etc/pve/lxc/<vmid>.conf`` lines, ``key: value`` (edited over SSH as root);
 - Proxmox API ``devN`` values (PVE >= 8.1, settable through the API by root@pam).
 
-Every node gets its own ``c MAJOR:MINOR rwm`` rule rather than ``c 195:* rwm``: the container
-may open exactly the nodes it was given, which is also what PVE's ``devN`` emits.
+Every node gets its own ``c MAJOR:MINOR rw`` rule rather than ``c 195:* rwm``: the container may
+read and write exactly the nodes it was given and mknod none, which is what PVE's ``devN`` emits
+(proxmox/pve-container src/PVE/LXC.pm update_lxc_config, read at 94f5585: per device
+``lxc.cgroup2.devices.allow = <b|c> MAJ:MIN rw``, or ``r`` plus ``lxc.cgroup2.devices.deny = ... w``
+with ``deny-write``; no ``m``). PVE makes the container's node itself (create_passthrough_device_node,
+mode 0660 unless ``mode=`` says otherwise; the toolkit says 0666, the mode NVIDIA's nvidia-modprobe
+gives the node's own, so the server's unprivileged user can open it).
 
 >>> devices = nvidia_devices(gpu_minors=[0], uvm_major=511)
 >>> print("\\n".join(lxc_config_lines(devices)))
-lxc.cgroup2.devices.allow = c 195:0 rwm
-lxc.cgroup2.devices.allow = c 195:255 rwm
-lxc.cgroup2.devices.allow = c 511:0 rwm
-lxc.cgroup2.devices.allow = c 511:1 rwm
+lxc.cgroup2.devices.allow = c 195:0 rw
+lxc.cgroup2.devices.allow = c 195:255 rw
+lxc.cgroup2.devices.allow = c 511:0 rw
+lxc.cgroup2.devices.allow = c 511:1 rw
 lxc.mount.entry = /dev/nvidia0 dev/nvidia0 none bind,optional,create=file
 lxc.mount.entry = /dev/nvidiactl dev/nvidiactl none bind,optional,create=file
 lxc.mount.entry = /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file
 lxc.mount.entry = /dev/nvidia-uvm-tools dev/nvidia-uvm-tools none bind,optional,create=file
 >>> proxmox_config_lines(devices)[0]
-'lxc.cgroup2.devices.allow: c 195:0 rwm'
+'lxc.cgroup2.devices.allow: c 195:0 rw'
 >>> proxmox_dev_options(devices)["dev3"]
 '/dev/nvidia-uvm-tools,mode=0666'
 """
@@ -89,9 +94,9 @@ def allow_rules(devices: Iterable[DeviceNode]) -> list[str]:
     """Device-cgroup rules, one per distinct node, in input order.
 
     >>> allow_rules([DeviceNode("/dev/nvidia0", 195, 0), DeviceNode("/dev/nvidia0", 195, 0)])
-    ['c 195:0 rwm']
+    ['c 195:0 rw']
     """
-    return list(dict.fromkeys(f"c {d.major}:{d.minor} rwm" for d in devices))
+    return list(dict.fromkeys(f"c {d.major}:{d.minor} rw" for d in devices))
 
 
 def _config_items(devices: list[DeviceNode]) -> list[tuple[str, str]]:

@@ -31,12 +31,14 @@ def test_eight_gpus_give_the_nodes_cuda_needs():
 
 
 def test_raw_lxc_lines_allow_and_bind_every_node():
+    """rw per node, what pve-container's update_lxc_config writes for a devN (src/PVE/LXC.pm:
+    ``lxc.cgroup2.devices.allow = $device_type_char $major:$minor $allow_perms`` with 'rw')."""
     lines = lxc_config_lines(EIGHT_GPUS)
     assert lines[:2] == [
-        "lxc.cgroup2.devices.allow = c 195:0 rwm",
-        "lxc.cgroup2.devices.allow = c 195:1 rwm",
+        "lxc.cgroup2.devices.allow = c 195:0 rw",
+        "lxc.cgroup2.devices.allow = c 195:1 rw",
     ]
-    assert "lxc.cgroup2.devices.allow = c 509:1 rwm" in lines
+    assert "lxc.cgroup2.devices.allow = c 509:1 rw" in lines
     assert "lxc.mount.entry = /dev/nvidia7 dev/nvidia7 none bind,optional,create=file" in lines
     assert len(lines) == 2 * len(EIGHT_GPUS)
     assert all(" = " in line and ": " not in line for line in lines)
@@ -57,8 +59,8 @@ def test_bind_source_may_differ_from_the_container_path():
 def test_allow_rules_are_deduplicated_in_order():
     node = DeviceNode("/dev/nvidiactl", 195, 255)
     assert allow_rules([node, DeviceNode("/dev/nvidia0", 195, 0), node]) == [
-        "c 195:255 rwm",
-        "c 195:0 rwm",
+        "c 195:255 rw",
+        "c 195:0 rw",
     ]
 
 

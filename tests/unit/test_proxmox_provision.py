@@ -240,7 +240,7 @@ def test_raw_passthrough_writes_cgroup_and_mount_lines_keeping_the_rest(pve, gue
     node = node_of(pve)
     assert converge(pve, node, spec_of(pve, passthrough="raw"), guest).errors == []
     conf = pve.conf_text(129)
-    assert "lxc.cgroup2.devices.allow: c 510:0 rwm" in conf and "dev0:" not in conf
+    assert "lxc.cgroup2.devices.allow: c 510:0 rw" in conf and "dev0:" not in conf
     assert "lxc.mount.entry: /dev/nvidia7 dev/nvidia7 none bind,optional,create=file" in conf
     assert plan(spec_of(pve, passthrough="raw"), node_of(pve), GPUS, guest).idle
 
