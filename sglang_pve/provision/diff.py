@@ -11,13 +11,14 @@ owns are ever changed or deleted. Keys that cannot change in place are refused w
 ['cores: 4 -> 8']
 """
 
+import itertools
 import re
 from dataclasses import dataclass, field
 
 from sglang_pve.config.errors import Problem
 from sglang_pve.config.proxmox import RootFs
 from sglang_pve.provision.desired import Desired
-from sglang_pve.provision.propstring import format_of
+from sglang_pve.provision.propstring import format_of, parse
 
 # Absent from a config file, these read as PVE's default (pve-container Config.pm).
 _ABSENT_MEANS = {"onboot": "0", "unprivileged": "0"}
@@ -25,6 +26,9 @@ _UNITS_GB = {"K": 1 / 1024**2, "M": 1 / 1024, "G": 1, "T": 1024}
 # Keys the toolkit owns in a container's config: set when wanted, deleted when no longer wanted.
 OWNED_SCALARS = ("hostname", "cores", "memory", "swap", "onboot", "unprivileged", "net0", "features", "startup")
 _DEV = re.compile(r"^dev\d+$")
+# The toolkit's devN are exactly the NVIDIA nodes it passes (passthrough.nvidia_devices), known by
+# their path: any other devN (an operator's /dev/dri/renderD128, /dev/fuse) is left alone, index included.
+_OUR_DEVICE = re.compile(r"^/dev/nvidia(\d+|ctl|-uvm|-uvm-tools)$")
 # The toolkit's mount lines are recognised by their exact shape (desired.mount_line; a conf file
 # has no room for a marker: PVE reads every comment line into the description): so a mount removed
 # from the data is removed from the config, and a hand-written mount entry (other options) is left alone.
@@ -86,8 +90,37 @@ class ConfigDiff:
         return lines
 
 
-def owned_key(key: str) -> bool:
-    return key in OWNED_SCALARS or key == "rootfs" or bool(_DEV.match(key))
+def owned_key(key: str, value: object = None) -> bool:
+    """A key the toolkit sets and deletes; a devN only when it passes one of the toolkit's nodes.
+
+    >>> owned_key("dev0", "/dev/nvidia0,mode=0666"), owned_key("dev1", "path=/dev/dri/renderD128,gid=104")
+    (True, False)
+    """
+    if _DEV.match(key):
+        return bool(_OUR_DEVICE.match(_device_path(value)))
+    return key in OWNED_SCALARS or key == "rootfs"
+
+
+def _device_path(value: object) -> str:
+    return parse(str(value), "path").get("path", "")
+
+
+def placed_devices(wanted: dict[str, str], current: dict) -> dict[str, str]:
+    """``wanted`` with the toolkit's devN moved off the indexes an operator's devN hold: each of
+    ours keeps the index it has now, the others take the lowest free ones.
+
+    >>> placed_devices({"cores": "8", "dev0": "/dev/nvidia0", "dev1": "/dev/nvidiactl"}, {"dev0": "/dev/fuse"})
+    {'cores': '8', 'dev1': '/dev/nvidia0', 'dev2': '/dev/nvidiactl'}
+    """
+    devices = [value for key, value in wanted.items() if _DEV.match(key)]
+    theirs = {int(k[3:]) for k, v in current.items() if _DEV.match(k) and not owned_key(k, v)}
+    if not theirs & {int(k[3:]) for k in wanted if _DEV.match(k)}:
+        return wanted
+    paths = {_device_path(v) for v in devices}
+    held = {_device_path(v): int(k[3:]) for k, v in current.items() if owned_key(k, v) and _device_path(v) in paths}
+    free = (i for i in itertools.count() if i not in theirs | set(held.values()))
+    placed = {f"dev{held[_device_path(v)] if _device_path(v) in held else next(free)}": v for v in devices}
+    return {k: v for k, v in wanted.items() if not _DEV.match(k)} | placed
 
 
 def owned_raw_line(key: str, value: str, nvidia_majors: set[int]) -> bool:
@@ -153,17 +186,18 @@ def _rootfs(wanted: RootFs, current: str | None) -> tuple[int | None, list[Probl
 def diff_config(wanted: Desired, current: dict, nvidia_majors: set[int]) -> ConfigDiff:
     """Compare with GET .../config; of its raw lines only the toolkit's own count (owned_raw_line
     with the node's NVIDIA device majors)."""
+    config = placed_devices(wanted.config, current)
     changes = [
         Change(k, None if current.get(k) is None else str(current[k]), v)
-        for k, v in wanted.config.items()
+        for k, v in config.items()
         if not same(k, v, current.get(k))
     ]
     changes += [
         Change(k, str(current[k]), None)
         for k in sorted(current, key=_natural)
-        if owned_key(k)
+        if owned_key(k, current[k])
         and k != "rootfs"
-        and k not in wanted.config
+        and k not in config
         and (k not in OWNED_SCALARS or k in ("features", "startup"))
     ]
     refusals = []

@@ -101,10 +101,39 @@ def test_raw_lines_only_the_toolkits_own_change_others_stay():
     assert all("apparmor" not in line and "rbind" not in line for line in result.raw_old + result.raw_new)
 
 
+def test_an_operators_devn_is_kept_and_the_toolkits_move_around_it():
+    """Only the NVIDIA nodes the toolkit passes are its devN (/dev/dri, /dev/fuse are someone
+    else's): never deleted, their index never taken."""
+    operators = {"dev11": "/dev/dri/renderD128,gid=104,mode=0660", "dev12": "/dev/fuse"}
+    assert compare(CURRENT | operators).empty  # beside the toolkit's: nothing to do
+    assert compare(
+        CURRENT | operators, spec=load_container("sglang1", {"container": CONTAINER | {"gpus": [0]}})
+    ).deleted == [
+        "dev4",
+        "dev5",
+        "dev6",
+        "dev7",
+        "dev8",
+        "dev9",
+        "dev10",
+    ]
+    # an operator's dev0 taken before the toolkit's first run: the toolkit's go to dev1..dev11, kept where they are
+    first = {k: v for k, v in CURRENT.items() if not k.startswith("dev")} | {"dev0": "/dev/fuse"}
+    result = compare(first)
+    assert result.deleted == [] and "dev0" not in result.put_parameters
+    assert [result.put_parameters[f"dev{i}"] for i in (1, 9, 11)] == [
+        "/dev/nvidia0,mode=0666",
+        "/dev/nvidiactl,mode=0666",
+        "/dev/nvidia-uvm-tools,mode=0666",
+    ]
+    placed = first | result.put_parameters
+    assert compare(placed).empty  # and the next run leaves them there
+
+
 def test_raw_passthrough_lines_follow_the_nodes_uvm_major():
     spec = load_container("sglang1", {"container": CONTAINER | {"passthrough": "raw", "mounts": []}})
     lines = wanted_raw_lines(spec, nvidia_devices([0], uvm_major=509))
-    assert ("lxc.cgroup2.devices.allow", "c 509:0 rwm") in lines
+    assert ("lxc.cgroup2.devices.allow", "c 509:0 rw") in lines
     assert ("lxc.mount.entry", "/dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file") in lines
     stale = [("lxc.cgroup2.devices.allow", "c 511:0 rwm"), ("lxc.cgroup2.devices.allow", "c 10:200 rwm")]
     assert [owned_raw_line(k, v, {195, 509, 511}) for k, v in stale] == [True, False]
