@@ -27,21 +27,29 @@ PASSWORD = "lab-root-password"
 TOKEN_ID = "root@pam!deploy"
 TOKEN_SECRET = "5f2a9c0e-8a51-4d0c-9d8e-1b2c3d4e5f60"
 TEMPLATE_NAME = "debian-12-standard_12.7-1_amd64.tar.zst"
-UVM_MAJOR = 510  # a dynamic major on a real host; any value serves here
 
 
-def fake_gpu_devices(count: int = 8) -> dict:
-    """The node's NVIDIA device nodes as DirBackend's device table."""
+def fake_gpu_devices(uvm_major: int, count: int = 8) -> dict:
+    """The node's NVIDIA device nodes as DirBackend's device table; nvidia-uvm's major is the
+    caller's (dynamic on a real host: lab.gpus.uvm_major derives it as the kernel would)."""
     devices = {f"/dev/nvidia{i}": ("c", 195, i) for i in range(count)}
     devices.update(
         {
             "/dev/nvidiactl": ("c", 195, 255),
-            "/dev/nvidia-uvm": ("c", UVM_MAJOR, 0),
-            "/dev/nvidia-uvm-tools": ("c", UVM_MAJOR, 1),
+            "/dev/nvidia-uvm": ("c", uvm_major, 0),
+            "/dev/nvidia-uvm-tools": ("c", uvm_major, 1),
             "/dev/nvidia-caps": ("-", 0, 0),
         }
     )
     return devices
+
+
+def _uvm_major() -> int:
+    """nvidia-uvm's major as this host's kernel would give it (controller-side only: not in the zipapp's
+    import graph, which takes relative imports only)."""
+    from lab.gpus import uvm_major
+
+    return uvm_major()
 
 
 def require_schema(version: int, schema_dir=None) -> Path:
@@ -122,7 +130,7 @@ class EmulatedNode:
             "local-lvm": {"type": "lvmthin", "content": "rootdir,images"},
             "local-zfs": {"type": "zfspool", "content": "rootdir,images"},
         }
-        self.backend = backend or DirBackend(self.root / "volumes", devices=fake_gpu_devices())
+        self.backend = backend or DirBackend(self.root / "volumes", devices=fake_gpu_devices(_uvm_major()))
         self.credentials = {
             "users": {"root@pam": {"password": PASSWORD, **({"totp_secret": totp_secret} if totp_secret else {})}},
             "tokens": {TOKEN_ID: {"secret": TOKEN_SECRET, "privsep": int(privsep_token)}},

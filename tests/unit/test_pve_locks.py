@@ -4,6 +4,7 @@ import threading
 
 from proxmoxer.core import ResourceException
 
+from lab.gpus import uvm_major
 from lab.pve.backend import DirBackend
 from lab.pve.testing import EmulatedNode, fake_gpu_devices
 
@@ -12,7 +13,7 @@ class SlowSnapshots(DirBackend):
     """Snapshots wait until the test lets them finish."""
 
     def __init__(self, root):
-        super().__init__(root, devices=fake_gpu_devices())
+        super().__init__(root, devices=fake_gpu_devices(uvm_major()))
         self.release = threading.Event()
         self.entered = threading.Event()
 
