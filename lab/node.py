@@ -26,6 +26,7 @@ from pathlib import Path
 
 from lab import certs, credentials, layout
 from lab.files import write_file
+from lab.pve import pmxcfs
 from lab.shell import LabError
 
 ETC_PVE = layout.NODE_DIR / "etc-pve"
@@ -102,13 +103,8 @@ def prepare_etc_pve() -> str:
     """/etc/pve as pmxcfs lays it out on a node, with the lab's certificate and credentials;
     returns the certificate's fingerprint. Guest configs already there are kept."""
     fingerprint = certs.ensure_node_certificate()
-    node_dir = ETC_PVE / "nodes" / layout.NODE
-    (node_dir / "lxc").mkdir(parents=True, exist_ok=True)
-    (ETC_PVE / "priv").mkdir(mode=0o700, exist_ok=True)
+    pmxcfs.make_layout(ETC_PVE, layout.NODE)
     (ETC_PVE / "priv").chmod(0o700)
-    for link, target in (("local", f"nodes/{layout.NODE}"), ("lxc", f"nodes/{layout.NODE}/lxc")):
-        if not (ETC_PVE / link).is_symlink():
-            (ETC_PVE / link).symlink_to(target)
     for relative, (content, mode) in certs.node_files().items():
         relative = relative.replace("local/", f"nodes/{layout.NODE}/")
         write_file(ETC_PVE / relative, content, mode)

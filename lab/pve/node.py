@@ -1,18 +1,19 @@
 """The emulated node: its name and PVE version, the container configs under ``<state
-root>/lxc/<vmid>.conf`` (read from disk on every request, so an edit over SSH is seen), their
-locks, the storage table, the task list and the backend that does the real work.
+root>/nodes/<node>/lxc/<vmid>.conf`` (pve-container src/PVE/LXC/Config.pm cfs_config_path; read from
+disk on every request, so an edit over SSH is seen), PVE's config locks (flock files, shared with
+every other writer on the node: configlock.py), the storage table, the task list and the backend
+that does the real work.
 """
 
-import os
 import re
-import tempfile
-import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import conf as ctconf
+from . import pmxcfs
+from .configlock import LOCK_DIR, ConfigLocks, LockTimeout
 from .errors import ApiError, param_error, perm_error
 from .storage import Storages
 from .tasks import Tasks
@@ -39,19 +40,18 @@ class Request:
 
 
 class Node:
-    def __init__(self, name: str, version: int, state_root, backend, storages: Storages = None):
+    def __init__(self, name: str, version: int, state_root, backend, storages: Storages = None, lock_dir=LOCK_DIR):
         if version not in VERSIONS:
             raise ValueError(f"PVE version {version}: the emulator knows {sorted(VERSIONS)}")
         self.name = name
         self.version = version
         self.state_root = Path(state_root)
-        self.conf_dir = self.state_root / "lxc"
+        self.conf_dir = self.state_root / "nodes" / name / "lxc"
         self.backend = backend
         self.storages = storages or Storages()
         self.tasks = Tasks(name)
         self.started = time.time()
-        self._locks: dict[int, threading.RLock] = {}
-        self._locks_guard = threading.Lock()
+        self.locks = ConfigLocks(lock_dir)
 
     # -- configs ------------------------------------------------------------------------------
     def conf_path(self, vmid: int) -> Path:
@@ -74,14 +74,12 @@ class Node:
         return text, ctconf.parse(text)
 
     def write(self, vmid: int, config: ctconf.CTConfig) -> str:
-        """Write the whole file at once (pmxcfs has no partial writes); returns its text."""
+        """Write the whole file at once under the config lock (PVE writes only inside
+        lock_config); returns its text."""
         text = ctconf.render(config)
-        self.conf_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.conf_dir, prefix=f".{vmid}.conf.")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o640)
-        os.replace(tmp, self.conf_path(vmid))
+        with self.locked(vmid):
+            self.conf_dir.mkdir(parents=True, exist_ok=True)  # Config.pm: mkdir /etc/pve/nodes/$nodename/lxc
+            pmxcfs.file_set_contents(self.conf_path(vmid), text.encode("utf-8"))
         return text
 
     def remove(self, vmid: int) -> None:
@@ -89,11 +87,13 @@ class Node:
 
     @contextmanager
     def locked(self, vmid: int):
-        """PVE's lock_config: one read-modify-write of a CT's config at a time."""
-        with self._locks_guard:
-            lock = self._locks.setdefault(vmid, threading.RLock())
-        with lock:
-            yield
+        """PVE's lock_config: one read-modify-write of a CT's config at a time, among every
+        writer on the node; its timeout is PVE's error (HTTP 500)."""
+        try:
+            with self.locks.held(vmid):
+                yield
+        except LockTimeout as error:
+            raise ApiError(str(error)) from None
 
     def update(self, vmid: int, change) -> ctconf.CTConfig:
         """Under the config lock: read, ``change(config)`` in place, write."""

@@ -16,7 +16,7 @@ import json
 import os
 from pathlib import Path
 
-from . import requestlog
+from . import pmxcfs, requestlog
 from .backend import DirBackend
 from .node import Node
 from .schema import Schema, schema_file
@@ -119,7 +119,9 @@ class EmulatedNode:
         require_schema(version, schema_dir)
         self.root = Path(root)
         self.version = version
-        self.state_root = self.root / "etc-pve"
+        self.state_root = self.root / "etc-pve"  # laid out as pmxcfs shows it (pmxcfs.make_layout)
+        self.lock_dir = self.root / "run-lock-lxc"  # /run/lock/lxc
+        pmxcfs.make_layout(self.state_root, self.NODE)
         self.request_log = self.root / "requests.jsonl"
         self.faults_file = self.root / "faults.json"
         vz = self.root / "var-lib-vz"
@@ -135,7 +137,7 @@ class EmulatedNode:
             "users": {"root@pam": {"password": PASSWORD, **({"totp_secret": totp_secret} if totp_secret else {})}},
             "tokens": {TOKEN_ID: {"secret": TOKEN_SECRET, "privsep": int(privsep_token)}},
         }
-        self.node = Node(self.NODE, version, self.state_root, self.backend, Storages(table))
+        self.node = Node(self.NODE, version, self.state_root, self.backend, Storages(table), self.lock_dir)
         self.emulator = Emulator(
             self.node, Schema.load(version, schema_dir), self.credentials, self.request_log, self.faults_file
         )

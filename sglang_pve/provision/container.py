@@ -14,8 +14,9 @@ from pathlib import Path
 
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, OperationError, QuoteString, StringCommand, operation
+from pyinfra.facts.server import Hostname
 
-from sglang_pve.config.errors import ConfigError
+from sglang_pve.config.errors import ConfigError, Problem
 from sglang_pve.config.proxmox import ContainerSpec
 from sglang_pve.deploy.facts.gpu import GpuDeviceInfo
 from sglang_pve.provision import conffile, desired, hostkeys, snapshot_storage, snapshots
@@ -57,8 +58,9 @@ class Plan:
         return self.exists and self.running and self.diff.empty and self.key_pinned
 
 
-def plan(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest) -> Plan:
-    """Read the node (cached for the run) and decide; raises ConfigError for anything refused."""
+def plan(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest, ssh_node: str | None = None) -> Plan:
+    """Read the node (cached for the run) and decide; raises ConfigError for anything refused.
+    ``ssh_node``: the PVE node name of the SSH host the node's shell commands run on."""
     listed = node.containers().get(spec.vmid)
     wanted = desired.build(spec, gpus.gpu_indices, gpus.majors, guest.public_keys)
     problems = list(wanted.problems)
@@ -74,9 +76,7 @@ def plan(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest) -> 
         problems += token_refusals(diff, spec.unprivileged)
     if not listed or not diff.empty:  # a change would be snapshotted first: can it be?
         problems += snapshot_storage.refusals(node, spec, current if listed else None)
-    if problems:
-        raise ConfigError(node.host_name, problems)
-    return Plan(
+    result = Plan(
         spec=spec,
         exists=bool(listed),
         running=listed is not None and listed.get("status") == "running",
@@ -85,6 +85,42 @@ def plan(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest) -> 
         key_pinned=hostkeys.is_pinned(guest.known_hosts, guest.ssh_hostname),
         create={} if listed else wanted.create,
     )
+    problems += _node_refusals(result, node, ssh_node)
+    if problems:
+        raise ConfigError(node.host_name, problems)
+    return result
+
+
+def _node_refusals(wanted: Plan, node: Node, ssh_node: str | None) -> list[Problem]:
+    """A container PVE has locked (a `lock:` key: backup, migrate, snapshot, a half-done create...)
+    takes no change; the config edit and pct exec run only on the container's own node."""
+    problems, vmid = [], wanted.spec.vmid
+    lock = wanted.current.get("lock")
+    if lock and not wanted.idle:
+        problems.append(
+            Problem(
+                "container.vmid",
+                vmid,
+                f"container {vmid} on node {node.name} is locked ({lock}): a PVE '{lock}' job owns its "
+                "config and Proxmox refuses every change meanwhile (CT is locked); nothing was written",
+                f"run again when that job has finished; only if you know it is gone (a crashed backup, "
+                f"a half-done create), run `pct unlock {vmid}` on {node.name}, then run again",
+            )
+        )
+    needs_shell = wanted.diff.raw_changed or not wanted.key_pinned or not wanted.exists
+    if ssh_node is not None and ssh_node != node.name and needs_shell:
+        problems.append(
+            Problem(
+                "proxmox_api.node",
+                node.name,
+                f"container {vmid} lives on node {node.name} (its API) but this SSH host is node {ssh_node} "
+                f"(uname -n): its config file /etc/pve/nodes/{node.name}/lxc/{vmid}.conf is edited, and "
+                "pct exec runs, only on the container's own node",
+                f"point this inventory host's ssh_hostname at node {node.name}, or set proxmox_api.node "
+                f"to {ssh_node} if that is the node meant",
+            )
+        )
+    return problems
 
 
 @operation()
@@ -104,8 +140,9 @@ def container(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest
         container(name="CT 129", spec=spec, node=node_for("pve1", host.data.dict()),
                   gpus=host.get_fact(GpuDevices), guest=Guest("10.0.0.129", "~/.ssh/known_hosts_pve"))
     """
+    ssh_node = host.get_fact(Hostname).split(".", 1)[0]  # PVE::INotify::nodename: uname -n, no domain
     try:
-        wanted = plan(spec, node, gpus, guest)
+        wanted = plan(spec, node, gpus, guest, ssh_node)
     except (ConfigError, ProxmoxError) as error:
         raise OperationError(str(error)) from None
     if wanted.idle:
@@ -199,12 +236,15 @@ def _put(node: Node, vmid: int, diff: ConfigDiff, digest: str) -> None:
 
 
 def _edit_raw_lines(host, node: Node, vmid: int, remove: list[str], add: list[str]) -> None:
+    """conffile.py on the node, under PVE's config lock, through /etc/pve/nodes/<node>/lxc."""
     digest = node.config(vmid)["digest"]
-    request = json.dumps({"path": f"{node.conf_dir}/{vmid}.conf", "digest": digest, "remove": remove, "add": add})
+    path = node.conf_path(vmid)
+    request = {"vmid": vmid, "path": path, "lock": node.lock_path(vmid), "digest": digest, "remove": remove, "add": add}
     source = Path(conffile.__file__).read_text()
-    ok, output = host.run_shell_command(StringCommand("python3", "-c", QuoteString(source), QuoteString(request)))
+    command = StringCommand("python3", "-c", QuoteString(source), QuoteString(json.dumps(request)))
+    ok, output = host.run_shell_command(command)
     if not ok:
-        raise OperationError(f"editing {node.conf_dir}/{vmid}.conf on {host.name} failed: {output.stderr.strip()}")
+        raise OperationError(f"editing {path} on {host.name} failed: {output.stderr.strip()}")
 
 
 # The key once sshd listens (port 22 = 0x0016, state 0A = LISTEN): then the deploy can connect.

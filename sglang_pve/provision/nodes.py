@@ -18,7 +18,8 @@ from sglang_pve.provision.credentials import read_credential
 class Node:
     host_name: str  # the node's inventory name
     settings: ApiSettings
-    conf_dir: str = "/etc/pve/lxc"  # on the node: the containers' config files (pmxcfs)
+    etc_pve: str = "/etc/pve"  # on the node: pmxcfs
+    lock_dir: str = "/run/lock/lxc"  # on the node: PVE's config locks (pve-container src/PVE/LXC/Config.pm)
     _api: Api | None = None
     _containers: dict[int, dict] | None = None
     _configs: dict[int, dict] = field(default_factory=dict)
@@ -37,6 +38,15 @@ class Node:
     def path(self, vmid: int | None = None, *parts: str) -> str:
         """nodes/pve1/lxc[/129[/config]]"""
         return "/".join([f"nodes/{self.name}/lxc", *([str(vmid)] if vmid is not None else []), *parts])
+
+    def conf_path(self, vmid: int) -> str:
+        """The container's config file on its own node: /etc/pve/nodes/<node>/lxc/<vmid>.conf
+        (pve-container Config.pm cfs_config_path; /etc/pve/lxc links there only on that node)."""
+        return f"{self.etc_pve}/nodes/{self.name}/lxc/{vmid}.conf"
+
+    def lock_path(self, vmid: int) -> str:
+        """PVE's flock for the container's config (pve-container Config.pm config_file_lock)."""
+        return f"{self.lock_dir}/pve-config-{vmid}.lock"
 
     def containers(self) -> dict[int, dict]:
         """{vmid: {"status": "running", "name": ...}} of every container on the node."""

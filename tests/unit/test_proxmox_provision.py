@@ -8,11 +8,13 @@ callback against the Proxmox API, so tests/unit/test_json_cases.py cannot expres
 import logging
 import subprocess
 import sys
+import threading
 from types import SimpleNamespace
 
 import pytest
 from pyinfra.api import FunctionCommand, OperationError
 from pyinfra.context import ctx_host, ctx_state
+from pyinfra.facts.server import Hostname
 
 from lab.pve import requestlog
 from lab.pve.testing import PASSWORD, TOKEN_SECRET, EmulatedNode
@@ -20,12 +22,13 @@ from sglang_pve.agent.gpus import DeviceNode
 from sglang_pve.config import ConfigError
 from sglang_pve.config.proxmox import load_api_settings, load_container
 from sglang_pve.deploy.facts.gpu import GpuDeviceInfo
-from sglang_pve.provision import desired, hostkeys, snapshot_rollback, snapshots
+from sglang_pve.provision import conffile, desired, hostkeys, snapshot_rollback, snapshots
 from sglang_pve.provision.client import ProxmoxError, connect
 from sglang_pve.provision.container import Guest, _apply, container, plan
 from sglang_pve.provision.credentials import Credential
 from sglang_pve.provision.nodes import Node
 from tests.unit.proxmox_data import CONTAINER
+from tests.unit.test_proxmox_conffile import wait_until_blocked_on
 
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl root@sglang1"
 GPUS = GpuDeviceInfo(
@@ -42,8 +45,13 @@ class NodeHost:
     name = "pve1"
     print_prefix = "[pve1] "
 
-    def __init__(self):
+    def __init__(self, nodename: str = "pve1"):
         self.errors, self.noops = [], []
+        self.nodename = nodename  # `uname -n` on it
+
+    def get_fact(self, fact):
+        assert fact is Hostname
+        return self.nodename
 
     def noop(self, description):
         self.noops.append(description)
@@ -75,7 +83,7 @@ def node_of(pve, token=False, **settings) -> Node:
         "pve1", {"proxmox_api": {"host": "127.0.0.1", "port": pve.port, "ca_file": str(pve.cert), **secret, **settings}}
     )
     credential = Credential("root@pam", "deploy" if token else None, TOKEN_SECRET if token else PASSWORD, "test")
-    return Node("pve1", api, conf_dir=str(pve.state_root / "lxc"), _api=connect(api, credential))
+    return Node("pve1", api, etc_pve=str(pve.state_root), lock_dir=str(pve.lock_dir), _api=connect(api, credential))
 
 
 def spec_of(pve, **changes):
@@ -353,3 +361,86 @@ def test_snapshot_rollback_operation_refuses_a_snapshot_that_is_not_there(pve, g
     assert str(caught.value) == (
         f"pve1: container 129 has no snapshot 'nope' (it has: {name}). Fix: --data snapshot=NAME with one of them"
     )
+
+
+@pytest.mark.parametrize("lock", ["backup", "create", "migrate", "snapshot"])
+def test_a_locked_container_refuses_the_run_with_nothing_written(pve, guest, lock):
+    converge(pve, node_of(pve), spec_of(pve), guest)
+    pve.node.set_lock(129, lock)  # a vzdump, a half-done create, a migration, a snapshot meanwhile
+    before, start = pve.conf_text(129), len(pve.requests())
+    for spec in (spec_of(pve, cores=96), spec_of(pve, passthrough="raw")):  # an API change, a raw edit
+        with pytest.raises(OperationError) as caught:
+            operation(container, NodeHost(), spec=spec, node=node_of(pve), gpus=GPUS, guest=guest)
+        assert f"container 129 on node pve1 is locked ({lock})" in str(caught.value)
+        assert "only if you know it is gone (a crashed backup, a half-done create), run `pct unlock 129`" in str(
+            caught.value
+        )
+    assert {e["method"] for e in pve.requests()[start:] if not e["path"].endswith("/access/ticket")} == {"GET"}
+    assert pve.conf_text(129) == before  # same digest: nothing written
+    again = NodeHost()  # nothing to change: a locked container is no reason to fail
+    assert operation(container, again, spec=spec_of(pve), node=node_of(pve), gpus=GPUS, guest=guest) == []
+
+
+def test_the_raw_edit_goes_through_the_nodes_own_directory_and_the_link_still_resolves(pve, guest):
+    converge(pve, node_of(pve), spec_of(pve), guest)
+    host = converge(pve, node_of(pve), spec_of(pve, passthrough="raw"), guest)
+    assert host.errors == []
+    written = pve.state_root / "nodes/pve1/lxc/129.conf"
+    assert "lxc.cgroup2.devices.allow: c 510:0 rwm" in written.read_text()
+    assert (pve.state_root / "lxc").resolve() == written.parent.resolve()  # /etc/pve/lxc -> nodes/pve1/lxc
+    assert sorted(p.name for p in written.parent.iterdir()) == ["129.conf"]  # no temp file left
+
+
+def test_a_put_waits_while_the_raw_edit_holds_pves_lock_and_both_edits_survive(pve, guest):
+    """The raw edit's read-check-rename holds the CT's flock (conffile.lock_config, as on the node);
+    an API write meanwhile waits for it and then applies to the edited file: nothing is lost."""
+    converge(pve, node_of(pve), spec_of(pve), guest)
+    path, node = pve.node.conf_path(129), node_of(pve)
+    with conffile.lock_config(node.lock_path(129)):  # what conffile.main holds on the node
+        text = path.read_text()
+        put = threading.Thread(target=lambda: node_of(pve).api.request("PUT", node.path(129, "config"), memory=1024))
+        put.start()
+        put.join(0.5)
+        assert put.is_alive() and "memory: 1024" not in path.read_text()  # waiting for our lock
+        conffile.write_atomically(str(path), conffile.edit(text, [], ["lxc.apparmor.profile: unconfined"]).encode())
+    put.join()
+    assert "memory: 1024" in path.read_text() and "lxc.apparmor.profile: unconfined" in path.read_text()
+    assert requestlog.schema_violations(pve.requests()) == []
+
+
+def test_an_api_write_during_the_raw_edit_is_not_lost(pve, guest):
+    """The other way round: an emulator writer holds the lock when the raw edit starts; the edit
+    waits, sees the digest it planned with is gone, refuses; the rerun applies it on top."""
+    converge(pve, node_of(pve), spec_of(pve), guest)
+    one_mount = spec_of(pve, mounts=[{"host": "/tank/shared", "path": "/shared"}], snapshots_keep=0)  # raw only
+    wanted = plan(one_mount, node_of(pve), GPUS, guest)
+    node = node_of(pve)
+    node.config(129)  # the digest the raw edit will send: read before the other writer writes
+    with pve.node.locked(129):
+        edit = threading.Thread(target=_apply, args=(None, host := NodeHost(), node, wanted, guest))
+        edit.start()
+        wait_until_blocked_on(pve.lock_dir / "pve-config-129.lock")
+        _, config = pve.node.read(129)
+        config.current["tags"] = "operator"
+        pve.node.write(129, config)  # PVE's own write (an operator's `pct set --tags`), under its lock
+    edit.join()
+    assert len(host.errors) == 1 and "changed since it was read" in host.errors[0]
+    assert "tags: operator" in pve.conf_text(129) and "/tank/data" in pve.conf_text(129)
+    assert converge(pve, node_of(pve), one_mount, guest).errors == []
+    assert "tags: operator" in pve.conf_text(129) and "/tank/data" not in pve.conf_text(129)
+
+
+def test_the_raw_edit_is_refused_when_the_ssh_host_is_another_node(pve, guest):
+    converge(pve, node_of(pve), spec_of(pve), guest)
+    start = len(pve.requests())
+    with pytest.raises(OperationError) as caught:
+        operation(
+            container, NodeHost("pve2"), spec=spec_of(pve, passthrough="raw"), node=node_of(pve), gpus=GPUS, guest=guest
+        )
+    assert "container 129 lives on node pve1 (its API) but this SSH host is node pve2 (uname -n)" in str(caught.value)
+    assert "Fix: point this inventory host's ssh_hostname at node pve1" in str(caught.value)
+    assert {e["method"] for e in pve.requests()[start:] if not e["path"].endswith("/access/ticket")} == {"GET"}
+    commands = operation(  # an API-only change needs no shell on the node: allowed from anywhere
+        container, NodeHost("pve2.example.org"), spec=spec_of(pve, cores=96), node=node_of(pve), gpus=GPUS, guest=guest
+    )
+    assert len(commands) == 1
