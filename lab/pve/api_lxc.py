@@ -3,7 +3,7 @@
 import re
 
 from . import conf as ctconf
-from . import rules
+from . import rules, stats
 from .api_common import ct_vmid, is_mountpoint, plain
 from .api_status import start_work
 from .errors import ApiError
@@ -33,30 +33,9 @@ SSH_KEY_RE = re.compile(
 
 @route("GET", "/nodes/{node}/lxc")
 def ct_list(node: Node, req: Request):
+    """API2/LXC.pm vmlist: vmstatus of every container."""
     node.check_node(req.params["node"])
-    res = []
-    for vmid in node.vmids():
-        try:
-            _, config = node.read(vmid)
-        except ApiError:
-            continue  # removed meanwhile
-        cur = config.current
-        item = {
-            "vmid": vmid,
-            "status": node.backend.status(vmid),
-            "type": "lxc",
-            "name": cur.get("hostname", f"CT{vmid}"),
-            "cpus": int(cur.get("cores", 1)),
-            "maxmem": int(cur.get("memory", 512)) << 20,
-            "maxswap": int(cur.get("swap", 512)) << 20,
-            "maxdisk": 0,
-            "uptime": 0,
-        }
-        for key in ("lock", "tags"):
-            if key in cur:
-                item[key] = cur[key]
-        res.append(item)
-    return res
+    return [stats.vmstatus(node, vmid, config) for vmid, config in node.configs()]
 
 
 @route("POST", "/nodes/{node}/lxc")

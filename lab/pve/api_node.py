@@ -1,13 +1,13 @@
-"""Node-level endpoints: version, nodes, node status, next free vmid, storage, tasks."""
+"""Node-level endpoints: version, nodes, node status, next free vmid, storage, subscription,
+replication jobs, VMs (none: this node runs containers only)."""
 
+import hashlib
 import os
-import re
-import time
 
+from . import stats
 from .errors import ApiError, param_error
 from .node import VERSIONS, Node, Request
-from .routes import WithTotal, route
-from .tasks import parse_upid, status_type
+from .routes import route
 
 
 @route("GET", "/version")
@@ -17,22 +17,12 @@ def version(node: Node, req: Request):
 
 @route("GET", "/nodes")
 def nodes(node: Node, req: Request):
-    return [
-        {
-            "node": node.name,
-            "status": "online",
-            "type": "node",
-            "id": f"node/{node.name}",
-            "level": "",
-            "maxcpu": os.cpu_count(),
-            "cpu": 0.01,
-            "maxmem": 1 << 37,
-            "mem": 1 << 33,
-            "maxdisk": 1 << 40,
-            "disk": 1 << 32,
-            "uptime": int(time.time() - node.started),
-        }
-    ]
+    """pve-manager PVE/API2/Nodes.pm index: extract_node_stats plus the node certificate's
+    fingerprint (PVE::Cluster::get_node_fingerprint), which clients pin."""
+    entry = stats.node_stats(node)
+    if node.ssl_fingerprint:
+        entry["ssl_fingerprint"] = node.ssl_fingerprint
+    return [entry]
 
 
 @route("GET", "/nodes/{node}/status")
@@ -40,7 +30,9 @@ def node_status(node: Node, req: Request):
     node.check_node(req.params["node"])
     info = VERSIONS[node.version]
     uname = os.uname()
-    total, used = 1 << 37, 1 << 33
+    now = stats.node_stats(node)
+    total, used = now["maxmem"], now["mem"]
+    disk_total, disk_used = now["maxdisk"], now["disk"]
     return {
         "pveversion": f"pve-manager/{info['version']}/{info['repoid']}",
         "kversion": f"{uname.sysname} {uname.release} {uname.version}",
@@ -51,15 +43,20 @@ def node_status(node: Node, req: Request):
             "machine": uname.machine,
         },
         "boot-info": {"mode": "efi", "secureboot": 0},
-        "uptime": int(time.time() - node.started),
-        "loadavg": ["0.00", "0.00", "0.00"],
-        "cpu": 0.01,
+        "uptime": now["uptime"],
+        "loadavg": [f"{x:.2f}" for x in os.getloadavg()],
+        "cpu": now["cpu"],
         "wait": 0,
         "idle": 0,
         "cpuinfo": {"cpus": os.cpu_count(), "sockets": 1, "cores": os.cpu_count(), "model": "emulated"},
         "memory": {"total": total, "used": used, "free": total - used, "available": total - used},
         "swap": {"total": 0, "used": 0, "free": 0},
-        "rootfs": {"total": 1 << 40, "used": 1 << 32, "avail": (1 << 40) - (1 << 32), "free": (1 << 40) - (1 << 32)},
+        "rootfs": {
+            "total": disk_total,
+            "used": disk_used,
+            "avail": disk_total - disk_used,
+            "free": disk_total - disk_used,
+        },
     }
 
 
@@ -92,67 +89,28 @@ def storage_content(node: Node, req: Request):
     return items
 
 
-def _task(node: Node, req: Request):
-    """Tasks.pm read_task_status / read_task_log: upid_decode first, then the task."""
+@route("GET", "/nodes/{node}/subscription")
+def subscription(node: Node, req: Request):
+    """pve-manager PVE/API2/Subscription.pm get without /etc/subscription: "notfound"; the
+    server id (of the node's hardware addresses on PVE) derived from the node's name here."""
     node.check_node(req.params["node"])
-    upid = req.params["upid"]
-    if parse_upid(upid) is None:
-        raise param_error({"upid": "unable to parse worker upid"})
-    task = node.tasks.get(upid)
-    if task is None:
-        raise param_error({"upid": "no such task"})
-    return task
+    return {
+        "status": "notfound",
+        "message": "There is no subscription key",
+        "url": "https://www.proxmox.com/en/proxmox-virtual-environment/pricing",
+        "serverid": hashlib.md5(node.name.encode()).hexdigest().upper(),
+    }
 
 
-@route("GET", "/nodes/{node}/tasks/{upid}/status")
-def task_status(node: Node, req: Request):
-    return _task(node, req).status()
+@route("GET", "/nodes/{node}/replication")
+def replication(node: Node, req: Request):
+    """pve-manager PVE/API2/Replication.pm index: this node's jobs; the emulator has none."""
+    node.check_node(req.params["node"])
+    return []
 
 
-@route("GET", "/nodes/{node}/tasks/{upid}/log")
-def task_log(node: Node, req: Request):
-    """pve-common Tools.pm dump_logfile: lines numbered from 1, `limit` 0 reads to the end,
-    an empty log reads as one line "no content"; the line count as `total`."""
-    lines = _task(node, req).log.lines
-    start = int(req.params.get("start", 0))
-    limit = int(req.params.get("limit", 50))
-    numbered = [{"n": i + 1, "t": t} for i, t in enumerate(lines)] or [{"n": 1, "t": "no content"}]
-    return WithTotal(numbered[start : start + limit] if limit else numbered[start:], max(len(lines), 1))
-
-
-@route("GET", "/nodes/{node}/tasks")
-def task_index(node: Node, req: Request):
-    """Tasks.pm node_tasks: finished tasks newest first (source archive), running ones (source
-    active) with status RUNNING, or both (all); the filters as PVE applies them, `total` the
-    count that passed them. The emulator's users see every task (root@pam holds Sys.Audit)."""
-    p = req.params
-    source = p.get("source", "archive")
-    errors = p.get("errors") in ("1", True)
-    wanted = {"ok", "warning", "error", "unknown"}
-    if "statusfilter" in p and not errors:
-        wanted = {s.strip().lower() for s in re.split(r"[;,\s]+", p["statusfilter"]) if s.strip()}
-    elif errors:
-        wanted.discard("ok")
-    res, count = [], 0
-    start, limit = int(p.get("start", 0)), int(p.get("limit", 50))
-    tasks = node.tasks.newest_first()
-    active = [t for t in tasks if not t.done.is_set()] if source in ("active", "all") else []
-    archived = [t for t in tasks if t.done.is_set()] if source != "active" else []
-    for task in active + archived:
-        entry = task.index_entry()
-        if p.get("userfilter") and p["userfilter"].lower() not in entry["user"].lower():
-            continue
-        if p.get("typefilter") and entry["type"] != p["typefilter"]:
-            continue
-        if p.get("vmid") and entry["id"] != p["vmid"]:
-            continue
-        if "since" in p and entry["starttime"] < int(p["since"]):
-            continue
-        if "until" in p and entry["starttime"] > int(p["until"]):
-            continue
-        if status_type(task.exitstatus if task.done.is_set() else None) not in wanted:
-            continue
-        count += 1
-        if count > start and len(res) < limit:
-            res.append(entry)
-    return WithTotal(res, count)
+@route("GET", "/nodes/{node}/qemu")
+def vm_list(node: Node, req: Request):
+    """qemu-server's vmlist: the toolkit's nodes run containers only; the emulator has no VMs."""
+    node.check_node(req.params["node"])
+    return []

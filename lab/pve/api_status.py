@@ -4,7 +4,7 @@ src/PVE/API2/LXC/Status.pm)."""
 import re
 
 from . import conf as ctconf
-from . import rules
+from . import rules, stats
 from .api_common import ct_vmid
 from .api_config import apply_pending
 from .errors import ApiError
@@ -14,24 +14,10 @@ from .routes import route
 
 @route("GET", "/nodes/{node}/lxc/{vmid}/status/current")
 def status_current(node: Node, req: Request):
+    """Status.pm vm_status: vmstatus plus the HA manager's view (not HA-managed here)."""
     vmid = ct_vmid(node, req)
     _, config = node.read(vmid)
-    cur = config.current
-    res = {
-        "vmid": vmid,
-        "status": node.backend.status(vmid),
-        "type": "lxc",
-        "name": cur.get("hostname", f"CT{vmid}"),
-        "cpus": int(cur.get("cores", 1)),
-        "maxmem": int(cur.get("memory", 512)) << 20,
-        "maxswap": int(cur.get("swap", 512)) << 20,
-        "maxdisk": 0,
-        "uptime": 0,
-        "ha": {"managed": 0},
-    }
-    if "lock" in cur:
-        res["lock"] = cur["lock"]
-    return res
+    return dict(stats.vmstatus(node, vmid, config), ha={"managed": 0})
 
 
 def start_work(node: Node, vmid: int, log) -> None:

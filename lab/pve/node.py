@@ -52,6 +52,7 @@ class Node:
         self.tasks = Tasks(name)
         self.started = time.time()
         self.locks = ConfigLocks(lock_dir)
+        self.ssl_fingerprint: str | None = None  # of the certificate served (server.make_server)
 
     # -- configs ------------------------------------------------------------------------------
     def conf_path(self, vmid: int) -> Path:
@@ -61,6 +62,14 @@ class Node:
         if not self.conf_dir.is_dir():
             return []
         return sorted(int(m[1]) for p in self.conf_dir.iterdir() if (m := re.match(r"^(\d+)\.conf$", p.name)))
+
+    def configs(self):
+        """(vmid, parsed config) of every container, skipping one removed meanwhile."""
+        for vmid in self.vmids():
+            try:
+                yield vmid, self.read(vmid)[1]
+            except ApiError:
+                continue
 
     def exists(self, vmid: int) -> bool:
         return self.conf_path(vmid).is_file()

@@ -25,6 +25,15 @@ def route(method: str, template: str):
 
 
 def handler(method: str, template: str):
-    from . import api_config, api_lxc, api_node, api_snapshot, api_status, api_storage  # noqa: F401
+    from . import (  # noqa: F401
+        api_cluster,
+        api_config,
+        api_lxc,
+        api_node,
+        api_snapshot,
+        api_status,
+        api_storage,
+        api_tasks,
+    )
 
     return ROUTES.get((method, template))

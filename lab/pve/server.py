@@ -4,6 +4,7 @@ injection. Responses are ``{"data": ...}``; errors carry PVE's status code, the 
 status line's reason phrase and ``{"data": null}`` (plus ``"errors"`` for parameters).
 """
 
+import hashlib
 import json
 import socket
 import ssl
@@ -24,6 +25,14 @@ from .validate import verify
 
 PREFIX = "/api2/json"
 NO_AUTH = {("POST", "/access/ticket"), ("GET", "/access/ticket"), ("GET", "/access/domains")}
+
+
+def fingerprint(certfile) -> str:
+    """A PEM certificate's SHA-256 as `pvenode cert info` and /nodes' ssl_fingerprint print it."""
+    with open(certfile, encoding="ascii") as f:
+        der = ssl.PEM_cert_to_DER_cert(f.read())
+    digest = hashlib.sha256(der).hexdigest().upper()
+    return ":".join(digest[i : i + 2] for i in range(0, len(digest), 2))
 
 
 def decode_params(query: str, body: bytes, content_type: str | None) -> dict:
@@ -145,6 +154,7 @@ class Emulator:
         server.daemon_threads = True
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(certfile, keyfile)
+        self.node.ssl_fingerprint = fingerprint(certfile)
         server.socket = ctx.wrap_socket(server.socket, server_side=True)
         return server
 

@@ -255,6 +255,60 @@ def test_pct_list_config_exec(guest):
     assert lab_exec(HOSTNAME, "stat", "-c", "%a", "/root/pushed").stdout.strip() == "640"
 
 
+def test_prometheus_pve_exporter_scrapes_pve1(guest, tmp_path):
+    """A real third-party client, run as its users run it: prometheus-pve-exporter's own process
+    (gunicorn), configured with the lab's API token and CA, scraped over HTTP; it reaches pve1
+    over the lab network, and every call it makes answers (its first, /cluster/status and
+    /cluster/resources, were 501 before the emulator served them)."""
+    import urllib.request
+
+    from lab import credentials
+
+    secret = json.loads(layout.PVE_CREDENTIALS.read_text())["tokens"][credentials.TOKEN_ID]["secret"]
+    user, _, token = credentials.TOKEN_ID.partition("!")
+    config = tmp_path / "pve.yml"
+    config.write_text(
+        json.dumps(
+            {"default": {"user": user, "token_name": token, "token_value": secret, "verify_ssl": str(layout.PVE_CA)}}
+        )
+    )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PVE_")}
+    listen = ["--web.listen-address", f"127.0.0.1:{port}"]
+    exporter = subprocess.Popen(
+        [sys.executable, "-m", "pve_exporter", "--config.file", str(config), *listen],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    target = f"{layout.NODE_ADDRESS}:{layout.API_PORT}"
+    url = f"http://127.0.0.1:{port}/pve?target={target}&cluster=1&node=1"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=30) as response:
+                    metrics = response.read().decode()
+                break
+            except OSError:
+                assert exporter.poll() is None, exporter.stderr.read().decode()
+                assert time.monotonic() < deadline, "the exporter did not answer within 60 s"
+                time.sleep(0.5)
+    finally:
+        exporter.terminate()  # the process this test started, by its pid
+        exporter.wait(timeout=30)
+    lines = set(metrics.splitlines())
+    assert f'pve_up{{id="node/{layout.NODE}"}} 1.0' in lines and f'pve_up{{id="lxc/{guest}"}} 1.0' in lines
+    assert (
+        f'pve_guest_info{{id="lxc/{guest}",name="{HOSTNAME}",node="{layout.NODE}",tags="",template="0",type="lxc"}} 1.0'
+        in lines
+    )
+    assert f'pve_memory_size_bytes{{id="lxc/{guest}"}} 2.147483648e+09' in lines
+    assert f'pve_up{{id="storage/{layout.NODE}/local-lvm"}} 1.0' in lines
+
+
 def test_snapshot_then_rollback_restores_the_root_filesystem(lab, guest):
     ct = lab.nodes(layout.NODE).lxc(guest)
     assert lab_exec(HOSTNAME, "sh", "-c", "echo before > /root/marker").returncode == 0

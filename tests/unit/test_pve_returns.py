@@ -32,6 +32,16 @@ def test_reads_match_the_returns_schema(tmp_path, version):
             "/version",
             "/nodes",
             "/nodes/pve1/status",
+            "/cluster/resources",
+            "/cluster/resources?type=vm",
+            "/cluster/resources?type=node",
+            "/cluster/resources?type=storage",
+            "/cluster/status",
+            "/cluster/backup-info/not-backed-up",
+            "/nodes/pve1/subscription",
+            "/nodes/pve1/replication",
+            "/nodes/pve1/qemu",
+            "/nodes/pve1/tasks",
             "/cluster/nextid",
             "/nodes/pve1/lxc",
             "/nodes/pve1/storage",
@@ -45,7 +55,8 @@ def test_reads_match_the_returns_schema(tmp_path, version):
             f"/nodes/pve1/tasks/{upid}/log",
         ]
         for path in reads:
-            data = px.get(path.lstrip("/"))
+            path, _, query = path.partition("?")
+            data = px.get(path.lstrip("/"), **dict([query.split("=")] if query else []))
             _, info, _ = pve.emulator.schema.find("GET", path)
             errors = {}
             check_prop(data, info["returns"], "", errors)
