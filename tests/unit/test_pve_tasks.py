@@ -11,8 +11,7 @@ import requests
 from proxmoxer.core import ResourceException
 
 from lab.pve import requestlog, tasks
-from lab.pve.backend import DirBackend
-from lab.pve.testing import PASSWORD, TOKEN_SECRET, EmulatedNode, fake_gpu_devices
+from lab.pve.testing import PASSWORD, TOKEN_SECRET, EmulatedNode
 from sglang_pve.config.proxmox import load_api_settings
 from sglang_pve.provision.client import ProxmoxError, connect, worker_lines
 from sglang_pve.provision.credentials import Credential
@@ -35,9 +34,7 @@ def test_doctests():
 
 @pytest.fixture(scope="module")
 def pve(tmp_path_factory):
-    root = tmp_path_factory.mktemp("pve")
-    backend = DirBackend(root / "volumes", devices=fake_gpu_devices())
-    with EmulatedNode(root, backend=backend) as node:
+    with EmulatedNode(tmp_path_factory.mktemp("pve")) as node:  # its DirBackend fails on demand
         px = node.client()
         upid = px.nodes("pve1").lxc.post(vmid=300, ostemplate=node.TEMPLATE, rootfs="local-lvm:4", unprivileged=1)
         assert node.wait(upid)["exitstatus"] == "OK"
