@@ -13,6 +13,8 @@ What makes it a node, beyond what every lab container has (systemd, sshd, the fa
   /etc/pve/emulator-faults.json (PVE_FAULTS);
 - /usr/sbin/pct, talking to the local API and, for exec/enter, to guestd on the lab host through
   the socket bound at /run/pve-lab (guestd creates the guests as sibling containers);
+- /usr/sbin/zfs, the snapshots of the emulator's zfspool datasets (lab/pve/zfs.py): what Proxmox
+  took and what sanoid or an operator would take beside it;
 - the driver's user space: nvidia-smi reporting the node's driver version, nvidia-modprobe
   (creates the device nodes) and nvidia-persistenced.service (installed, not enabled).
 """
@@ -54,6 +56,15 @@ ExecStart=/usr/bin/nvidia-persistenced
 WantedBy=multi-user.target
 """
 TEMPLATE_STAND_IN = b"sglang-pve lab: guestd creates containers from the lab's cached Debian 12 rootfs\n"
+# zfs: the emulator's zfspool datasets (lab/pve/zfs.py), where sanoid or an operator would snapshot them
+ZFS_COMMAND = f"""#!/usr/bin/python3
+import sys
+
+sys.path.insert(0, "{NODE_EMULATOR}")
+from pve.zfs import main
+
+sys.exit(main())
+""".encode()
 
 EMULATOR_UNIT = f"""\
 [Unit]
@@ -146,6 +157,7 @@ def files(with_emulator: bool) -> dict[str, tuple[bytes | str, int]]:
         "/usr/bin/nvidia-persistenced": (PERSISTENCED, 0o755),
         "/usr/lib/systemd/system/nvidia-persistenced.service": (PERSISTENCED_UNIT, 0o644),
         "/usr/sbin/pct": ((layout.SOURCE_DIR / "pct.py").read_bytes(), 0o755),
+        "/usr/sbin/zfs": (ZFS_COMMAND, 0o755),
         NODE_EMULATOR: (zipapp.build(), 0o644),
         # the template as `pveam download` leaves it; guestd uses the lab's rootfs in its place
         f"/var/lib/vz/template/cache/{layout.TEMPLATE.rsplit('/', 1)[1]}": (TEMPLATE_STAND_IN, 0o644),

@@ -2,6 +2,7 @@
 
 import re
 
+from . import rules
 from .node import Node, Request
 from .validate import parse_boolean, property_schema
 
@@ -13,6 +14,12 @@ def ct_vmid(node: Node, req: Request) -> int:
 
 def is_mountpoint(key: str) -> bool:
     return key == "rootfs" or bool(re.match(r"^mp\d+$", key))
+
+
+def volumes(section: dict) -> list[str]:
+    """The volumes of a config section's mount points (foreach_volume: rootfs, mpN), paths left out."""
+    found = (rules.mp_volume(v) for k, v in sorted(section.items()) if is_mountpoint(k))
+    return [v for v in found if rules.mountpoint_type(v) == "volume"]
 
 
 def typed(section: dict, returns: dict) -> dict:

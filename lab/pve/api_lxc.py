@@ -4,7 +4,7 @@ import re
 
 from . import conf as ctconf
 from . import rules, stats
-from .api_common import ct_vmid, is_mountpoint, plain
+from .api_common import ct_vmid, is_mountpoint, plain, volumes
 from .api_status import start_work
 from .errors import ApiError
 from .node import UNPRIVILEGED_DEFAULT, Node, Request
@@ -125,6 +125,8 @@ def ct_create(node: Node, req: Request):
                     node.backend.destroy(vmid)
                 except Exception as e:
                     log.warn(f"cleanup of CT {vmid} failed: {e}")
+            for volume in volumes(config.current):  # vdisk_free of what was allocated (a zfspool's dataset)
+                node.storages.free_volume(volume)
             node.remove(vmid)  # destroy_config_on_error
             raise
         if start:
@@ -158,6 +160,8 @@ def ct_destroy(node: Node, req: Request):
                 log.warn(f"forced to stop CT {vmid} before destroying!")
                 node.backend.stop(vmid)
             node.backend.destroy(vmid)
+            for volume in volumes(config.current):  # destroy_disks: vdisk_free (zfs destroy -r)
+                node.storages.free_volume(volume)
             node.remove(vmid)
 
     return node.tasks.start("vzdestroy", str(vmid), req.ident.user, work, req.task_error)

@@ -1,11 +1,14 @@
 """Snapshots (pve-container src/PVE/API2/LXC/Snapshot.pm, pve-guest-common AbstractConfig.pm
-snapshot_create / snapshot_rollback / snapshot_delete; ZFS's rule from ZFSPoolPlugin.pm)."""
+snapshot_create / snapshot_rollback / snapshot_delete, commit 4a8f6cbf; pve-container
+src/PVE/LXC/Config.pm __snapshot_*_vol_* and has_feature, commit 94f55852). A volume's snapshot on a
+zfspool is a ZFS snapshot of its dataset (storage.py, zfs.py), so ZFS's rollback rule
+(ZFSPoolPlugin.pm volume_rollback_is_possible) sees every snapshot of the dataset, whoever took it."""
 
 import time
 
 from . import conf as ctconf
 from . import rules
-from .api_common import ct_vmid, is_mountpoint, typed
+from .api_common import ct_vmid, is_mountpoint, typed, volumes
 from .api_status import start_work
 from .errors import ApiError
 from .node import Node, Request
@@ -90,34 +93,22 @@ def snapshot_create(node: Node, req: Request):
 
     def work(log):
         node.update(vmid, prepare)
+        taken = []
         try:
             node.backend.snapshot(vmid, snapname)
+            for volume in volumes(node.read(vmid)[1].snapshots[snapname]):  # __snapshot_create_vol_snapshot
+                node.storages.snapshot_volume(volume, snapname)
+                taken.append(volume)
         except Exception:
             log.warn("snapshot create failed: starting cleanup")
+            for volume in taken:
+                node.storages.delete_volume_snapshot(volume, snapname)
+            node.backend.delete_snapshot(vmid, snapname)
             node.update(vmid, cleanup)
             raise
         node.update(vmid, commit)
 
     return node.tasks.start("vzsnapshot", str(vmid), req.ident.user, work, req.task_error)
-
-
-def most_recent(config) -> str | None:
-    """The newest snapshot (what `zfs list -t snapshot` sorts last): latest snaptime, and of
-    equal times the one that has the other as parent."""
-    snaps = config.snapshots
-    if not snaps:
-        return None
-    depth = {}
-
-    def chain(name, seen=()):
-        parent = snaps.get(name, {}).get("parent")
-        if parent not in snaps or parent in seen:
-            return 0
-        return 1 + chain(parent, seen + (name,))
-
-    for name in snaps:
-        depth[name] = chain(name)
-    return max(snaps, key=lambda n: (int(snaps[n].get("snaptime", 0)), depth[n]))
 
 
 @route("POST", "/nodes/{node}/lxc/{vmid}/snapshot/{snapname}/rollback")
@@ -134,11 +125,8 @@ def snapshot_rollback(node: Node, req: Request):
         snap = config.snapshots.get(snapname)
         if snap is None:
             raise ApiError(f"snapshot '{snapname}' does not exist")
-        for key, value in sorted(snap.items()):
-            if is_mountpoint(key):
-                storage = node.storages.volume_storage(rules.mp_volume(value))
-                if storage and storage["type"] == "zfspool" and most_recent(config) != snapname:
-                    raise ApiError(f"can't rollback, '{snapname}' is not most recent snapshot")
+        for volume in volumes(snap):  # __snapshot_rollback_vol_possible: ZFS's rule, any snapshot's origin
+            node.storages.rollback_is_possible(volume, snapname)
         if snap.get("snapstate"):
             raise ApiError(f"unable to rollback to incomplete snapshot (snapstate = {snap['snapstate']})")
         node.check_lock(config)
@@ -201,6 +189,8 @@ def snapshot_delete(node: Node, req: Request):
         node.update(vmid, prepare)
         try:
             node.backend.delete_snapshot(vmid, snapname)
+            for volume in volumes(node.read(vmid)[1].snapshots[snapname]):  # __snapshot_delete_vol_snapshot
+                node.storages.delete_volume_snapshot(volume, snapname)
         except Exception:
             if not force:
                 node.set_lock(vmid, None)

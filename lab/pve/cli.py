@@ -46,6 +46,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--request-log", default=None)
     s.add_argument("--faults", default=None, help="fault rules, re-read per request")
     s.add_argument("--storage", default=None, help="storage table JSON (storage.py)")
+    s.add_argument("--zfs-state", default=None, help="the zfspool datasets' snapshots (zfs.py; shared with `zfs`)")
     s.add_argument("--backend", default="dir")
     s.add_argument("--backend-options", default="{}", help="JSON keyword arguments")
     s.add_argument("--listen", default="0.0.0.0")
@@ -60,7 +61,7 @@ def main(argv=None) -> int:
         return 2
     schema = Schema.load(args.version, args.schema_dir)
     backend = make_backend(args.backend, json.loads(args.backend_options))
-    storages = Storages.from_file(args.storage) if args.storage else Storages()
+    storages = Storages.from_file(args.storage, args.zfs_state) if args.storage else Storages(zfs_state=args.zfs_state)
     node = Node(args.node, args.version, args.state_root, backend, storages)
     emulator = Emulator(node, schema, load_credentials(args.credentials), args.request_log, args.faults)
     server = emulator.make_server(args.listen, args.port, args.cert, args.key)

@@ -13,6 +13,8 @@ import json
 import os
 import re
 
+from .zfs import Zfs, ZfsError
+
 DEFAULT_STORAGES = {
     "local": {"type": "dir", "path": "/var/lib/vz", "content": "vztmpl,iso,backup"},
     "local-lvm": {"type": "lvmthin", "content": "rootdir,images", "vgname": "pve", "thinpool": "data"},
@@ -32,14 +34,30 @@ SNAPSHOT_FEATURE = {
 TEMPLATE_SUFFIXES = {".tar.gz": "tgz", ".tar.xz": "txz", ".tar.zst": "tzst", ".tgz": "tgz", ".tar.bz2": "tbz2"}
 
 
+class StorageError(Exception):
+    """A storage operation that failed, with pve-storage's message."""
+
+
+def _zfs(action, *args):
+    """A zfs_request: run_command's errmsg "zfs error" before what zfs printed."""
+    try:
+        return action(*args)
+    except ZfsError as error:
+        raise StorageError(f"zfs error: {error}") from None
+
+
 class Storages:
-    def __init__(self, table: dict | None = None):
+    """``zfs_state``: where the zfspool datasets' snapshots are kept (zfs.py; shared with the node's
+    `zfs` command)."""
+
+    def __init__(self, table: dict | None = None, zfs_state=None):
         self.table = {sid: dict(s) for sid, s in (table or DEFAULT_STORAGES).items()}
+        self.zfs = Zfs(zfs_state)
 
     @classmethod
-    def from_file(cls, path) -> "Storages":
+    def from_file(cls, path, zfs_state=None) -> "Storages":
         with open(path, encoding="utf-8") as f:
-            return cls(json.load(f))
+            return cls(json.load(f), zfs_state)
 
     def get(self, sid: str) -> dict | None:
         return self.table.get(sid)
@@ -91,10 +109,13 @@ class Storages:
         return any(t["volid"] == volid for t in self.templates(sid)) if sid in self.table else False
 
     def new_volume(self, sid: str, vmid: int, index: int) -> str:
-        """The volume id pve-storage's alloc_image names for a container's disk ``index``."""
+        """The volume id pve-storage's alloc_image names for a container's disk ``index``; on a
+        zfspool, its dataset created (ZFSPoolPlugin.pm alloc_image: zfs create)."""
         kind = self.table[sid]["type"]
         if kind == "zfspool":
-            return f"{sid}:subvol-{vmid}-disk-{index}"
+            volid = f"{sid}:subvol-{vmid}-disk-{index}"
+            self.zfs.create(self.dataset(volid))
+            return volid
         if kind == "dir":
             return f"{sid}:{vmid}/vm-{vmid}-disk-{index}.raw"
         return f"{sid}:vm-{vmid}-disk-{index}"
@@ -125,6 +146,39 @@ class Storages:
             return None
         digest = hashlib.sha1(json.dumps(self.table, sort_keys=True).encode()).hexdigest()
         return {**self.table[sid], "storage": sid, "digest": digest}
+
+    def dataset(self, volid: str) -> str | None:
+        """``<pool>/<vname>`` of a zfspool volume (parse_volname: the name after an optional
+        base-.../ part), None for any other volume or a path."""
+        s = self.volume_storage(volid)
+        if not s or s["type"] != "zfspool":
+            return None
+        vname = volid.partition(":")[2].rsplit("/", 1)[-1]
+        return f"{s.get('pool', 'rpool/data')}/{vname}"
+
+    def snapshot_volume(self, volid: str, snap: str) -> None:
+        if ds := self.dataset(volid):
+            _zfs(self.zfs.snapshot, ds, snap)
+
+    def delete_volume_snapshot(self, volid: str, snap: str) -> None:
+        if ds := self.dataset(volid):
+            _zfs(self.zfs.destroy_snapshot, ds, snap)
+
+    def free_volume(self, volid: str) -> None:
+        if ds := self.dataset(volid):
+            self.zfs.destroy(ds)
+
+    def rollback_is_possible(self, volid: str, snap: str) -> None:
+        """ZFSPoolPlugin.pm volume_rollback_is_possible: every snapshot of the dataset newer than
+        `snap` blocks, whoever took it; the messages are PVE's."""
+        ds = self.dataset(volid)
+        if not ds:
+            return
+        names = _zfs(self.zfs.snapshots, ds)
+        if snap not in names:
+            raise StorageError(f"can't rollback, snapshot '{snap}' does not exist on '{volid}'")
+        if names[names.index(snap) + 1 :]:
+            raise StorageError(f"can't rollback, '{snap}' is not most recent snapshot on '{volid}'")
 
 
 def volume_format(volid: str) -> str:

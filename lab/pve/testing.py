@@ -14,9 +14,10 @@ Controller-side only (it needs `cryptography`, and pytest to skip without the sc
 import datetime
 import json
 import os
+import sys
 from pathlib import Path
 
-from . import pmxcfs, requestlog
+from . import pmxcfs, requestlog, zfs
 from .backend import DirBackend
 from .node import Node
 from .schema import Schema, schema_file
@@ -130,14 +131,23 @@ class EmulatedNode:
         table = storages or {
             "local": {"type": "dir", "path": str(vz), "content": "vztmpl,iso,backup"},
             "local-lvm": {"type": "lvmthin", "content": "rootdir,images"},
-            "local-zfs": {"type": "zfspool", "content": "rootdir,images"},
+            "local-zfs": {"type": "zfspool", "content": "rootdir,images", "pool": "rpool/data"},
         }
         self.backend = backend or DirBackend(self.root / "volumes", devices=fake_gpu_devices(_uvm_major()))
         self.credentials = {
             "users": {"root@pam": {"password": PASSWORD, **({"totp_secret": totp_secret} if totp_secret else {})}},
             "tokens": {TOKEN_ID: {"secret": TOKEN_SECRET, "privsep": int(privsep_token)}},
         }
-        self.node = Node(self.NODE, version, self.state_root, self.backend, Storages(table), self.lock_dir)
+        self.zfs_state = self.root / "zfs.json"  # the zfspool datasets' snapshots (lab/pve/zfs.py)
+        self.bin_dir = self.root / "bin"  # the node's `zfs` on these datasets, for a test's PATH
+        self.bin_dir.mkdir(exist_ok=True)
+        (self.bin_dir / "zfs").write_text(
+            f"#!{sys.executable}\nimport os, sys\nsys.path.insert(0, {str(Path(__file__).parents[2])!r})\n"
+            f"os.environ[{zfs.STATE_ENV!r}] = {str(self.zfs_state)!r}\n"
+            "from lab.pve.zfs import main\nsys.exit(main())\n"
+        )
+        (self.bin_dir / "zfs").chmod(0o755)
+        self.node = Node(self.NODE, version, self.state_root, self.backend, Storages(table, self.zfs_state), self.lock_dir)
         self.emulator = Emulator(
             self.node, Schema.load(version, schema_dir), self.credentials, self.request_log, self.faults_file
         )

@@ -1,10 +1,16 @@
-"""Rolling a container back to one of its Proxmox snapshots (taking them: provision/container.py)."""
+"""Rolling a container back to one of its Proxmox snapshots (taking them: provision/container.py).
+
+On ZFS, a rollback is refused by Proxmox when the dataset has any newer snapshot, its own or not
+(pve-storage ZFSPoolPlugin.pm volume_rollback_is_possible), and its message names none of them; so
+the operation lists each dataset's snapshots on the node first (the ZfsSnapshots fact) and refuses
+before any write, naming every blocking snapshot, whoever took it, and the fix."""
 
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, OperationError, operation
 
 from sglang_pve.config.proxmox import ContainerSpec
-from sglang_pve.provision import snapshots
+from sglang_pve.deploy.facts.zfs import ZfsSnapshots
+from sglang_pve.provision import snapshot_storage, snapshots
 from sglang_pve.provision.client import ProxmoxError
 from sglang_pve.provision.nodes import Node
 
@@ -38,6 +44,12 @@ def rolled_back(spec: ContainerSpec, node: Node, snapshot: str | None = None):
                 else "; the toolkit takes one before every config change"
             )
         )
+    try:
+        refusal = _zfs_refusal(node, spec.vmid, target, names)
+    except ProxmoxError as error:
+        raise OperationError(str(error)) from None
+    if refusal:
+        raise OperationError(f"{host.name}: container {spec.vmid} cannot be rolled back to {target}: {refusal}")
     if state.config.DIFF:
         newer = names[names.index(target) + 1 :]
         logger.info(
@@ -45,6 +57,22 @@ def rolled_back(spec: ContainerSpec, node: Node, snapshot: str | None = None):
             + (f" (newer snapshots: {', '.join(newer)})" if newer else "")
         )
     yield FunctionCommand(_rollback, (node, spec.vmid, target), {})
+
+
+def _zfs_refusal(node: Node, vmid: int, target: str, names: list[str]) -> str | None:
+    """Why ZFS would refuse, from each zfspool dataset's own listing; None when nothing blocks."""
+    for volume, dataset in snapshot_storage.zfs_datasets(node, vmid, target):
+        listing = host.get_fact(ZfsSnapshots, dataset=dataset)
+        if listing.error:
+            return f"the ZFS snapshots of {dataset} ({volume}) cannot be listed on the node: {listing.error}"
+        if target not in listing.names:
+            return f"{volume} has no ZFS snapshot {target} ({dataset}@{target}): Proxmox cannot roll it back"
+        newer = listing.snapshots[listing.names.index(target) + 1 :]
+        if newer:
+            ours = [line.split("@", 1)[1] for line in newer if line.split("@", 1)[1] in names]
+            foreign = [line for line in newer if line.split("@", 1)[1] not in names]
+            return snapshots.zfs_rule(vmid, target, ours, foreign)
+    return None
 
 
 def _rollback(state, host, node: Node, vmid: int, target: str) -> bool:

@@ -78,3 +78,22 @@ def volume_of(value: str) -> str:
     """The volume of a rootfs/mpN property string (its default key, pve-container
     src/PVE/LXC/Config.pm $rootfs_desc: default_key "volume")."""
     return propstring.parse(value, default_key="volume").get("volume", "")
+
+
+def zfs_datasets(node: Node, vmid: int, snapshot: str) -> list[tuple[str, str]]:
+    """(volume, dataset) of each volume of `snapshot` on a zfspool storage: ``<pool>/<vname>`` as
+    ZFSPoolPlugin.pm builds it (parse_volname: the last part of the volume name), the pool from the
+    storage's configuration (GET /storage/{storage})."""
+    config = node.api.get(node.path(vmid, "snapshot", snapshot, "config"))
+    storages: dict[str, dict] = {}
+    found = []
+    for key, value in sorted(config.items()):
+        volume = volume_of(str(value)) if MOUNT_POINT.match(key) else ""
+        if not volume or volume.startswith("/"):
+            continue
+        sid, _, name = volume.partition(":")
+        if sid not in storages:
+            storages[sid] = node.api.get(f"storage/{sid}")
+        if storages[sid].get("type") == "zfspool":
+            found.append((volume, f"{storages[sid]['pool']}/{name.rsplit('/', 1)[-1]}"))
+    return found

@@ -48,6 +48,7 @@ from sglang_pve.deploy.facts import releases as release_facts
 from sglang_pve.deploy.facts import server_status as status_facts
 from sglang_pve.deploy.facts import servers as server_facts
 from sglang_pve.deploy.facts import venvs as venv_facts
+from sglang_pve.deploy.facts import zfs as zfs_facts
 from sglang_pve.deploy.operations import files, releases, systemd, venvs
 from sglang_pve.deploy.operations.files import ManagedFile
 from sglang_pve.deploy.provenance import who
@@ -79,13 +80,15 @@ FACTS = {
         (status_facts, ("ServerStatus",)),
         (gpu_facts, ("GpuDevices", "UserSpaceDriver")),
         (preflight_facts, ("PreflightProbe",)),
+        (zfs_facts, ("ZfsSnapshots",)),
     )
     for name in names
 }
 # Covered elsewhere, and why.
 ELSEWHERE = {
     "container.container": "tests/unit/test_proxmox_provision.py (a Proxmox API callback, on the emulator)",
-    "snapshot_rollback.rolled_back": "tests/unit/test_proxmox_provision.py (a Proxmox API callback)",
+    "snapshot_rollback.rolled_back": "tests/unit/test_proxmox_provision.py, test_snapshot_rollback.py (a Proxmox "
+    "API callback; its ZfsSnapshots fact has cases here)",
 }
 ARGUMENT_TYPES = {
     cls.__name__: cls

@@ -6,13 +6,14 @@ makes passes the schema (the emulator's request log). These operations do their 
 callback against the Proxmox API, so tests/unit/test_json_cases.py cannot express them."""
 
 import logging
+import os
 import subprocess
 import sys
 import threading
 from types import SimpleNamespace
 
 import pytest
-from pyinfra.api import FunctionCommand, OperationError
+from pyinfra.api import FunctionCommand, OperationError, StringCommand
 from pyinfra.context import ctx_host, ctx_state
 from pyinfra.facts.server import Hostname
 
@@ -63,6 +64,11 @@ class NodeHost:
         result = subprocess.run(["sh", "-c", text], capture_output=True, text=True)
         return result.returncode == 0, type("Out", (), {"stdout": result.stdout, "stderr": result.stderr})()
 
+    def get_fact(self, fact, **kwargs):
+        """As pyinfra gets a fact: its command run here (`zfs`: the emulator's, on the test's PATH)."""
+        ok, output = self.run_shell_command(StringCommand(fact().command(**kwargs)))
+        return fact().process(output.stdout.splitlines())
+
     def log(self, *args, **kwargs):
         pass
 
@@ -71,9 +77,11 @@ class NodeHost:
 
 
 @pytest.fixture(params=[8, 9], ids=["pve8", "pve9"])
-def pve(tmp_path, request):
-    """PVE 8 and PVE 9: each request is checked against that version's real schema."""
+def pve(tmp_path, request, monkeypatch):
+    """PVE 8 and PVE 9: each request is checked against that version's real schema; the node's
+    `zfs` (lab/pve/zfs.py) first on PATH."""
     with EmulatedNode(tmp_path, version=request.param) as emulated:
+        monkeypatch.setenv("PATH", f"{emulated.bin_dir}{os.pathsep}{os.environ['PATH']}")
         yield emulated
 
 
@@ -338,12 +346,15 @@ def test_snapshot_rollback_operation_goes_to_the_newest_or_the_named_snapshot(pv
     assert f"[pve1] Will roll back container 129 to {names[-1]}" in caplog.text and "newer snapshots" not in caplog.text
     assert execute(host, commands) == [True] and "cores: 70" in pve.conf_text(129)
 
-    caplog.clear()
-    older = operation(snapshot_rollback.rolled_back, NodeHost(), diff=True, spec=spec, node=node, snapshot=names[0])
-    assert f"to {names[0]} (newer snapshots: {names[1]})" in caplog.text
-    failed = NodeHost()
-    assert execute(failed, older) == [False]  # local-zfs: only the most recent one
-    assert "On ZFS, Proxmox rolls back only to the most recent snapshot" in failed.errors[0]
+    start = len(writes(pve))
+    with pytest.raises(OperationError) as caught:  # local-zfs: only the most recent one, refused before any write
+        operation(snapshot_rollback.rolled_back, NodeHost(), diff=True, spec=spec, node=node, snapshot=names[0])
+    assert str(caught.value) == (
+        f"pve1: container 129 cannot be rolled back to {names[0]}: On ZFS, Proxmox rolls back only to the most "
+        f"recent snapshot, and {names[0]} has newer ones: {names[1]}. Fix: roll back to {names[1]}, or delete the "
+        "newer Proxmox snapshots (pct delsnapshot 129 NAME, newest first) and run again"
+    )
+    assert len(writes(pve)) == start
 
 
 def test_snapshot_rollback_operation_refuses_a_snapshot_that_is_not_there(pve, guest):
