@@ -147,7 +147,8 @@ class EmulatedNode:
             "from lab.pve.zfs import main\nsys.exit(main())\n"
         )
         (self.bin_dir / "zfs").chmod(0o755)
-        self.node = Node(self.NODE, version, self.state_root, self.backend, Storages(table, self.zfs_state), self.lock_dir)
+        storages = Storages(table, self.zfs_state)
+        self.node = Node(self.NODE, version, self.state_root, self.backend, storages, self.lock_dir)
         self.emulator = Emulator(
             self.node, Schema.load(version, schema_dir), self.credentials, self.request_log, self.faults_file
         )
