@@ -9,9 +9,12 @@ from proxmoxer.core import ResourceException
 
 from lab.pve.rules import feature_change as emulator_feature_change
 from lab.pve.testing import EmulatedNode
+from sglang_pve.config import ConfigError
 from sglang_pve.provision import diff, token_perm
+from sglang_pve.provision.container import Guest, plan
 from sglang_pve.provision.token_perm import feature_change, token_refusals
 from tests.unit.features_cases import CASES
+from tests.unit.test_proxmox_provision import GPUS, converge, node_of, spec_of, writes
 
 
 def test_doctests():
@@ -80,3 +83,23 @@ def test_emulator_answers_a_token_as_pve(pve, index, case):
     else:
         config.put(**change)
         assert config.get().get("features") == new
+
+
+def test_a_token_run_is_judged_on_the_containers_features_as_pve_judges_it(tmp_path):
+    """The container operation with a token, on the emulator: dropping keyctl is refused at plan
+    time with nothing written (PVE would answer 403 at the PUT); toggling nesting while keeping
+    keyctl passes the toolkit and the emulator alike (the old new-string-only check refused it)."""
+
+    guest = Guest(ssh_hostname="10.0.0.129", known_hosts=str(tmp_path / "known_hosts"))
+    with EmulatedNode(tmp_path / "pve") as pve:
+        both = spec_of(pve, unprivileged=True, features={"nesting": True, "keyctl": True})
+        assert converge(pve, node_of(pve), both, guest).errors == []
+        before = len(writes(pve))
+        with pytest.raises(ConfigError) as caught:
+            plan(spec_of(pve, unprivileged=True, features={"nesting": True}), node_of(pve, token=True), GPUS, guest)
+        assert "cannot change a feature other than nesting" in str(caught.value)
+        assert "keyctl=1,nesting=1 -> nesting=1" in str(caught.value)
+        assert len(writes(pve)) == before
+        toggled = spec_of(pve, unprivileged=True, features={"nesting": False, "keyctl": True})
+        assert converge(pve, node_of(pve, token=True), toggled, guest).errors == []
+        assert "features: keyctl=1,nesting=0\n" in pve.conf_text(129)
