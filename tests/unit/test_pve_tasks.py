@@ -132,3 +132,19 @@ def test_the_task_list_newest_first_with_pves_filters(pve):
     assert len(px.nodes("pve1").tasks.get(limit=1)) == 1
     assert px.nodes("pve1").tasks.get(source="active") == []
     assert requestlog.schema_violations(pve.requests()) == []
+
+
+def test_proxmoxers_task_tools_read_it_as_pve(pve):
+    """proxmoxer/tools/tasks.py, as its users wait for a task: blocking_status polls the status,
+    decode_log places each line by its number `n` (1-based, as dump_logfile counts)."""
+    from proxmoxer.tools import Tasks
+
+    px = pve.client()
+    pve.backend.fail["start"] = LXC_ERROR
+    try:
+        upid = px.nodes("pve1").lxc(300).status.start.post()
+        status = Tasks.blocking_status(px, upid, timeout=30, polling_interval=0.05)
+    finally:
+        del pve.backend.fail["start"]
+    assert (status["status"], status["exitstatus"]) == ("stopped", JOINED)
+    assert Tasks.decode_log(px.nodes("pve1").tasks(upid).log.get()) == f"TASK ERROR: {JOINED}"
