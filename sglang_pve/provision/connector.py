@@ -7,12 +7,18 @@ asks the node's API first (one list per node, shared with the provisioning opera
 container whose host key is pinned is connected over SSH at once, exactly like ``@ssh``; any other
 is left *pending* (connected as far as pyinfra is concerned) and deploy.py gives it one operation,
 ``guest.deploy_when_provisioned``, that connects and runs the deploy after its node created it.
+
+A container its node restarts in this run (a change that applies only at start) was connected
+before the restart, and that session is dead: its next command reconnects first, waiting for its
+sshd as a first connection does (pyinfra's SSHConnector keeps one paramiko client per host and
+never reconnects by itself: pyinfra/connectors/ssh.py connect, run_shell_command).
 """
 
 import os
 import time
 from pathlib import Path
 
+from pyinfra import logger
 from pyinfra.api.exceptions import ConnectError
 from pyinfra.connectors.ssh import SSHConnector
 from pyinfra.connectors.sshuserclient.client import get_host_keys
@@ -26,6 +32,12 @@ from sglang_pve.provision.nodes import node_for
 
 NODE_GROUP = "pve_nodes"
 BOOT_WAIT_S = 60
+_restarted: set[str] = set()  # inventory names of containers restarted since they were connected
+
+
+def restarted(host_name: str) -> None:
+    """Called by the node's container operation after it restarted this container."""
+    _restarted.add(host_name)
 
 
 def node_host(host, spec):
@@ -123,6 +135,7 @@ class GuestConnector(SSHConnector):
         """At execute time, after the node's operations ran: the container must be reachable now;
         its node waited for sshd to listen; a slow first login still gets BOOT_WAIT_S."""
         get_host_keys.cache.clear()  # pyinfra memoizes known_hosts per run: the node just pinned a key in it
+        _restarted.discard(self.host.name)
         deadline = time.monotonic() + BOOT_WAIT_S
         while True:
             try:
@@ -139,7 +152,30 @@ class GuestConnector(SSHConnector):
                 f"{self.host.name}: {self.pending} (see its node's errors above; with --limit, include the node)"
             )
 
-    def run_shell_command(self, command, print_output=False, print_input=False, **arguments):
+    def _session(self) -> None:
+        """Before each command or transfer: refuse while pending; reconnect when the node restarted
+        the container since it was connected, or the session died."""
         if self.pending:
             raise ConnectError(f"{self.host.name} cannot run commands yet: {self.pending}")
+        transport = self.client.get_transport() if self.client is not None else None
+        if self.host.name in _restarted or transport is None or not transport.is_active():
+            self.reconnect()
+
+    def reconnect(self) -> None:
+        if self.client is not None:
+            self.client.close()
+        self.disconnect()  # pyinfra's: drops the file-transfer client of the old session
+        self.connect_now()
+        self.host.log("reconnected: its container restarted", logger.info)
+
+    def run_shell_command(self, command, print_output=False, print_input=False, **arguments):
+        self._session()
         return super().run_shell_command(command, print_output=print_output, print_input=print_input, **arguments)
+
+    def put_file(self, *args, **kwargs):
+        self._session()
+        return super().put_file(*args, **kwargs)
+
+    def get_file(self, *args, **kwargs):
+        self._session()
+        return super().get_file(*args, **kwargs)

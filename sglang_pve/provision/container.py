@@ -1,7 +1,13 @@
 """The LXC container on its Proxmox node, through the API (and SSH to the node for what the API
 cannot write): created when absent; otherwise only the keys that differ are changed, sent with
-the config digest; a snapshot first; raw lxc lines edited in the config file; started (restarted
-when a change needs it); its SSH host key learnt through the node and pinned.
+the config digest; a snapshot first; raw lxc lines edited in the config file; started, or
+restarted when it runs and something only applies at start (hotplug.py: a key PVE keeps in
+[pve:pending], hostname, raw lines; or anything left pending by anyone); its SSH host key learnt
+through the node and pinned, once its sshd listens again.
+
+A restart owed is recorded on the node before the first write and cleared only after the reboot
+task ended OK (restart_debt.py): a killed run or a failed reboot is restarted by the next run,
+which says why. After a restart the container's own deploy reconnects (connector.py).
 
 All reads happen when the operation is prepared (so --dry --diff shows the config diff and calls
 no mutating endpoint); all writes happen in one callback when it executes.
@@ -19,13 +25,14 @@ from pyinfra.facts.server import Hostname
 from sglang_pve.config.errors import ConfigError, Problem
 from sglang_pve.config.proxmox import ContainerSpec
 from sglang_pve.deploy.facts.gpu import GpuDeviceInfo
-from sglang_pve.provision import conffile, desired, hostkeys, snapshot_storage, snapshots
+from sglang_pve.provision import conffile, desired, hostkeys, restart_debt, snapshot_storage, snapshots
 from sglang_pve.provision.client import ProxmoxError
+from sglang_pve.provision.connector import restarted
 from sglang_pve.provision.diff import ConfigDiff, creation_diff, diff_config
 from sglang_pve.provision.nodes import Node
+from sglang_pve.provision.restart_debt import Debt, RestartDebt
 from sglang_pve.provision.token_perm import token_refusals
 
-HOT_KEYS = {"cores", "memory", "swap", "onboot", "startup", "net0", "hostname"}  # applied to a running CT
 HOST_KEY = "/etc/ssh/ssh_host_ed25519_key.pub"
 HOST_KEY_WAIT_S = 120
 
@@ -37,6 +44,7 @@ class Guest:
     ssh_hostname: str
     known_hosts: str
     public_keys: str | None = None  # authorized for root at create (ssh-public-keys)
+    host_name: str = ""  # its inventory name: reconnected after a restart
 
 
 @dataclass
@@ -48,26 +56,43 @@ class Plan:
     current: dict  # GET .../config as read when planned (digest included)
     key_pinned: bool
     create: dict = field(default_factory=dict)
+    debt: Debt | None = None  # a restart owed since an earlier run (restart_debt.py)
 
     @property
     def needs_restart(self) -> bool:
-        return self.running and (self.diff.raw_changed or any(c.key not in HOT_KEYS for c in self.diff.changes))
+        return self.running and bool(self.debt or self.diff.restart_keys)
+
+    @property
+    def restart_reasons(self) -> list[str]:
+        """Why it restarts: "restart owed since <when>: <keys>", "<keys> only apply at start"."""
+        reasons = [self.debt.line()] if self.debt else []
+        if self.diff.restart_keys:
+            reasons.append(f"{', '.join(self.diff.restart_keys)} only apply at start")
+        return reasons if self.needs_restart else []
 
     @property
     def idle(self) -> bool:
-        return self.exists and self.running and self.diff.empty and self.key_pinned
+        return self.exists and self.running and self.diff.empty and self.key_pinned and not self.needs_restart
 
 
-def plan(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest, ssh_node: str | None = None) -> Plan:
+def plan(
+    spec: ContainerSpec,
+    node: Node,
+    gpus: GpuDeviceInfo,
+    guest: Guest,
+    ssh_node: str | None = None,
+    debt: Debt | None = None,
+) -> Plan:
     """Read the node (cached for the run) and decide; raises ConfigError for anything refused.
-    ``ssh_node``: the PVE node name of the SSH host the node's shell commands run on."""
+    ``ssh_node``: the PVE node name of the SSH host the node's shell commands run on; ``debt``: the
+    node's RestartDebt fact for this container."""
     listed = node.containers().get(spec.vmid)
     wanted = desired.build(spec, gpus.gpu_indices, gpus.majors, guest.public_keys)
     problems = list(wanted.problems)
     if listed:
         current = node.config(spec.vmid)
         majors = {m for name, m in gpus.majors.items() if name.startswith("nvidia")} | {195}
-        diff = diff_config(wanted, current, majors)
+        diff = diff_config(wanted, current, majors, node.pending(spec.vmid))
         problems += diff.refusals
     else:
         current = {}
@@ -84,6 +109,7 @@ def plan(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest, ssh
         current=current,
         key_pinned=hostkeys.is_pinned(guest.known_hosts, guest.ssh_hostname),
         create={} if listed else wanted.create,
+        debt=debt,
     )
     problems += _node_refusals(result, node, ssh_node)
     if problems:
@@ -141,8 +167,9 @@ def container(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest
                   gpus=host.get_fact(GpuDevices), guest=Guest("10.0.0.129", "~/.ssh/known_hosts_pve"))
     """
     ssh_node = host.get_fact(Hostname).split(".", 1)[0]  # PVE::INotify::nodename: uname -n, no domain
+    debt = host.get_fact(RestartDebt, directory=node.debt_dir, vmid=spec.vmid)
     try:
-        wanted = plan(spec, node, gpus, guest, ssh_node)
+        wanted = plan(spec, node, gpus, guest, ssh_node, debt)
     except (ConfigError, ProxmoxError) as error:
         raise OperationError(str(error)) from None
     if wanted.idle:
@@ -153,15 +180,16 @@ def container(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest
         logger.info(f"{host.print_prefix}Will {verb} container {spec.vmid} ({spec.hostname}) on {node.name}")
         for line in wanted.diff.lines():
             logger.info(f"    {line}")
-        if wanted.needs_restart:
-            logger.info("    (restart: a changed key only applies at start)")
+        for reason in wanted.restart_reasons:
+            logger.info(f"    (restart: {reason})")
     yield FunctionCommand(_apply, (node, wanted, guest), {})
 
 
 def _apply(state, host, node: Node, wanted: Plan, guest: Guest) -> bool:
-    """Every write, in an order that leaves nothing half applied on an API fault: snapshot, config
-    (one PUT with the digest), root volume, raw lines, start/restart, host key; the oldest snapshots
-    beyond snapshots_keep are deleted last, once all of it succeeded."""
+    """Every write, in an order that leaves nothing half applied on an API fault: the restart owed
+    (on the node), snapshot, config (one PUT with the digest), root volume, raw lines,
+    start/restart (then the restart owed cleared), host key; the oldest snapshots beyond
+    snapshots_keep are deleted last, once all of it succeeded."""
     try:
         _converge(host, node, wanted, guest)
     except (ProxmoxError, OperationError) as error:
@@ -174,6 +202,10 @@ def _apply(state, host, node: Node, wanted: Plan, guest: Guest) -> bool:
 
 def _converge(host, node: Node, wanted: Plan, guest: Guest) -> None:
     spec, diff, api = wanted.spec, wanted.diff, node.api
+    debt = wanted.debt
+    if wanted.needs_restart and (debt is None or set(diff.restart_keys) - set(debt.keys)):
+        debt = restart_debt.owed(diff.restart_keys, debt)
+        _on_node(host, restart_debt.record_command(node.debt_dir, spec.vmid, debt), "recording the restart owed")
     if not wanted.exists:
         host.log(f"creating container {spec.vmid} from {spec.template}", logger.info)
         api.run_task("POST", node.path(), **wanted.create)
@@ -182,7 +214,7 @@ def _converge(host, node: Node, wanted: Plan, guest: Guest) -> None:
         if spec.snapshots_keep:
             snapshots.take(node, spec.vmid, "config", "before changing " + ", ".join(diff.keys))
             digest = _unchanged_since_planned(node, spec.vmid, wanted.current)
-        if diff.put_parameters or diff.deleted:
+        if diff.put_parameters or diff.deleted or diff.reverted:
             _put(node, spec.vmid, diff, digest)
         if diff.resize_gb:
             api.run_task("PUT", node.path(spec.vmid, "resize"), disk="rootfs", size=f"{diff.resize_gb}G")
@@ -190,13 +222,24 @@ def _converge(host, node: Node, wanted: Plan, guest: Guest) -> None:
         node.forget(spec.vmid)
         _edit_raw_lines(host, node, spec.vmid, diff.raw_old if wanted.exists else [], diff.raw_new)
     if wanted.needs_restart:
+        host.log(f"restarting container {spec.vmid}: {'; '.join(wanted.restart_reasons)}", logger.info)
         api.run_task("POST", node.path(spec.vmid, "status", "reboot"))
     elif not wanted.running:
         api.run_task("POST", node.path(spec.vmid, "status", "start"))
-    if not wanted.key_pinned or not wanted.exists:
-        _pin_host_key(host, spec.vmid, guest)
+    if debt is not None:  # the start task ended OK: nothing is owed any more
+        _on_node(host, restart_debt.clear_command(node.debt_dir, spec.vmid), "clearing the restart owed")
+    if wanted.needs_restart or not wanted.running or not wanted.key_pinned:
+        _pin_host_key(host, spec.vmid, guest)  # waits for its sshd
+    if wanted.needs_restart and guest.host_name:
+        restarted(guest.host_name)
     if wanted.exists and not diff.empty and spec.snapshots_keep:  # the change succeeded: old rollback points go
         snapshots.prune(node, spec.vmid, spec.snapshots_keep)
+
+
+def _on_node(host, command: StringCommand, doing: str) -> None:
+    ok, output = host.run_shell_command(command)
+    if not ok:
+        raise OperationError(f"{doing} on {host.name} failed: {output.stderr.strip()}")
 
 
 CONFLICT = (
@@ -227,8 +270,17 @@ def _put(node: Node, vmid: int, diff: ConfigDiff, digest: str) -> None:
             node.path(vmid, "config"),
             **diff.put_parameters,
             delete=",".join(diff.deleted) or None,
+            revert=",".join(diff.reverted) or None,
             digest=digest,
         )
+        if diff.deleted_after_revert:
+            node.forget(vmid)
+            node.api.request(
+                "PUT",
+                node.path(vmid, "config"),
+                delete=",".join(diff.deleted_after_revert),
+                digest=node.config(vmid)["digest"],
+            )
     except ProxmoxError as error:
         if "detected modified configuration" in str(error):
             raise ProxmoxError(error.call, f"{str(error).split(': ', 1)[1]}: {CONFLICT}") from None

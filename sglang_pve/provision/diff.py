@@ -1,4 +1,6 @@
-"""The pure config diff: what a container should have vs what GET .../config says it has.
+"""The pure config diff: what a container should have vs what it will have at its next start (its
+current config, GET .../config?current=1, with what waits in [pve:pending] laid over it), and
+which changes a running container only takes at a restart (hotplug.py: pve-container's rules).
 
 Property strings are compared as PVE reads them (key order and 1/on/true do not matter), keys PVE
 fills in by itself (a generated MAC, type=veth) only when asked for, and only keys the toolkit
@@ -9,6 +11,12 @@ owns are ever changed or deleted. Keys that cannot change in place are refused w
 >>> current = {"cores": 4, "memory": 4096, "rootfs": "local:129/vm-129-disk-0.raw,size=8G", "digest": "ab"}
 >>> diff_config(wanted, current, nvidia_majors={195}).lines()
 ['cores: 4 -> 8']
+>>> later = diff_config(wanted, current, {195}, pending={"cores": "8", "nameserver": "10.0.0.1"})
+>>> later.changes, later.restart_keys
+([], ['cores', 'nameserver'])
+>>> later.lines()[1]
+'nameserver: (unset) -> 10.0.0.1 (pending: applies at the next start)'
+
 """
 
 import itertools
@@ -18,6 +26,7 @@ from dataclasses import dataclass, field
 from sglang_pve.config.errors import Problem
 from sglang_pve.config.proxmox import RootFs
 from sglang_pve.provision.desired import Desired
+from sglang_pve.provision.hotplug import FASTPLUG_AT_START, stays_pending
 from sglang_pve.provision.propstring import format_of, parse
 
 # Absent from a config file, these read as PVE's default (pve-container Config.pm).
@@ -54,6 +63,13 @@ class ConfigDiff:
     raw_new: list[str] = field(default_factory=list)
     resize_gb: int | None = None  # grow the root volume to this size
     refusals: list[Problem] = field(default_factory=list)
+    pending: list[Change] = field(default_factory=list)  # in [pve:pending] already (anyone's), left as is
+    restart_keys: list[str] = field(default_factory=list)  # what a running CT takes only at its next start
+    # A deleted key with a value in [pve:pending]: a delete would leave that value to be applied at
+    # start (update_pct_config only queues delete=), so it is reverted; one also in the current
+    # config is deleted by a second PUT after the revert (PVE refuses both at once).
+    reverted: list[str] = field(default_factory=list)
+    deleted_after_revert: list[str] = field(default_factory=list)
 
     @property
     def raw_changed(self) -> bool:
@@ -69,7 +85,7 @@ class ConfigDiff:
 
     @property
     def deleted(self) -> list[str]:
-        return [c.key for c in self.changes if c.new is None]
+        return [c.key for c in self.changes if c.new is None and c.key not in self.reverted]
 
     @property
     def keys(self) -> list[str]:
@@ -82,6 +98,7 @@ class ConfigDiff:
     def lines(self) -> list[str]:
         """Human-readable: ``key: old -> new``; raw lines as ``lxc: - line`` / ``lxc: + line``."""
         lines = [c.line() for c in self.changes]
+        lines += [f"{c.line()} (pending: applies at the next start)" for c in self.pending]
         if self.resize_gb:
             lines.append(f"rootfs: size -> {self.resize_gb}G")
         if self.raw_changed:
@@ -183,9 +200,17 @@ def _rootfs(wanted: RootFs, current: str | None) -> tuple[int | None, list[Probl
     return grow, problems
 
 
-def diff_config(wanted: Desired, current: dict, nvidia_majors: set[int]) -> ConfigDiff:
-    """Compare with GET .../config; of its raw lines only the toolkit's own count (owned_raw_line
-    with the node's NVIDIA device majors)."""
+def diff_config(
+    wanted: Desired, current: dict, nvidia_majors: set[int], pending: dict[str, str | None] | None = None
+) -> ConfigDiff:
+    """Compare with the current config (GET .../config?current=1) with `pending` laid over it
+    (Node.pending: {key: value, None: deleted}); of the raw lines only the toolkit's own count
+    (owned_raw_line with the node's NVIDIA device majors)."""
+    pending = pending or {}
+    running_with = current
+    current = {k: v for k, v in current.items() if pending.get(k, "") is not None} | {
+        k: v for k, v in pending.items() if v is not None
+    }
     config = placed_devices(wanted.config, current)
     changes = [
         Change(k, None if current.get(k) is None else str(current[k]), v)
@@ -215,12 +240,41 @@ def diff_config(wanted: Desired, current: dict, nvidia_majors: set[int]) -> Conf
         )
     grow, problems = _rootfs(wanted.rootfs, current.get("rootfs"))
     raw_current = [(k, v) for k, v in current.get("lxc", []) if owned_raw_line(k, v, nvidia_majors)]
+    raw_new = [f"{k}: {v}" for k, v in wanted.raw_lines]
+    raw_old = [f"{k}: {v}" for k, v in raw_current]
+    changed = {c.key for c in changes}
+    left = [Change(k, _text(running_with.get(k)), v) for k, v in sorted(pending.items()) if k not in changed]
+    reverted = [c.key for c in changes if c.new is None and pending.get(c.key) is not None]
     return ConfigDiff(
         changes=changes,
-        raw_old=[f"{k}: {v}" for k, v in raw_current],
-        raw_new=[f"{k}: {v}" for k, v in wanted.raw_lines],
+        raw_old=raw_old,
+        raw_new=raw_new,
         resize_gb=grow,
         refusals=refusals + problems,
+        pending=left,
+        reverted=reverted,
+        deleted_after_revert=[k for k in reverted if running_with.get(k) is not None],
+        restart_keys=sorted(
+            {c.key for c in left}
+            | {c.key for c in changes if _at_start(c.key, _text(running_with.get(c.key)), c.new)}
+            | ({"lxc"} if raw_old != raw_new else set()),
+            key=_natural,
+        ),
+    )
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _at_start(key: str, running_with: str | None, new: str | None) -> bool:
+    """Whether a running CT takes this change only at its next start: it stays in [pve:pending]
+    after the PUT (a value equal to the running one is dropped from there: pve-guest-common
+    AbstractConfig.pm cleanup_pending), or it is written at once but read only at start."""
+    if new == running_with:
+        return False
+    return key in FASTPLUG_AT_START or (
+        stays_pending(key, running_with, new) and (new is not None or running_with is not None)
     )
 
 

@@ -2,9 +2,10 @@
 guest connector (does the container exist yet?) and the operations (what does it look like?).
 
 A no-change run reads one list per node (GET /nodes/{node}/lxc: every container and its status)
-and one config per container; the execute pass reuses what the prepare pass read, so what was
-reviewed is what gets applied, and a concurrent edit in between is caught by the config digest.
-Anything a write touches is read again.
+and, per container, its current config (``current=1``: what the container runs with; without it
+PVE merges [pve:pending] into the answer) and what waits in [pve:pending] (GET .../pending); the
+execute pass reuses what the prepare pass read, so what was reviewed is what gets applied, and a
+concurrent edit in between is caught by the config digest. Anything a write touches is read again.
 """
 
 from dataclasses import dataclass, field
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from sglang_pve.config.proxmox import ApiSettings, load_api_settings
 from sglang_pve.provision.client import Api, connect
 from sglang_pve.provision.credentials import read_credential
+from sglang_pve.provision.restart_debt import DEBT_DIR
 
 
 @dataclass
@@ -20,9 +22,11 @@ class Node:
     settings: ApiSettings
     etc_pve: str = "/etc/pve"  # on the node: pmxcfs
     lock_dir: str = "/run/lock/lxc"  # on the node: PVE's config locks (pve-container src/PVE/LXC/Config.pm)
+    debt_dir: str = DEBT_DIR  # on the node: restarts owed (restart_debt.py)
     _api: Api | None = None
     _containers: dict[int, dict] | None = None
     _configs: dict[int, dict] = field(default_factory=dict)
+    _pending: dict[int, dict[str, str | None]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -55,14 +59,25 @@ class Node:
         return self._containers
 
     def config(self, vmid: int) -> dict:
+        """The current config (pve-container API2/LXC/Config.pm vm_config with current=1), digest included."""
         if vmid not in self._configs:
-            self._configs[vmid] = self.api.get(self.path(vmid, "config"))
+            self._configs[vmid] = self.api.get(self.path(vmid, "config"), current=True)
         return self._configs[vmid]
+
+    def pending(self, vmid: int) -> dict[str, str | None]:
+        """What waits in [pve:pending] for the next start: {key: new value, or None for a delete}
+        (API2/LXC.pm vm_pending: pve-guest-common GuestHelpers.pm config_with_pending_array)."""
+        if vmid not in self._pending:
+            items = self.api.get(self.path(vmid, "pending"))
+            changed = {i["key"]: str(i["pending"]) for i in items if "pending" in i}
+            self._pending[vmid] = changed | {i["key"]: None for i in items if i.get("delete")}
+        return self._pending[vmid]
 
     def forget(self, vmid: int) -> None:
         """After a write: the next read asks the node again."""
         self._containers = None
         self._configs.pop(vmid, None)
+        self._pending.pop(vmid, None)
 
 
 _nodes: dict[str, Node] = {}

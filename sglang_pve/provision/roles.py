@@ -86,6 +86,7 @@ def containers() -> list[tuple[str, ContainerSpec, Guest]]:
                     ssh_hostname=other.data.get("ssh_hostname") or other.name,
                     known_hosts=_checked(known_hosts_file, other),
                     public_keys=public,
+                    host_name=other.name,
                 ),
             )
         )

@@ -87,7 +87,11 @@ def test_second_run_makes_no_api_write_and_reports_no_change(from_nothing):
     _, output = pyinfra()
     totals = grand_total(output)
     assert totals["changed"] == 0 and totals["error"] == 0, output
-    assert api_calls_since(start) == ["GET /nodes/pve1/lxc", "GET /nodes/pve1/lxc/129/config"]
+    assert api_calls_since(start) == [
+        "GET /nodes/pve1/lxc",
+        "GET /nodes/pve1/lxc/129/config",
+        "GET /nodes/pve1/lxc/129/pending",
+    ]
 
 
 def test_dry_diff_lists_exactly_the_changed_cores_and_nccl_value(from_nothing, tmp_path):

@@ -52,7 +52,7 @@ from sglang_pve.deploy.facts import zfs as zfs_facts
 from sglang_pve.deploy.operations import files, releases, systemd, venvs
 from sglang_pve.deploy.operations.files import ManagedFile
 from sglang_pve.deploy.provenance import who
-from sglang_pve.provision import device_nodes, guest_deploy
+from sglang_pve.provision import device_nodes, guest_deploy, restart_debt
 
 CASES = Path(__file__).resolve().parent.parent
 _RANDOM = re.compile(r"/[0-9a-f]{24}\b")
@@ -81,6 +81,7 @@ FACTS = {
         (gpu_facts, ("GpuDevices", "UserSpaceDriver")),
         (preflight_facts, ("PreflightProbe",)),
         (zfs_facts, ("ZfsSnapshots",)),
+        (restart_debt, ("RestartDebt",)),
     )
     for name in names
 }

@@ -5,6 +5,7 @@ refusals, their --diff lines; their callback run as pyinfra runs it). Every requ
 makes passes the schema (the emulator's request log). These operations do their work in a
 callback against the Proxmox API, so tests/unit/test_json_cases.py cannot express them."""
 
+import json
 import logging
 import os
 import subprocess
@@ -90,7 +91,14 @@ def node_of(pve, token=False, **settings) -> Node:
         "pve1", {"proxmox_api": {"host": "127.0.0.1", "port": pve.port, "ca_file": str(pve.cert), **secret, **settings}}
     )
     credential = Credential("root@pam", "deploy" if token else None, TOKEN_SECRET if token else PASSWORD, "test")
-    return Node("pve1", api, etc_pve=str(pve.state_root), lock_dir=str(pve.lock_dir), _api=connect(api, credential))
+    return Node(
+        "pve1",
+        api,
+        etc_pve=str(pve.state_root),
+        lock_dir=str(pve.lock_dir),
+        debt_dir=str(pve.state_root / "restart-owed"),
+        _api=connect(api, credential),
+    )
 
 
 def spec_of(pve, **changes):
@@ -118,7 +126,7 @@ def guest(tmp_path):
     return Guest(ssh_hostname="10.0.0.129", known_hosts=str(tmp_path / "known_hosts"))
 
 
-def test_created_from_nothing_then_a_second_run_only_reads_twice(pve, guest):
+def test_created_from_nothing_then_a_second_run_only_reads(pve, guest):
     node = node_of(pve)
     host = converge(pve, node, spec_of(pve), guest)
     assert host.errors == []
@@ -133,9 +141,13 @@ def test_created_from_nothing_then_a_second_run_only_reads_twice(pve, guest):
     fresh = node_of(pve)  # a new run: nothing cached
     again = plan(spec_of(pve), fresh, GPUS, guest)
     assert again.idle
-    assert [
-        f"{e['method']} {e['path']}" for e in pve.requests()[before:] if not e["path"].endswith("/access/ticket")
-    ] == ["GET /nodes/pve1/lxc", "GET /nodes/pve1/lxc/129/config"]
+    reads = [e for e in pve.requests()[before:] if not e["path"].endswith("/access/ticket")]
+    assert [f"{e['method']} {e['path']}" for e in reads] == [
+        "GET /nodes/pve1/lxc",
+        "GET /nodes/pve1/lxc/129/config",
+        "GET /nodes/pve1/lxc/129/pending",
+    ]
+    assert reads[1]["params"].get("current") in (1, "1")  # the running config, not the pending one
 
 
 def test_a_change_takes_a_snapshot_then_only_the_differing_key(pve, guest):
@@ -309,7 +321,7 @@ def test_container_operation_says_when_a_change_needs_a_restart(pve, guest, capl
     host = NodeHost()
     commands = operation(container, host, diff=True, spec=spec, node=node_of(pve), gpus=GPUS, guest=guest)
     assert "[pve1] Will modify container 129 (sglang1) on pve1" in caplog.text
-    assert "(restart: a changed key only applies at start)" in caplog.text
+    assert "    (restart: features only apply at start)" in caplog.text
     assert execute(host, commands) == [True] and "features: nesting=0" in pve.conf_text(129)
     quiet = NodeHost()
     caplog.clear()
@@ -396,7 +408,7 @@ def test_the_raw_edit_goes_through_the_nodes_own_directory_and_the_link_still_re
     host = converge(pve, node_of(pve), spec_of(pve, passthrough="raw"), guest)
     assert host.errors == []
     written = pve.state_root / "nodes/pve1/lxc/129.conf"
-    assert "lxc.cgroup2.devices.allow: c 510:0 rwm" in written.read_text()
+    assert "lxc.cgroup2.devices.allow: c 510:0 rw" in written.read_text()
     assert (pve.state_root / "lxc").resolve() == written.parent.resolve()  # /etc/pve/lxc -> nodes/pve1/lxc
     assert sorted(p.name for p in written.parent.iterdir()) == ["129.conf"]  # no temp file left
 
@@ -454,3 +466,62 @@ def test_the_raw_edit_is_refused_when_the_ssh_host_is_another_node(pve, guest):
         container, NodeHost("pve2.example.org"), spec=spec_of(pve, cores=96), node=node_of(pve), gpus=GPUS, guest=guest
     )
     assert len(commands) == 1
+
+
+def debt_file(pve):
+    path = pve.state_root / "restart-owed" / "129.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def test_a_start_only_change_whose_reboot_failed_is_restarted_by_the_rerun_which_says_why(pve, guest, caplog):
+    """hostname is written to the config at once (LXC_FASTPLUG_OPTIONS) and acts only at start: after a
+    failed reboot nothing in Proxmox shows it; the record on the node does."""
+    converge(pve, node_of(pve), spec_of(pve), guest)
+    pve.faults([{"method": "POST", "path": "/nodes/*/lxc/*/status/reboot", "task_error": "shutdown timed out"}])
+    failed = converge(pve, node_of(pve), spec_of(pve, hostname="llm2"), guest)
+    assert (
+        failed.errors and "POST /nodes/pve1/lxc/129/status/reboot: task failed: shutdown timed out" in failed.errors[0]
+    )
+    assert "hostname: llm2" in pve.conf_text(129) and "[pve:pending]" not in pve.conf_text(129)
+    record = debt_file(pve)
+    assert record["keys"] == ["hostname"] and record["marker"] == "Managed by sglang-pve" and record["vmid"] == 129
+
+    pve.faults([])
+    caplog.set_level(logging.INFO)
+    host = NodeHost()
+    commands = operation(
+        container, host, diff=True, spec=spec_of(pve, hostname="llm2"), node=node_of(pve), gpus=GPUS, guest=guest
+    )
+    assert f"    (restart: restart owed since {record['since']}: hostname)" in caplog.text
+    before = len(writes(pve))
+    assert execute(host, commands) == [True] and host.errors == []
+    assert writes(pve)[before:] == ["POST /nodes/pve1/lxc/129/status/reboot"]  # no config write: only the restart
+    assert debt_file(pve) is None
+    assert plan(spec_of(pve, hostname="llm2"), node_of(pve), GPUS, guest).idle
+
+
+def test_pending_left_by_anyone_is_seen_and_applied_by_a_restart(pve, guest):
+    converge(pve, node_of(pve), spec_of(pve), guest)
+    node_of(pve).api.request("PUT", "nodes/pve1/lxc/129/config", nameserver="10.0.0.1")  # an operator, meanwhile
+    assert "[pve:pending]" in pve.conf_text(129)
+    wanted = plan(spec_of(pve), node_of(pve), GPUS, guest)
+    assert not wanted.idle and wanted.needs_restart and wanted.diff.restart_keys == ["nameserver"]
+    assert wanted.diff.lines() == ["nameserver: (unset) -> 10.0.0.1 (pending: applies at the next start)"]
+    assert converge(pve, node_of(pve), spec_of(pve), guest).errors == []
+    assert "[pve:pending]" not in pve.conf_text(129) and "nameserver: 10.0.0.1" in pve.conf_text(129)
+    assert plan(spec_of(pve), node_of(pve), GPUS, guest).idle and debt_file(pve) is None
+    assert requestlog.schema_violations(pve.requests()) == []
+
+
+def test_a_restart_owed_is_recorded_before_the_first_write_and_dry_writes_none(pve, guest):
+    converge(pve, node_of(pve), spec_of(pve), guest)
+    spec = spec_of(pve, features={"nesting": False}, snapshots_keep=1)
+    operation(container, NodeHost(), diff=True, spec=spec, node=node_of(pve), gpus=GPUS, guest=guest)  # --dry
+    assert debt_file(pve) is None and writes(pve)[-1] == "POST /nodes/pve1/lxc/129/status/start"
+    pve.faults([{"method": "POST", "path": "/nodes/*/lxc/*/snapshot", "http_status": 500, "message": "got timeout"}])
+    assert converge(pve, node_of(pve), spec, guest).errors  # the first write failed ...
+    assert debt_file(pve)["keys"] == ["features"]  # ... after the record
+    pve.faults([])
+    assert converge(pve, node_of(pve), spec, guest).errors == []
+    assert debt_file(pve) is None and "features: nesting=0" in pve.conf_text(129)
+    assert plan(spec, node_of(pve), GPUS, guest).idle
