@@ -1,0 +1,121 @@
+"""Changes that need the container restarted, for real in the lab: each completes in the same run
+(the node reboots the container, waits for its sshd, and the container's own deploy reconnects);
+a failed reboot leaves the restart owed on the node and the rerun does it, saying why; a
+[pve:pending] left by someone else is seen; a second run changes nothing and owes nothing."""
+
+import subprocess
+import sys
+
+import pytest
+
+from lab import layout
+from tests.conftest import PROJECT
+from tests.lab.conftest import grand_total, lab_node, pyinfra, sh
+from tests.lab.test_provision import VMID, api_calls_since, faults, log_entries, variant
+
+pytestmark = pytest.mark.lab
+
+CONF = f"/etc/pve/lxc/{VMID}.conf"
+DEBT = f"/var/lib/sglang-pve/restart-owed/{VMID}.json"
+
+
+def on_node(*command: str, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [sys.executable, "-m", "lab", "exec", layout.NODE, "--", *command],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert not check or result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def boot_id() -> str:
+    return sh("cat /proc/sys/kernel/random/boot_id; cat /proc/1/stat | cut -d' ' -f22").strip()
+
+
+def converged_run(inventory: str = "inventory/lab.py") -> str:
+    """A run that must restart nothing and change nothing: its output."""
+    start = len(log_entries())
+    _, output = pyinfra(inventory=inventory)
+    totals = grand_total(output)
+    assert totals["changed"] == 0 and totals["error"] == 0, output
+    assert [c for c in api_calls_since(start) if not c.startswith("GET ")] == [], output
+    assert on_node("test", "-e", DEBT, check=False).returncode == 1
+    return output
+
+
+@pytest.fixture(scope="module")
+def deployed(lab):
+    faults([])
+    pyinfra()
+    yield
+    faults([])
+
+
+def restarted_run(inventory: str, reason: str) -> str:
+    """A run that must restart the container for `reason` and still deploy into it."""
+    before = boot_id()
+    _, output = pyinfra(inventory=inventory)
+    assert f"restarting container {VMID}: {reason}" in output, output
+    assert "reconnected: its container restarted" in output, output
+    assert "SSH session not active" not in output and grand_total(output)["error"] == 0, output
+    assert boot_id() != before  # the container's init is a new process
+    return output
+
+
+def test_a_removed_mount_line_is_put_back_and_the_deploy_goes_on_after_the_restart(deployed):
+    line = "lxc.mount.entry: /data data none bind,create=dir 0 0"
+    assert line in on_node("cat", CONF).stdout
+    on_node("sed", "-i", f"\\|^{line}$|d", CONF)  # an operator, by hand
+    assert sh("findmnt -n -o TARGET /data", check=False).strip() == "/data"  # still mounted: the CT did not restart
+    restarted_run("inventory/lab.py", "lxc only apply at start")
+    assert line in on_node("cat", CONF).stdout
+    assert sh("systemctl is-active sglang-baseline").strip() == "active"  # the guest's ops ran on the new session
+    converged_run()
+
+
+def test_a_changed_devn_completes_in_the_same_run(deployed):
+    """dev0 edited by hand to mode 0600: put back to 0666 by a PUT, which waits in [pve:pending]
+    (pve-container never hotplugs over an existing devN), so the container restarts."""
+    on_node("sed", "-i", "s|^dev0: /dev/nvidia0,mode=0666$|dev0: /dev/nvidia0,mode=0600|", CONF)
+    restarted_run("inventory/lab.py", "dev0 only apply at start")
+    assert "dev0: /dev/nvidia0,mode=0666" in on_node("cat", CONF).stdout
+    assert sh("stat -c %a /dev/nvidia0").strip() == "666"
+    converged_run()
+
+
+def test_a_start_only_key_whose_reboot_failed_is_restarted_by_the_rerun_which_says_why(deployed, tmp_path):
+    renamed = variant(tmp_path, hostname="sglang1b")
+    try:
+        faults([{"method": "POST", "path": "/nodes/*/lxc/*/status/reboot", "task_error": "shutdown timed out"}])
+        code, output = pyinfra(inventory=renamed, check=False)
+        assert code != 0 and "POST /nodes/pve1/lxc/129/status/reboot: task failed: shutdown timed out" in output
+        assert "[pve:pending]" not in on_node("cat", CONF).stdout  # hostname is written at once...
+        assert sh("hostname").strip() == "sglang1"  # ...and acts only at start
+        owed = on_node("cat", DEBT).stdout
+        assert '"keys": ["hostname"]' in owed and "Managed by sglang-pve" in owed
+        faults([])
+        output = restarted_run(renamed, "restart owed since ")
+        assert "restart owed since 20" in output and ": hostname" in output
+        assert sh("hostname").strip() == "sglang1b"
+        converged_run(renamed)
+    finally:
+        faults([])
+        pyinfra(check=False)
+    assert sh("hostname").strip() == "sglang1"
+
+
+def test_pending_left_by_someone_else_is_seen_and_applied(deployed):
+    node = lab_node()
+    node.api.request("PUT", node.path(VMID, "config"), nameserver="10.202.0.1")  # while it runs: pending
+    assert "[pve:pending]" in on_node("cat", CONF).stdout
+    _, dry = pyinfra("--dry", "--diff", yes=False)
+    assert "nameserver: (unset) -> 10.202.0.1 (pending: applies at the next start)" in dry, dry
+    assert "(restart: nameserver only apply at start)" in dry
+    restarted_run("inventory/lab.py", "nameserver only apply at start")
+    assert "[pve:pending]" not in on_node("cat", CONF).stdout
+    node.api.request("PUT", node.path(VMID, "config"), delete="nameserver")
+    restarted_run("inventory/lab.py", "nameserver only apply at start")
+    converged_run()
