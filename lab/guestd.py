@@ -8,7 +8,7 @@ lab host (lab.guests does the work). It listens on GUESTD_SOCKET, bound into pve
     -> {"op": "start", "vmid": 129, "config_text": "..."}
     <- {"ok": true, "result": null}            or  {"ok": false, "error": "message"}
 
-Ops: create, destroy, start, stop, shutdown, status, snapshot, rollback, delete_snapshot (the
+Ops: create, destroy, start, stop, shutdown, status, hotplug, snapshot, rollback, delete_snapshot (the
 emulator's backend interface, lab/pve/backend.py) and exec: the client passes its stdin,
 stdout and stderr with the request (SCM_RIGHTS) and the command runs on them through
 lxc-attach, so `pct exec` and `pct enter` stream like the real ones; the result is the exit
@@ -42,6 +42,7 @@ ACTIONS = {
     "stop": lambda a: guests.stop(a["vmid"]),
     "shutdown": lambda a: guests.shutdown(a["vmid"], a["timeout"]),
     "status": lambda a: guests.status(a["vmid"]),
+    "hotplug": lambda a: guests.hotplug(a["vmid"], a["key"], a.get("old"), a.get("new")),
     "snapshot": lambda a: guests.snapshot(a["vmid"], a["name"]),
     "rollback": lambda a: guests.rollback(a["vmid"], a["name"]),
     "delete_snapshot": lambda a: guests.delete_snapshot(a["vmid"], a["name"]),

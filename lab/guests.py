@@ -28,6 +28,7 @@ Snapshots copy the rootfs volume's upper dir; rollback puts the copy back.
 import json
 import os
 import re
+import shlex
 import shutil
 import stat
 import subprocess
@@ -325,6 +326,45 @@ def shutdown(vmid: int, timeout: int) -> None:
     if status(vmid) == "running":
         raise GuestError(f"shutdown of CT {vmid} timed out after {timeout} s {result.stderr.strip()}")
     container.remove_empty_cgroups(name(vmid))
+
+
+# cgroup v2 files of the keys vmconfig_hotplug_pending changes (LXC/CGroup.pm change_memory_limit,
+# change_cpu_quota, change_cpu_shares), each a function of the PVE value
+_CGROUP_FILES = {
+    "memory": ("memory.max", lambda v: str(int(v) * 1024 * 1024)),
+    "swap": ("memory.swap.max", lambda v: str(int(v) * 1024 * 1024)),
+    "cpulimit": ("cpu.max", lambda v: f"{int(float(v) * 100000)} 100000" if float(v) > 0 else "max 100000"),
+    "cpuunits": ("cpu.weight", lambda v: v),
+}
+_CGROUP_DEFAULTS = {"swap": "0", "cpulimit": "0", "cpuunits": "100"}
+
+
+def hotplug(vmid: int, key: str, old: str | None, new: str | None) -> None:
+    """A change to a running guest, as pve-container's vmconfig_hotplug_pending makes it
+    (src/PVE/LXC/Config.pm at 94f5585), as far as the lab can: the cgroup limits (lxc-cgroup);
+    netN ip=/gw= on the same name, hwaddr and bridge (LXC.pm update_net -> update_ipconfig, ip in
+    the guest's network namespace); a new devN (lxc-device add: the node in the guest and its
+    cgroup rule, where PVE bind-mounts a node it made: device_passthrough_hotplug). Anything else
+    (a new or removed netN, a new mpN) is refused: the guest would not have what its config says."""
+    lxc_name = name(vmid)
+    if key in _CGROUP_FILES:
+        cgroup_file, convert = _CGROUP_FILES[key]
+        value = new if new is not None else _CGROUP_DEFAULTS[key]
+        container.lxc("lxc-cgroup", lxc_name, cgroup_file, convert(value))
+    elif key.startswith("dev") and old is None and new is not None:
+        container.lxc("lxc-device", lxc_name, "add", property_string(new, "path")["path"])
+    elif NET_KEY.match(key) and old is not None and new is not None:
+        before, after = property_string(old, "name"), property_string(new, "name")
+        if any(before.get(k) != after.get(k) for k in ("name", "hwaddr", "bridge")):
+            raise GuestError(f"{key}: the lab hotplugs only ip= and gw= (name, hwaddr and bridge stay)")
+        device = shlex.quote(after.get("name", "eth0"))
+        address = after.get("ip") if after.get("ip") not in (None, "dhcp", "manual") else None
+        script = [f"ip -4 address flush dev {device}"]
+        script += [f"ip -4 address add {shlex.quote(address)} dev {device}"] if address else []
+        script += [f"ip -4 route replace default via {shlex.quote(after['gw'])}"] if after.get("gw") else []
+        run(container.attach_argv(lxc_name, ["sh", "-c", " && ".join(script)]))
+    else:
+        raise GuestError(f"{key}: the lab cannot hotplug this into a running container")
 
 
 def destroy(vmid: int) -> None:

@@ -6,31 +6,25 @@ import re
 from . import conf as ctconf
 from . import rules
 from .api_common import ct_vmid, is_mountpoint, typed
+from .backend import BackendError
 from .errors import ApiError, param_error
 from .formats import format_size, parse_size, split_list
 from .node import Node, Request
 from .routes import route
 from .validate import property_schema
 
-# Keys update_pct_config applies at once to a running CT (LXC_FASTPLUG_OPTIONS + hotplugged
-# cgroup values); the rest waits in [pve:pending] until the next start. Unlike PVE, new devN/mpN
-# and netN of a running CT wait too: the backend has no hotplug, and a config claiming a device
-# the running container lacks would lie.
-HOTPLUG = {
-    "description",
-    "onboot",
-    "startup",
-    "protection",
-    "hostname",
-    "hookscript",
-    "cores",
-    "tags",
-    "lock",
-    "cpulimit",
-    "cpuunits",
-    "memory",
-    "swap",
-}
+# What a PUT does to a running CT follows pve-container at commit 94f5585 (src/PVE/LXC/Config.pm
+# update_pct_config -> vmconfig_hotplug_pending, only for the options of this PUT): the
+# $LXC_FASTPLUG_OPTIONS go to the config at once; memory, swap, cpulimit, cpuunits (the cgroup),
+# netN (LXC.pm update_net), a new mpN (mountpoint_hotplug) and a new devN
+# (device_passthrough_hotplug) are hotplugged through the backend; an existing mpN/devN and
+# everything else is skipped and waits in [pve:pending]. Deleting a fastplug key, unusedN, swap,
+# cpulimit, cpuunits or netN is done at once. A hotplug that fails fails the whole PUT with
+# "unable to hotplug <opt>: <why>" and nothing written (API2/LXC/Config.pm update_vm:
+# raise_param_exc before write_config).
+FASTPLUG = {"description", "onboot", "startup", "protection", "hostname", "hookscript", "cores", "tags", "lock"}
+CGROUP = {"cpulimit", "cpuunits", "memory", "swap"}
+DELETED_LIVE = {"swap", "cpulimit", "cpuunits"}
 
 
 @route("GET", "/nodes/{node}/lxc/{vmid}/config")
@@ -102,8 +96,7 @@ def _update(node: Node, vmid: int, config, p: dict, delete: list, revert: list) 
             raise ApiError(f"unable to delete required option '{opt}'")
         if opt == "unprivileged":
             raise ApiError(f"unable to delete read-only option: '{opt}'")
-        pending.pop(opt, None)
-        if opt not in pending_delete:
+        if opt not in pending_delete:  # add_to_pending_delete: a pending value of opt stays
             pending_delete.append(opt)
     for opt in sorted(p):
         value = p[opt]
@@ -127,17 +120,49 @@ def _update(node: Node, vmid: int, config, p: dict, delete: list, revert: list) 
     for opt in list(pending):  # cleanup_pending: nothing changed
         if opt != "delete" and cur.get(opt) == pending[opt]:
             del pending[opt]
-    running = node.running(vmid)
-    for opt in list(pending):
-        if opt != "delete" and (not running or opt in HOTPLUG):
-            cur[opt] = pending.pop(opt)
-    for opt in list(pending_delete):
-        if not running or opt in HOTPLUG or opt.startswith("unused"):
+    pending_delete = [opt for opt in pending_delete if opt in cur]
+    selection = set(p) | set(delete)
+    if node.running(vmid):
+        _hotplug(node, vmid, cur, pending, pending_delete, selection)
+    else:  # vmconfig_apply_pending
+        for opt in [o for o in pending_delete if o in selection]:
             cur.pop(opt, None)
             pending_delete.remove(opt)
+        for opt in [o for o in list(pending) if o in selection and o != "delete"]:
+            cur[opt] = pending.pop(opt)
     pending.pop("delete", None)
     if pending_delete:
         pending["delete"] = ",".join(sorted(pending_delete))
+
+
+def _hotplug(node: Node, vmid: int, cur: dict, pending: dict, pending_delete: list, selection: set) -> None:
+    """vmconfig_hotplug_pending for the options of this PUT (see the table above)."""
+    errors = {}
+    for opt in sorted(o for o in pending if o in selection and o in FASTPLUG):
+        cur[opt] = pending.pop(opt)
+    for opt in sorted(o for o in pending_delete if o in selection):
+        if not (opt in FASTPLUG or opt in DELETED_LIVE or re.match(r"^(net|unused)\d+$", opt)):
+            continue  # die "skip\n"
+        try:
+            if opt in DELETED_LIVE or opt.startswith("net"):
+                node.backend.hotplug(vmid, opt, cur.get(opt), None)
+        except BackendError as error:
+            errors[opt] = f"unable to hotplug {opt}: {error}"
+            continue
+        cur.pop(opt, None)
+        pending_delete.remove(opt)
+    for opt in sorted(o for o in pending if o in selection and o != "delete"):
+        live = opt in CGROUP or re.match(r"^net\d+$", opt) or (re.match(r"^(mp|dev)\d+$", opt) and opt not in cur)
+        if not live:
+            continue  # skip non-hotpluggable, or "don't try to hotplug over existing mp/dev"
+        try:
+            node.backend.hotplug(vmid, opt, cur.get(opt), pending[opt])
+        except BackendError as error:
+            errors[opt] = f"unable to hotplug {opt}: {error}"
+            continue
+        cur[opt] = pending.pop(opt)
+    if errors:
+        raise param_error(errors)
 
 
 def apply_pending(config) -> None:

@@ -66,6 +66,13 @@ class Backend(Protocol):
     def status(self, vmid: int) -> str:
         """ "running" or "stopped" (a container the backend does not know is "stopped")."""
 
+    def hotplug(self, vmid: int, key: str, old: str | None, new: str | None) -> None:
+        """Apply one config change to the running container, as pve-container's
+        vmconfig_hotplug_pending does (src/PVE/LXC/Config.pm; LXC.pm update_net,
+        mountpoint_hotplug, device_passthrough_hotplug; the cgroup for memory, swap, cpulimit,
+        cpuunits): ``old`` the current value (None: the key is new), ``new`` None: removed.
+        BackendError when it cannot: the PUT then fails, nothing written."""
+
     def snapshot(self, vmid: int, name: str) -> None:
         """Snapshot the root filesystem volume (task vzsnapshot)."""
 
@@ -179,6 +186,21 @@ class DirBackend:
 
     def status(self, vmid):
         return self._states().get(str(vmid), "stopped")
+
+    def hotplug(self, vmid, key, old, new):
+        """Recorded in ``root/hotplugged.jsonl``, one JSON line per change (tests read it)."""
+        self._check_fail("hotplug")
+        with self._lock:
+            self.root.mkdir(parents=True, exist_ok=True)
+            with open(self.root / "hotplugged.jsonl", "a", encoding="utf-8") as log:
+                log.write(json.dumps({"vmid": vmid, "key": key, "old": old, "new": new}) + "\n")
+
+    def hotplugged(self) -> list[dict]:
+        try:
+            text = (self.root / "hotplugged.jsonl").read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        return [json.loads(line) for line in text.splitlines()]
 
     def snapshot(self, vmid, name):
         self._check_fail("snapshot")

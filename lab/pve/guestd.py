@@ -74,6 +74,9 @@ class GuestdBackend:
     def status(self, vmid):
         return self.call("status", vmid=vmid)
 
+    def hotplug(self, vmid, key, old, new):
+        self.call("hotplug", vmid=vmid, key=key, old=old, new=new)
+
     def snapshot(self, vmid, name):
         self.call("snapshot", vmid=vmid, name=name)
 

@@ -7,6 +7,7 @@ import pytest
 import requests
 from proxmoxer.core import ResourceException
 
+from lab.pve.backend import DirBackend
 from lab.pve.testing import EmulatedNode
 
 
@@ -72,21 +73,82 @@ def test_delete_and_its_refusals(pve):
 
 
 def test_running_container_keeps_non_hotplug_changes_pending(pve):
+    """pve-container LXC/Config.pm vmconfig_hotplug_pending (94f5585): cores is a fastplug option,
+    a new devN is hotplugged (device_passthrough_hotplug), features are skipped: pending."""
     ct = pve.client().nodes("pve1").lxc(150)
     assert pve.wait(ct.status.start.post())["exitstatus"] == "OK"
     ct.config.put(cores=6, features="nesting=1,keyctl=1", dev0="/dev/nvidia0,mode=0666")
-    assert ct.config.get(current=1)["cores"] == 6  # hotplugged
-    assert "features" not in ct.config.get(current=1) and "dev0" not in ct.config.get(current=1)
-    assert ct.config.get()["dev0"] == "/dev/nvidia0,mode=0666"
+    assert ct.config.get(current=1)["cores"] == 6  # fastplug
+    assert ct.config.get(current=1)["dev0"] == "/dev/nvidia0,mode=0666"  # hotplugged: it was new
+    assert pve.backend.hotplugged()[-1] == {"vmid": 150, "key": "dev0", "old": None, "new": "/dev/nvidia0,mode=0666"}
+    assert "features" not in ct.config.get(current=1)
     assert ct.config.get()["features"] == "nesting=1,keyctl=1"  # the pending view
-    assert "[pve:pending]\ndev0: /dev/nvidia0,mode=0666\nfeatures: nesting=1,keyctl=1\n" in pve.conf_text(150)
+    assert "[pve:pending]\nfeatures: nesting=1,keyctl=1\n" in pve.conf_text(150)
     assert {"key": "features", "pending": "nesting=1,keyctl=1"} in ct.pending.get()
+    ct.config.put(dev0="/dev/nvidia0,mode=0600")  # "don't try to hotplug over existing dev"
+    assert ct.config.get(current=1)["dev0"] == "/dev/nvidia0,mode=0666"
+    assert {"key": "dev0", "value": "/dev/nvidia0,mode=0666", "pending": "/dev/nvidia0,mode=0600"} in ct.pending.get()
     assert pve.wait(ct.status.stop.post())["exitstatus"] == "OK"
     assert pve.wait(ct.status.start.post())["exitstatus"] == "OK"
     assert ct.config.get(current=1)["features"] == "nesting=1,keyctl=1"
     assert "[pve:pending]" not in pve.conf_text(150)
-    assert "dev0: /dev/nvidia0,mode=0666" in (pve.backend.root / "started/150.conf").read_text()
+    assert "dev0: /dev/nvidia0,mode=0600" in (pve.backend.root / "started/150.conf").read_text()
+    ct.config.put(delete="dev0,features")
     assert pve.wait(ct.status.stop.post())["exitstatus"] == "OK"
+
+
+NET = "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:00:01,ip=10.0.0.150/24,type=veth"
+
+
+def test_running_container_hotplugs_what_pve_container_hotplugs(pve):
+    """net0 through update_net (add, change, delete), memory/swap through the cgroup, hostname
+    written at once (LXC_FASTPLUG_OPTIONS), each only for the options of the PUT."""
+    ct = pve.client().nodes("pve1").lxc(150)
+    assert pve.wait(ct.status.start.post())["exitstatus"] == "OK"
+    pve.node.conf_path(150).write_text(pve.conf_text(150) + "\n[pve:pending]\nnameserver: 10.0.0.1\n")  # by hand
+    ct.config.put(net0=NET, memory=1024, hostname="renamed")
+    current = ct.config.get(current=1)
+    assert (current["net0"], current["memory"], current["hostname"]) == (NET, 1024, "renamed")
+    assert [(h["key"], h["new"]) for h in pve.backend.hotplugged()[-2:]] == [("memory", "1024"), ("net0", NET)]
+    assert "nameserver" not in current and {"key": "nameserver", "pending": "10.0.0.1"} in ct.pending.get()
+    moved = NET.replace("10.0.0.150", "10.0.0.151")
+    ct.config.put(net0=moved)
+    assert ct.config.get(current=1)["net0"] == moved and pve.backend.hotplugged()[-1]["old"] == NET
+    ct.config.put(delete="net0,swap")
+    assert "net0" not in ct.config.get(current=1) and "swap" not in ct.config.get(current=1)
+    assert "nameserver: 10.0.0.1" in pve.conf_text(150).split("[pve:pending]")[1]  # untouched by these PUTs
+    ct.config.put(revert="nameserver")
+    assert pve.wait(ct.status.stop.post())["exitstatus"] == "OK"
+
+
+def test_a_delete_keeps_a_pending_value_which_only_revert_drops(pve):
+    """update_pct_config queues delete= without touching a pending value; cleanup_pending drops
+    the delete of a key the current config does not have."""
+    ct = pve.client().nodes("pve1").lxc(150)
+    assert pve.wait(ct.status.start.post())["exitstatus"] == "OK"
+    ct.config.put(features="nesting=1")
+    ct.config.put(delete="features")
+    assert {"key": "features", "pending": "nesting=1"} in ct.pending.get()
+    assert not any(item.get("delete") for item in ct.pending.get())
+    ct.config.put(revert="features")
+    assert "[pve:pending]" not in pve.conf_text(150)
+    assert pve.wait(ct.status.stop.post())["exitstatus"] == "OK"
+
+
+def test_a_failed_hotplug_fails_the_put_and_writes_nothing(tmp_path):
+    failing = DirBackend(tmp_path / "volumes", devices={}, fail={"hotplug": "cgroup write failed"})
+    with EmulatedNode(tmp_path, backend=failing) as node:
+        px = node.client()
+        assert node.wait(px.nodes("pve1").lxc.post(vmid=151, ostemplate=node.TEMPLATE, rootfs="local-lvm:4"))
+        ct = px.nodes("pve1").lxc(151)
+        assert node.wait(ct.status.start.post())["exitstatus"] == "OK"
+        before = node.conf_text(151)
+        with pytest.raises(ResourceException) as e:
+            ct.config.put(memory=1024, cores=3)
+        assert e.value.status_code == 400 and e.value.errors == {
+            "memory": "unable to hotplug memory: cgroup write failed"
+        }
+        assert node.conf_text(151) == before
 
 
 def test_json_body_takes_json_booleans(pve):
