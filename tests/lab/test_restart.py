@@ -19,9 +19,9 @@ CONF = f"/etc/pve/lxc/{VMID}.conf"
 DEBT = f"/var/lib/sglang-pve/restart-owed/{VMID}.json"
 
 
-def on_node(*command: str, check: bool = True) -> subprocess.CompletedProcess:
+def on_node(*command: str, check: bool = True, host: str = layout.NODE) -> subprocess.CompletedProcess:
     result = subprocess.run(
-        [sys.executable, "-m", "lab", "exec", layout.NODE, "--", *command],
+        [sys.executable, "-m", "lab", "exec", host, "--", *command],
         cwd=PROJECT,
         capture_output=True,
         text=True,
@@ -31,8 +31,14 @@ def on_node(*command: str, check: bool = True) -> subprocess.CompletedProcess:
     return result
 
 
+def in_guest(script: str) -> str:
+    """A shell script in the container, found by its vmid (its hostname changes in one test)."""
+    return on_node("sh", "-c", script, host=str(VMID)).stdout.strip()
+
+
 def boot_id() -> str:
-    return sh("cat /proc/sys/kernel/random/boot_id; cat /proc/1/stat | cut -d' ' -f22").strip()
+    """When the container's init started (field 22 of /proc/1/stat: a new one after a restart)."""
+    return in_guest("cut -d' ' -f22 /proc/1/stat")
 
 
 def converged_run(inventory: str = "inventory/lab.py") -> str:
@@ -93,18 +99,18 @@ def test_a_start_only_key_whose_reboot_failed_is_restarted_by_the_rerun_which_sa
         code, output = pyinfra(inventory=renamed, check=False)
         assert code != 0 and "POST /nodes/pve1/lxc/129/status/reboot: task failed: shutdown timed out" in output
         assert "[pve:pending]" not in on_node("cat", CONF).stdout  # hostname is written at once...
-        assert sh("hostname").strip() == "sglang1"  # ...and acts only at start
+        assert in_guest("hostname") == "sglang1"  # ...and acts only at start
         owed = on_node("cat", DEBT).stdout
         assert '"keys": ["hostname"]' in owed and "Managed by sglang-pve" in owed
         faults([])
         output = restarted_run(renamed, "restart owed since ")
         assert "restart owed since 20" in output and ": hostname" in output
-        assert sh("hostname").strip() == "sglang1b"
+        assert in_guest("hostname") == "sglang1b"
         converged_run(renamed)
     finally:
         faults([])
         pyinfra(check=False)
-    assert sh("hostname").strip() == "sglang1"
+    assert in_guest("hostname") == "sglang1"
 
 
 def test_pending_left_by_someone_else_is_seen_and_applied(deployed):
