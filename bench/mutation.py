@@ -49,6 +49,7 @@ TARGETS = {
         "tests/unit/test_releases.py",
     ],
     "sglang_pve/agent/release_store.py": ["tests/unit/test_releases.py", "tests/unit/test_agent_switch.py"],
+    "sglang_pve/agent/lease.py": ["tests/unit/test_agent_lease.py"],
     "sglang_pve/deploy/operations/files.py": ["tests/unit/test_operations.py", "tests/unit/test_json_cases.py"],
     "sglang_pve/deploy/operations/systemd.py": ["tests/unit/test_operations.py", "tests/unit/test_json_cases.py"],
 }

@@ -13,6 +13,11 @@
     transient --dir DIR [--server NAME]    run a configuration of the current release (without
                                            --server: none) the same way, recording nothing (switch.py)
     releases --dir DIR [--files-of ID]     the release records as JSON (release_store.py)
+    lock --dir DIR --token T --owner WHO --task NAME [--wait S]
+                                           take the container's deploy lock for a whole run and
+                                           leave a holder keeping it (lease.py)
+    unlock --dir DIR --token T             the run's last command: the lock goes
+apply, switch and transient take --lease T: the run holds the deploy lock already.
 
 Exit codes are listed in exitcodes.py, environment overrides (tests only) in overrides.py;
 `--help` prints both.
@@ -31,6 +36,7 @@ from sglang_pve.agent import (
     exitcodes,
     gate,
     holders,
+    lease,
     overrides,
     procs,
     reaper,
@@ -57,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     except (SpecError, ReleaseError) as error:
         print(f"sglang-pve-agent {args.command}: {error}", file=sys.stderr)
         return exitcodes.USAGE
+    except lease.LeaseError as error:
+        print(f"sglang-pve-agent {args.command}: {error}", file=sys.stderr)
+        return exitcodes.LOCKED
     except Exception:  # noqa: BLE001 - the unit's log must show what went wrong
         traceback.print_exc()
         return exitcodes.INTERNAL
@@ -113,7 +122,7 @@ def _holders(args: argparse.Namespace) -> int:
 
 
 def _apply(args: argparse.Namespace) -> int:
-    with Store(args.dir).locked() as store:
+    with Store(args.dir).locked(args.lease, Reporter("lock", sys.stdout)) as store:
         release = store.record(json.loads(base64.b64decode(args.spec)))
         print(f"recorded release {release['id']}", flush=True)
         if args.record_only:  # what runs did not change: it becomes current without a restart
@@ -122,12 +131,12 @@ def _apply(args: argparse.Namespace) -> int:
 
 
 def _switch(args: argparse.Namespace) -> int:
-    with Store(args.dir).locked() as store:
+    with Store(args.dir).locked(args.lease, Reporter("lock", sys.stdout)) as store:
         return switch.switch(store, args.to, Reporter("switch", sys.stdout), args.keep, args.venvs_dir)
 
 
 def _transient(args: argparse.Namespace) -> int:
-    with Store(args.dir).locked() as store:
+    with Store(args.dir).locked(args.lease, Reporter("lock", sys.stdout)) as store:
         return switch.transient(store, args.server, Reporter("switch", sys.stdout), args.spec_dir)
 
 
@@ -137,6 +146,35 @@ def _releases(args: argparse.Namespace) -> int:
     report["running"] = systemd.in_states(current["units"], systemd.RUNNING) if current else []
     print(json.dumps(report, sort_keys=True))
     return exitcodes.OK
+
+
+def _lock(args: argparse.Namespace) -> int:
+    """--json (the controller's fact): one line {"held": bool, "message": the last words}, exit 0."""
+    watch = procs.identify(args.watch_pid) if args.watch_pid else lease.ssh_connection()
+    said: list[str] = []
+    report = Reporter("lock", sys.stderr if args.json else sys.stdout)
+
+    def say(text: str, error: bool = False) -> None:
+        said.append(text)
+        report(text, error)
+
+    code = lease.acquire(args.dir, args.token, args.owner, args.task, args.wait, say, watch, args.max_hold)
+    if not args.json:
+        return code
+    print(json.dumps({"held": code == exitcodes.OK, "message": said[-1] if said else ""}), flush=True)
+    return exitcodes.OK
+
+
+def _unlock(args: argparse.Namespace) -> int:
+    released = lease.release(args.dir, args.token)
+    print(f"deploy lock of {args.dir} released" if released else f"deploy lock of {args.dir}: not held by this run")
+    return exitcodes.OK
+
+
+def _token(text: str) -> str:
+    if not text.isalnum() or len(text) > 64:
+        raise argparse.ArgumentTypeError(f"not a lease token (1-64 letters or digits): {text!r}")
+    return text
 
 
 def _pid(text: str) -> int | None:
@@ -195,6 +233,18 @@ def _parser() -> argparse.ArgumentParser:
         default=contract.UNIT_PREFIX,
         help=f"marks ours without --spec (default {contract.UNIT_PREFIX})",
     )
+    sub = command("lock", _lock, "take the container's deploy lock for a whole run", spec=None)
+    sub.add_argument("--dir", required=True, metavar="DIR", help="the releases directory")
+    sub.add_argument("--token", type=_token, required=True, help="the run's token (unlock and --lease name it)")
+    sub.add_argument("--owner", required=True, help="who runs it, e.g. alice@laptop (named to runs that wait)")
+    sub.add_argument("--task", default="deploy", help="which task (named to runs that wait)")
+    sub.add_argument("--wait", type=float, default=3600.0, metavar="S", help="seconds to wait for it (0: refuse)")
+    sub.add_argument("--watch-pid", type=_pid, metavar="PID", help="release when PID ends (default: the sshd)")
+    sub.add_argument("--max-hold", type=float, default=lease.MAX_HOLD_S, metavar="S", help="release after S seconds")
+    sub.add_argument("--json", action="store_true", help='print {"held", "message"} and exit 0 (the fact)')
+    sub = command("unlock", _unlock, "release the deploy lock this run holds", spec=None)
+    sub.add_argument("--dir", required=True, metavar="DIR", help="the releases directory")
+    sub.add_argument("--token", type=_token, required=True, help="the run's token")
     for name, handler, help_text in (
         ("apply", _apply, "record a release from the files on disk and switch to it"),
         ("switch", _switch, "switch to a recorded release: stop, GPUs free, start, gate; revert on failure"),
@@ -206,6 +256,7 @@ def _parser() -> argparse.ArgumentParser:
         if name == "releases":
             sub.add_argument("--files-of", metavar="ID", help="include this release's file contents (base64) and lock")
             continue
+        sub.add_argument("--lease", type=_token, metavar="T", help="this run holds the deploy lock (agent lock)")
         if name == "transient":
             sub.add_argument("--server", type=_server, metavar="NAME", help="the configuration to run (default: none)")
             sub.add_argument("--spec-dir", default=DEFAULT_SPEC_DIR, metavar="DIR", help=f"default {DEFAULT_SPEC_DIR}")

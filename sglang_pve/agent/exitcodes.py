@@ -13,6 +13,7 @@
 | 8    | watchdog: restart cap reached, the unit was failed                               |
 | 9    | switch: the new release did not become ready; the previous one runs again        |
 | 10   | switch: failed and could not revert (or there was nothing to revert to)          |
+| 11   | lock: another run holds the container's deploy lock (the message names it)       |
 | 70   | internal error of the agent (traceback on stderr)                                |
 """
 
@@ -26,4 +27,5 @@ CRASH = 7
 RESTART_CAP = 8
 SWITCH_REVERTED = 9
 SWITCH_FAILED = 10
+LOCKED = 11
 INTERNAL = 70

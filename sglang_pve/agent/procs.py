@@ -47,6 +47,24 @@ def stat(pid: int) -> tuple[str, int] | None:
         return None
 
 
+def parent(pid: int) -> int:
+    """The parent's PID (0 when the process is gone)."""
+    try:
+        with open(_path(pid, "stat"), "rb") as handle:
+            data = handle.read().decode("ascii", "replace")
+        return int(data[data.rfind(")") + 2 :].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def exe(pid: int) -> str:
+    """The program file the process runs ("" when unreadable)."""
+    try:
+        return os.readlink(_path(pid, "exe"))
+    except OSError:
+        return ""
+
+
 def identify(pid: int) -> Proc | None:
     info = stat(pid)
     return None if info is None else Proc(pid, info[1])

@@ -32,7 +32,6 @@ rolling back twice stays there.
 import base64
 import calendar
 import contextlib
-import fcntl
 import grp
 import hashlib
 import json
@@ -43,7 +42,8 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Self
 
-from sglang_pve.agent import state
+from sglang_pve.agent import lease, state
+from sglang_pve.agent.output import Say
 from sglang_pve.agent.state import Record
 
 _STAMP = "%Y%m%dT%H%M%SZ"
@@ -72,16 +72,12 @@ class Store:
         return os.path.join(self.dir, *parts)
 
     @contextlib.contextmanager
-    def locked(self) -> Iterator[Self]:
+    def locked(self, token: str | None = None, say: Say | None = None) -> Iterator[Self]:
         """One record-and-switch at a time on this host: a deploy killed on the controller can
-        leave its switch running here, and a rerun must wait for it, not race it."""
-        os.makedirs(self.dir, mode=0o700, exist_ok=True)
-        fd = os.open(self._path(".lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        leave its switch running here, and a rerun must wait for it, not race it. `token`: the
+        run that holds the deploy lock (lease.py) already; without it, wait for the lock."""
+        with lease.locked(self.dir, token, say or _silent):
             yield self
-        finally:
-            os.close(fd)
 
     def ids(self) -> list[str]:
         try:
@@ -264,6 +260,7 @@ class Store:
             "pending": self.pending(),
             "releases": self.records(),
             "previous": self.previous_id(),
+            "lease": lease.current(self.dir),
         }
         if not with_files_of:
             return report
@@ -280,6 +277,10 @@ class Store:
             }
             report["lock"] = self.blob(record["lock"]["sha256"]).decode()
         return report
+
+
+def _silent(text: str, error: bool = False) -> None:
+    pass
 
 
 def _write_bytes(path: str, data: bytes, mode: int, uid: int = -1, gid: int = -1) -> None:

@@ -63,6 +63,10 @@ class HostData(BaseModel):
     )
     # Releases (/var/lib/sglang-pve/releases): how many are kept, with their venvs, for rollback.
     releases_kept: int = Field(5, ge=2, le=100)
+    # One run at a time changes a container (files, venvs, releases, switches, benchmarks): a run
+    # that finds another one holding the container's deploy lock waits this many seconds for it,
+    # naming it (0: refuse at once).
+    wait_lock: int = Field(3600, ge=0, le=86400)
     # Resource limits of every server unit (SGLang raises NOFILE itself, but only up to the hard limit).
     unit_limits: UnitLimits = UnitLimits()
     # The interactive user whose shell rc gets the managed NCCL block.

@@ -41,10 +41,12 @@ def lock_path(venv: str) -> str:
     return f"{venv}.lock"
 
 
-def partial_venv_path(venv: str) -> str:
-    """Where a venv is built before it is moved into place (a unit never points here)."""
+def partial_venv_path(venv: str, run: str = "") -> str:
+    """Where run `run` (provenance.run_token) builds a venv before it is moved into place (a unit
+    never points here); "" gives the prefix every run's build of this venv starts with. Per run:
+    a build a killed controller left running on the host cannot be wiped by the next one's."""
     head, _, name = venv.rpartition("/")
-    return f"{head}/.{name}.partial"
+    return f"{head}/.{name}.partial" + (f"-{run}" if run else "")
 
 
 def secret_config_path(server: str) -> str:

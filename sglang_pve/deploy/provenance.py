@@ -2,9 +2,11 @@
 
 who()              # "alice@laptop"
 commit(project)    # "ba504ac" or "ba504ac+dirty"; None outside a git checkout
+run_token()        # "3f9c0a1b2c3d4e5f": this run's, names its deploy lock on every host (agent/lease.py)
 """
 
 import getpass
+import secrets
 import socket
 import subprocess
 from functools import cache
@@ -29,3 +31,8 @@ def commit(project: Path) -> str | None:
     if not head:
         return None
     return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+@cache
+def run_token() -> str:
+    return secrets.token_hex(8)

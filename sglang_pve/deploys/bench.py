@@ -25,12 +25,15 @@ from pyinfra.operations import python
 from sglang_pve.config.bench import bench_options
 from sglang_pve.deploy.context import deployment, task_options
 from sglang_pve.deploy.facts.releases import Releases
+from sglang_pve.deploy.provenance import run_token
 from sglang_pve.deploy.render import lifecycle_spec
+from sglang_pve.deploys.locked import locked
 from sglang_pve.provision.roles import is_node
 from sglang_pve.tools.bench import prompts, runner
 
 
 @deploy("Benchmark")
+@locked("bench")
 def bench() -> None:
     """A container's task; Proxmox nodes are skipped."""
     if is_node():
@@ -63,6 +66,7 @@ def bench() -> None:
             nccl_profile=config.data.nccl_profile,
             sglang_version=config.data.sglang_version,
             results_dir=results_dir,
+            lease=run_token(),
             compare=options.compare,
             release=host.get_fact(Releases).current,
             api_key=config.secrets.api_key is not None,

@@ -9,6 +9,7 @@ from pyinfra.api import deploy
 from sglang_pve.deploy.context import deployment
 from sglang_pve.deploys.agent import agent
 from sglang_pve.deploys.containers import provision_containers
+from sglang_pve.deploys.locked import locked
 from sglang_pve.deploys.nccl_env import nccl_env
 from sglang_pve.deploys.node_prep import prepare_node
 from sglang_pve.deploys.preflight import preflight
@@ -23,9 +24,15 @@ def container_deploy() -> None:
     by the line numbers of their call stack, so a loop over these would order them by the lines
     inside each module instead (host.loop exists for loops; this needs none)."""
     preflight()  # reads the host; refuses before any change
+    agent()  # the deploy lock is the agent's
+    guest_changes()
+
+
+@locked("deploy")
+def guest_changes() -> None:
+    """Everything that changes what runs, under the container's deploy lock (one run at a time)."""
     sglang_venv()
     nccl_env()
-    agent()
     servers()
 
 

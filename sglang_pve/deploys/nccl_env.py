@@ -8,10 +8,12 @@ from sglang_pve.deploy import paths
 from sglang_pve.deploy.context import deployment, site_packages
 from sglang_pve.deploy.operations import files
 from sglang_pve.deploy.render import nccl_block, nccl_files
+from sglang_pve.deploys.locked import locked
 from sglang_pve.provision.roles import is_node
 
 
 @deploy("NCCL environment")
+@locked("nccl env")
 def nccl_env() -> None:
     """A container's task; Proxmox nodes are skipped."""
     if is_node():

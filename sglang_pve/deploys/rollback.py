@@ -27,12 +27,15 @@ from sglang_pve.config.tasks import rollback_options
 from sglang_pve.deploy.context import deployment, package_source, task_options
 from sglang_pve.deploy.facts.releases import Releases
 from sglang_pve.deploy.operations import files, releases, venvs
+from sglang_pve.deploy.provenance import run_token
+from sglang_pve.deploys.locked import locked
 from sglang_pve.provision.roles import container_node, is_node, own_spec
 from sglang_pve.provision.snapshot_rollback import rolled_back
 from sglang_pve.tools.status_render import releases_table
 
 
 @deploy("Release rollback")
+@locked("rollback")
 def release_rollback() -> None:
     """A container's task; a node's rollback is the snapshot mode."""
     if is_node():
@@ -53,6 +56,7 @@ def release_rollback() -> None:
         version=target["sglang_version"],
         source=package_source(),  # the switch restores the release's own startup hook into it
         lock=report.lock,
+        run=run_token(),
     )
     for path, block in target["blocks"].items():
         files.block(
@@ -67,6 +71,7 @@ def release_rollback() -> None:
         to=target["id"],
         keep=config.data.releases_kept,
         venvs_dir=config.data.sglang_venvs_dir,
+        lease=run_token(),
     )
 
 

@@ -15,11 +15,14 @@ from pyinfra.api import deploy
 from sglang_pve.deploy import provenance
 from sglang_pve.deploy.context import deployment, site_packages, venv
 from sglang_pve.deploy.operations import releases, systemd
+from sglang_pve.deploy.provenance import run_token
 from sglang_pve.deploy.render import release, server_files
+from sglang_pve.deploys.locked import locked
 from sglang_pve.provision.roles import is_node
 
 
 @deploy("Servers")
+@locked("servers")
 def servers() -> None:
     """A container's task; Proxmox nodes are skipped."""
     if is_node():
@@ -35,4 +38,5 @@ def servers() -> None:
         release=release(config, venv(), site_packages(), provenance.who(), provenance.commit(project)),
         keep=config.data.releases_kept,
         venvs_dir=config.data.sglang_venvs_dir,
+        lease=run_token(),
     )

@@ -5,11 +5,14 @@ from pyinfra.api import deploy
 
 from sglang_pve.deploy.context import deployment, package_source, site_packages, venv
 from sglang_pve.deploy.operations import venvs
+from sglang_pve.deploy.provenance import run_token
 from sglang_pve.deploy.render import nccl_files
+from sglang_pve.deploys.locked import locked
 from sglang_pve.provision.roles import is_node
 
 
 @deploy("SGLang venv")
+@locked("sglang venv")
 def sglang_venv() -> None:
     """A container's task; Proxmox nodes are skipped."""
     if is_node():
@@ -21,4 +24,5 @@ def sglang_venv() -> None:
         path=venv(),
         version=config.sglang_version,
         source=package_source(hooks=[f for f in nccl_files(config, purelib) if f.path.startswith(venv() + "/")]),
+        run=run_token(),
     )

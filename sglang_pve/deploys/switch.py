@@ -10,10 +10,13 @@ from pyinfra.api import deploy
 from sglang_pve.config.tasks import switch_options
 from sglang_pve.deploy.context import deployment, task_options
 from sglang_pve.deploy.operations import releases
+from sglang_pve.deploy.provenance import run_token
+from sglang_pve.deploys.locked import locked
 from sglang_pve.provision.roles import is_node
 
 
 @deploy("Switch")
+@locked("switch")
 def switch() -> None:
     """A container's task; Proxmox nodes are skipped."""
     if is_node():
@@ -25,4 +28,5 @@ def switch() -> None:
         server=wanted.server,
         keep=config.data.releases_kept,
         venvs_dir=config.data.sglang_venvs_dir,
+        lease=run_token(),
     )

@@ -13,7 +13,7 @@ import pytest
 
 from sglang_pve.deploy import paths
 from tests.conftest import PROJECT, group_data
-from tests.lab.conftest import PYINFRA, on_target, pyinfra, sh, unit_state
+from tests.lab.conftest import ANSI, PYINFRA, on_target, pyinfra, set_faults, sh, unit_state
 
 pytestmark = pytest.mark.lab
 
@@ -122,6 +122,52 @@ def test_a_deploy_killed_anywhere_converges_on_the_next_run(deployed):
         assert main_env("baseline", "NCCL_P2P_DISABLE") == (profile_value(target) or None), (
             f"the server kept the old profile after a rerun following a kill at {fraction:.0%}"
         )
+
+
+def _deploy(*data: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [PYINFRA, "-y", "inventory/lab.py", "deploy.py", *data],
+        cwd=PROJECT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+
+
+def _until(condition, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+def test_two_deploys_started_together_run_one_after_the_other(deployed):
+    """Two deploys with different NCCL profiles at once: the second waits for the first's deploy
+    lock (naming it), then deploys its own profile whole; the current release names the profile
+    the running server's environment holds. With wait_lock=0 a third refuses at once."""
+    from sglang_pve.deploy.provenance import who
+
+    pyinfra("--data", f"nccl_profile={PROFILES[0]}")
+    set_faults({"baseline": {"phase_seconds": {"weights": 12}}})  # the first's switch takes a while
+    try:
+        first = _deploy("--data", f"nccl_profile={PROFILES[1]}")
+        _until(lambda: sh(f"cat {paths.RELEASES_DIR}/pending", check=False).strip() != "")  # inside its switch
+        second = _deploy("--data", f"nccl_profile={PROFILES[0]}")
+        refused = pyinfra("--data", f"nccl_profile={PROFILES[0]}", "--data", "wait_lock=0", check=False)
+        outputs = [ANSI.sub("", process.communicate(timeout=600)[0]) for process in (first, second)]
+        assert (first.returncode, second.returncode) == (0, 0), outputs
+    finally:
+        set_faults({})
+    assert f"waiting up to 3600s for the deploy lock, held by {who()} (deploy) since " in outputs[1]
+    assert refused[0] != 0 and "not waiting (wait_lock=0)" in refused[1] and f"held by {who()} (deploy)" in refused[1]
+    report = json.loads(sh(f"python3 {paths.AGENT} releases --dir {paths.RELEASES_DIR}"))
+    current = next(r for r in report["releases"] if r["id"] == report["current"])
+    assert current["nccl_profile"] == PROFILES[0] and report["pending"] is None and report["lease"] is None
+    assert main_env("baseline", "NCCL_P2P_DISABLE") == (profile_value(PROFILES[0]) or None)
+    assert sh(f"cat {paths.NCCL_ENV}") == sh(
+        f"cat {paths.RELEASES_DIR}/blobs/{current['files'][paths.NCCL_ENV]['sha256']}"
+    )
 
 
 def test_a_requested_stop_ends_inactive_and_a_crash_still_fails(deployed):

@@ -42,6 +42,7 @@ from pyinfra.context import ctx_host, ctx_state
 import sglang_pve
 from sglang_pve.deploy.facts import files as file_facts
 from sglang_pve.deploy.facts import gpu as gpu_facts
+from sglang_pve.deploy.facts import lock as lock_facts
 from sglang_pve.deploy.facts import preflight as preflight_facts
 from sglang_pve.deploy.facts import python as python_facts
 from sglang_pve.deploy.facts import releases as release_facts
@@ -49,7 +50,7 @@ from sglang_pve.deploy.facts import server_status as status_facts
 from sglang_pve.deploy.facts import servers as server_facts
 from sglang_pve.deploy.facts import venvs as venv_facts
 from sglang_pve.deploy.facts import zfs as zfs_facts
-from sglang_pve.deploy.operations import files, releases, systemd, venvs
+from sglang_pve.deploy.operations import files, lock, releases, systemd, venvs
 from sglang_pve.deploy.operations.files import ManagedFile
 from sglang_pve.deploy.provenance import who
 from sglang_pve.provision import device_nodes, guest_deploy, restart_debt
@@ -65,6 +66,8 @@ OPERATIONS = {
     "releases.switched": releases.switched,
     "releases.rolled_back": releases.rolled_back,
     "venvs.venv": venvs.venv,
+    "lock.held": lock.held,
+    "lock.released": lock.released,
     "guest_deploy.nodes_done": guest_deploy.nodes_done,
     "guest_deploy.deploy_when_provisioned": guest_deploy.deploy_when_provisioned,
     "device_nodes.present": device_nodes.present,
@@ -79,6 +82,7 @@ FACTS = {
         (release_facts, ("Releases",)),
         (status_facts, ("ServerStatus",)),
         (gpu_facts, ("GpuDevices", "UserSpaceDriver")),
+        (lock_facts, ("DeployLock", "DeployUnlock")),
         (preflight_facts, ("PreflightProbe",)),
         (zfs_facts, ("ZfsSnapshots",)),
         (restart_debt, ("RestartDebt",)),

@@ -310,6 +310,7 @@ def test_summary_of_a_named_release_needs_no_previous(tmp_path):
         "pending": None,
         "releases": [],
         "previous": None,
+        "lease": None,
         "target": None,
         "error": f"no ready release before the newest ready one in {store.dir}",
     }
@@ -371,6 +372,7 @@ def venv_run(fact_lines, **kwargs):
         ("import importlib.metadata",),
         path="/opt/v/sglang-1.0",
         version="1.0",
+        run="r1",
         **kwargs,
     )
 
@@ -381,7 +383,8 @@ def test_venv_is_a_noop_when_installed_and_locked():
 
 def test_venv_is_built_beside_its_path_from_a_hash_lock_and_moved_into_place():
     joined = "\n".join(venv_run(["uv 0.13.9"], source=SOURCE))
-    build = "/opt/v/.sglang-1.0.partial"
+    build = "/opt/v/.sglang-1.0.partial-r1"  # per run: a killed run's build left running is not wiped
+    assert "rm -rf -- /opt/v/.sglang-1.0.partial-* && " in joined  # removed before (the deploy lock is held)
     assert f"python3 -m venv {build}" in joined
     assert "pip compile - --quiet --generate-hashes" in joined and "--index-url https://idx.example/simple" in joined
     assert "pip install --quiet --require-hashes --no-deps" in joined and "-c 'import sglang, yaml'" in joined
@@ -469,7 +472,7 @@ def test_netrc_content_is_hidden_under_diff(caplog):
     state = State(inventory=inventory, config=Config(DIFF=True))
     connect_all(state)
     with caplog.at_level(logging.DEBUG):
-        add_op(state, venvs.venv, path="/opt/v/sglang-1.0", version="1.0", source=source)
+        add_op(state, venvs.venv, path="/opt/v/sglang-1.0", version="1.0", source=source, run="r1")
     assert "/etc/sglang/secrets/index.netrc (holds secrets: content not shown)" in caplog.text
     assert CANARY not in caplog.text
 
@@ -522,6 +525,7 @@ def release_run(release, running=("sglang-a.service",), pending=None):
         release=release,
         keep=5,
         venvs_dir="/opt/v",
+        lease="r1",
     )
 
 

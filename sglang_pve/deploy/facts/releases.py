@@ -21,6 +21,7 @@ class ReleaseReport:
     contents: dict = field(default_factory=dict)  # its files: path -> bytes
     lock: str | None = None  # its lock
     error: str | None = None  # why the asked-for release has no contents (no such id, no previous)
+    lease: dict | None = None  # the deploy lock's holder (agent/lease.py), None when free
 
     def get(self, release_id: str | None) -> dict | None:
         return next((r for r in self.releases if r["id"] == release_id), None)
@@ -61,4 +62,5 @@ class Releases(FactBase[ReleaseReport]):
             contents={path: base64.b64decode(data) for path, data in (document.get("contents") or {}).items()},
             lock=document.get("lock"),
             error=document.get("error"),
+            lease=document.get("lease"),
         )

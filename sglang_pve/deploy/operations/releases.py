@@ -12,7 +12,7 @@ reason and the gate's diagnosis in its output; the line `switch-timings {...}` g
 GPUs-free, start and total seconds. Code that runs at execution time (the benchmark's python.call)
 runs the same steps without recording a release:
 
-    ok, output = host.run_shell_command(releases.transient("eagle3-3step"))
+    ok, output = host.run_shell_command(releases.transient("eagle3-3step", lease=run_token()))
 """
 
 import base64
@@ -75,11 +75,14 @@ def _server_paths(unit: str) -> list[str]:
     return [paths.unit_path(server), paths.server_config_path(server), paths.lifecycle_path(server)]
 
 
-def _agent(*args) -> StringCommand:
-    return StringCommand("python3", QuoteString(paths.AGENT), *args, "--dir", QuoteString(paths.RELEASES_DIR))
+def _agent(*args, lease: str) -> StringCommand:
+    """An agent command of the run that holds the container's deploy lock (`lease`: its token)."""
+    return StringCommand(
+        "python3", QuoteString(paths.AGENT), *args, "--dir", QuoteString(paths.RELEASES_DIR), "--lease", lease
+    )
 
 
-def _apply(spec: dict, keep: int, venvs_dir: str, record_only: bool = False) -> StringCommand:
+def _apply(spec: dict, keep: int, venvs_dir: str, lease: str, record_only: bool = False) -> StringCommand:
     encoded = base64.b64encode(json.dumps(spec, sort_keys=True).encode()).decode()
     return _agent(
         "apply",
@@ -90,6 +93,7 @@ def _apply(spec: dict, keep: int, venvs_dir: str, record_only: bool = False) -> 
         "--venvs-dir",
         QuoteString(venvs_dir),
         *(["--record-only"] if record_only else []),
+        lease=lease,
     )
 
 
@@ -102,7 +106,7 @@ def _running(report, record: dict | None) -> bool:
 
 
 @operation()
-def release(release: Release, keep: int, venvs_dir: str):
+def release(release: Release, keep: int, venvs_dir: str, lease: str):
     """
     Record `release` on the host and switch to it, unless it is the current release and runs.
     When only files that no running process reads changed (another configuration's unit, the
@@ -111,12 +115,14 @@ def release(release: Release, keep: int, venvs_dir: str):
     + release: what should run (sglang_pve.deploy.render.release)
     + keep: releases kept (older ones, and venvs only they used, are removed)
     + venvs_dir: only venvs under it are ever removed
+    + lease: the token of this run's deploy lock (deploy/operations/lock.py)
 
     **Example:**
 
     .. code:: python
 
-        release(release=render.release(deployment, venv, site_packages), keep=5, venvs_dir="/opt/sglang/venvs")
+        release(release=render.release(deployment, venv, site_packages), keep=5, venvs_dir="/opt/sglang/venvs",
+                lease=run_token())
     """
     report = host.get_fact(Releases)
     current = report.current_record
@@ -128,24 +134,28 @@ def release(release: Release, keep: int, venvs_dir: str):
         return
     # only files of configurations that do not run (or the shell block) changed: record, no restart
     yield _apply(
-        release.agent_spec(), keep, venvs_dir, record_only=running and release.matches(current, runtime_only=True)
+        release.agent_spec(),
+        keep,
+        venvs_dir,
+        lease,
+        record_only=running and release.matches(current, runtime_only=True),
     )
 
 
 @operation()
-def switched(server: str, keep: int, venvs_dir: str):
+def switched(server: str, keep: int, venvs_dir: str, lease: str):
     """
     Make configuration `server` the one that runs: a new release of the files in place (every
     configuration's files are installed by the deploy), switched to atomically.
 
     + server: a configuration of the current release (group_data/servers.yml)
-    + keep, venvs_dir: as for release()
+    + keep, venvs_dir, lease: as for release()
 
     **Example:**
 
     .. code:: python
 
-        switched(server="eagle3-3step", keep=5, venvs_dir="/opt/sglang/venvs")
+        switched(server="eagle3-3step", keep=5, venvs_dir="/opt/sglang/venvs", lease=run_token())
     """
     report = host.get_fact(Releases)
     current = report.current_record
@@ -159,7 +169,7 @@ def switched(server: str, keep: int, venvs_dir: str):
     if current["active_server"] == server and _running(report, current):
         host.noop(f"{server} runs (release {current['id']})")
         return
-    yield _apply(_switch_spec(current, server), keep, venvs_dir)
+    yield _apply(_switch_spec(current, server), keep, venvs_dir, lease)
 
 
 def _switch_spec(current: dict, server: str) -> dict:
@@ -176,21 +186,21 @@ def _switch_spec(current: dict, server: str) -> dict:
     return spec
 
 
-def transient(server: str | None) -> StringCommand:
+def transient(server: str | None, lease: str) -> StringCommand:
     """The agent command that runs configuration `server` of the current release (None: none) through
     the switch's steps, recording nothing (agent/switch.py, transient): exit 0 once its gate passed,
     9 when it failed and what ran before runs again, 10 when that failed too."""
-    return _agent("transient", *(["--server", QuoteString(server)] if server else []))
+    return _agent("transient", *(["--server", QuoteString(server)] if server else []), lease=lease)
 
 
 @operation()
-def rolled_back(to: str | None, keep: int, venvs_dir: str):
+def rolled_back(to: str | None, keep: int, venvs_dir: str, lease: str):
     """
     Run a recorded release again, its files byte for byte: `to` (a release id) or, when None,
     the last ready release before the newest ready one (so a second rollback changes nothing).
 
     + to: a release id (`tasks/rollback.py --data list=1` lists them) or None
-    + keep, venvs_dir: as for release()
+    + keep, venvs_dir, lease: as for release()
 
     Under --diff every file that would change is shown as a unified diff. The release's venv
     must exist (tasks/rollback.py reinstalls it from the release's lock first).
@@ -199,7 +209,7 @@ def rolled_back(to: str | None, keep: int, venvs_dir: str):
 
     .. code:: python
 
-        rolled_back(to="20261130T114354Z-3f2a9c1d", keep=5, venvs_dir="/opt/sglang/venvs")
+        rolled_back(to="20261130T114354Z-3f2a9c1d", keep=5, venvs_dir="/opt/sglang/venvs", lease=run_token())
     """
     report = host.get_fact(Releases, files_of=to or "previous")
     if report.target is None:
@@ -223,7 +233,14 @@ def rolled_back(to: str | None, keep: int, venvs_dir: str):
         for file in changed:
             show_diff(file, states.get(file.path))
     yield _agent(
-        "switch", "--to", QuoteString(target["id"]), "--keep", str(keep), "--venvs-dir", QuoteString(venvs_dir)
+        "switch",
+        "--to",
+        QuoteString(target["id"]),
+        "--keep",
+        str(keep),
+        "--venvs-dir",
+        QuoteString(venvs_dir),
+        lease=lease,
     )
 
 

@@ -1,6 +1,7 @@
 """SGLang virtualenvs, one per exact version, built beside their final path from a hash lock."""
 
 import posixpath
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from io import BytesIO
@@ -170,16 +171,18 @@ def _cleaned_on_failure(build: str, command: list) -> StringCommand:
 
 
 @operation()
-def venv(path: str, version: str, source: Source, lock: str | None = None):
+def venv(path: str, version: str, source: Source, run: str, lock: str | None = None):
     """
     Make `path` a virtualenv holding exactly sglang==version and its locked dependencies.
 
     + path: the venv, one per exact version (paths.venv_path)
     + version: an exact version, e.g. the nightly "0.5.16.dev20260720+g8905cbd42"
     + source: indexes, installer (uv or pip), modules to import-check, files every venv gets
+    + run: this run's token (provenance.run_token): names the build directory
     + lock: reinstall from this lock (a release's record) instead of resolving
 
-    The venv is built at paths.partial_venv_path(path): resolved into a lock with every
+    The venv is built at paths.partial_venv_path(path, run), under the container's deploy lock
+    (builds that earlier, killed runs left behind are removed first): resolved into a lock with every
     distribution's sha256 (uv pip compile --generate-hashes, or pip's --report), installed from
     it with hashes required, import-checked, given the startup hook, and only then moved into
     place with its lock beside it (paths.lock_path, root-only). A failure anywhere removes the
@@ -190,7 +193,7 @@ def venv(path: str, version: str, source: Source, lock: str | None = None):
     .. code:: python
 
         venv(path="/opt/sglang/venvs/sglang-0.5.16.dev20260720+g8905cbd42",
-             version="0.5.16.dev20260720+g8905cbd42",
+             version="0.5.16.dev20260720+g8905cbd42", run=run_token(),
              source=Source(index_url="https://pypi.org/simple",
                            extra_index_urls=("https://docs.sglang.ai/whl/cu130/",)))
     """
@@ -222,8 +225,12 @@ def venv(path: str, version: str, source: Source, lock: str | None = None):
     outside = [hook.path for hook in source.hooks if not hook.path.startswith(path + "/")]
     if outside:
         raise OperationError(f"venv hooks must lie inside {path}: {', '.join(outside)}")
-    build = paths.partial_venv_path(path)
-    steps = [["rm", "-rf", QuoteString(build)], ["python3", "-m", "venv", QuoteString(build)]]
+    build = paths.partial_venv_path(path, run)
+    # every build of this venv a killed run left (the lock is held: no live run builds one now)
+    steps: list[list] = [
+        ["rm", "-rf", "--", shlex.quote(paths.partial_venv_path(path)) + "-*"],
+        ["python3", "-m", "venv", QuoteString(build)],
+    ]
     if lock is None:
         steps.append(_resolve(source, version, build))
     yield _cleaned_on_failure(build, _and(*steps))

@@ -50,6 +50,7 @@ class Job:
     nccl_profile: str
     sglang_version: str
     results_dir: Path
+    lease: str  # the token of this run's deploy lock (the bench task holds it)
     compare: str | None = None
     release: str | None = None  # the host's current release (the Releases fact, read once per run)
     api_key: bool = False  # the servers want sglang_secrets.api-key: the client reads it on the target
@@ -105,7 +106,7 @@ def run(job: Job) -> None:
         _say(host, f"interrupted by {interrupt}")
         raise
     finally:
-        _restore(host, previous)
+        _restore(host, previous, job.lease)
         for sig, handler in previous_handlers.items():
             signal.signal(sig, handler)
         if records:
@@ -128,9 +129,9 @@ def _on_interrupt(worker, host) -> dict:
     return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
 
 
-def _restore(host, previous: str | None) -> None:
+def _restore(host, previous: str | None, lease: str) -> None:
     _say(host, f"restoring {previous} (fresh start)" if previous else "nothing ran before: stopping what runs")
-    started = _switch(host, previous)
+    started = _switch(host, previous, lease)
     if started.ok:
         _say(host, f"{previous} is running again" if previous else "nothing runs, as before")
     else:
@@ -147,10 +148,10 @@ def _running_now(host, servers: list[str]) -> str | None:
     return running[0].removeprefix(paths.UNIT_PREFIX).removesuffix(".service") if ok and running else None
 
 
-def _switch(host, server: str | None) -> Start:
+def _switch(host, server: str | None, lease: str) -> Start:
     """Run `server` (None: none) fresh through the agent's transient switch; its start's record."""
     tic = time.monotonic()
-    ok, output = host.run_shell_command(releases.transient(server), print_output=False)
+    ok, output = host.run_shell_command(releases.transient(server, lease), print_output=False)
     wall = time.monotonic() - tic
     lines = output.output_lines
     timings: dict[str, float] = next(
@@ -178,7 +179,7 @@ def _status_record(host, server: str) -> dict:
 def _measure(host, job: Job, name: str, position: str) -> dict:
     tic = time.monotonic()
     _say(host, f"{name} ({position}): fresh start, waiting for the readiness gate")
-    started = _switch(host, name)
+    started = _switch(host, name, job.lease)
     record = {
         "run_id": job.run_id,
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -1,0 +1,232 @@
+"""One deploy at a time per container: the lock a whole guest deploy holds across its commands.
+
+A pyinfra run is many remote commands (file writes, the venv build, record, switch); a flock
+dies with the command that took it. So `agent lock` takes the flock on the releases directory's
+`.lock` (the one Store.locked takes) and hands it to a holder: a child in its own session that
+keeps the descriptor open until one of
+
+- `agent unlock --token T` (the run's last operation) removes the lease;
+- the controller's connection ends: the holder watches the sshd process the lock command ran
+  under (the connection's own process, alive as long as the controller's session), so a killed
+  controller frees the lock when its connection closes, without a stale lease;
+- `max_hold_s` passed (a dead network link that sshd never notices cannot hold it for good).
+
+The lease beside it (`.lease.json`, 0600) says who holds it, for the message of the run that waits:
+
+    {"token": "3f9c...", "owner": "alice@laptop", "task": "deploy", "host": "sglang1",
+     "started": "2026-12-01T14:50:03Z", "holder": {"pid": 4242, "start": 81234}}
+
+The flock is the truth (the kernel frees it when the holder dies, however it dies); the lease
+only describes it. Commands of the run that holds it (apply, switch, transient) pass the token
+(`--lease T`) and proceed after `check`; any other caller waits for the flock.
+"""
+
+import contextlib
+import fcntl
+import os
+import socket
+import time
+from collections.abc import Iterator
+
+from sglang_pve.agent import exitcodes, procs, state
+from sglang_pve.agent.output import Say
+from sglang_pve.agent.state import Record
+
+LOCK = ".lock"
+LEASE = ".lease.json"  # hidden: release ids are the other *.json names (release_store.py)
+POLL_S = 0.5
+MAX_HOLD_S = 24 * 3600.0
+UNLOCK_WAIT_S = 10.0
+
+
+class LeaseError(RuntimeError):
+    """The lock is not held by the run that says it holds it; the message says who holds it."""
+
+
+def _open(directory: str) -> int:
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    return os.open(os.path.join(directory, LOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+
+
+def _try(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+def read(directory: str) -> Record | None:
+    return state.read_json(os.path.join(directory, LEASE))
+
+
+def describe(lease: Record | None) -> str:
+    """Who holds the lock, for people: 'alice@laptop (deploy) since 2026-12-01T14:50:03Z, holder PID 4242'."""
+    if not lease:
+        return "an agent command of this host (no lease: a switch or transient run without a deploy)"
+    holder = lease.get("holder") or {}
+    return f"{lease.get('owner')} ({lease.get('task')}) since {lease.get('started')}" + (
+        f", holder PID {holder.get('pid')} on {lease.get('host')}" if holder else ""
+    )
+
+
+def wait(fd: int, directory: str, wait_s: float, say: Say) -> bool:
+    """Take the flock on `fd` within wait_s seconds, saying once who holds it; False when it stayed held."""
+    if _try(fd):
+        return True
+    holder = describe(read(directory))
+    if wait_s <= 0:
+        return False
+    say(f"waiting up to {wait_s:g}s for the deploy lock of {directory}, held by {holder}")
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        time.sleep(POLL_S)
+        if _try(fd):
+            say(f"got the deploy lock of {directory}")
+            return True
+    return False
+
+
+def acquire(
+    directory: str,
+    token: str,
+    owner: str,
+    task: str,
+    wait_s: float,
+    say: Say,
+    watch: procs.Proc | None,
+    max_hold_s: float = MAX_HOLD_S,
+) -> int:
+    """Take the lock for the run `token` and leave a holder keeping it; exit code."""
+    current = read(directory)
+    if current and current.get("token") == token and held(directory, token):
+        say(f"the deploy lock of {directory} is held by this run already")
+        return exitcodes.OK
+    fd = _open(directory)
+    try:
+        if not wait(fd, directory, wait_s, say):
+            say(
+                f"the deploy lock of {directory} is held by {describe(read(directory))}"
+                + ("; not waiting (wait_lock=0)" if wait_s <= 0 else f"; still held after {wait_s:g}s")
+                + ". Fix: rerun when that run ended, or wait longer with --data wait_lock=SECONDS (a run whose "
+                "controller died frees it when its SSH connection closes)",
+                error=True,
+            )
+            return exitcodes.LOCKED
+        lease: Record = {
+            "token": token,
+            "owner": owner,
+            "task": task,
+            "host": socket.gethostname(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        state.write_json(os.path.join(directory, LEASE), lease, mode=0o600)
+        child = os.fork()
+        if child == 0:  # the holder: keeps `fd` (and with it the flock) open
+            try:
+                _detach()
+                hold(directory, token, watch, max_hold_s)
+            finally:
+                os._exit(0)
+        holder = procs.identify(child)
+        lease["holder"] = {"pid": child, "start": holder.start if holder else None}
+        state.write_json(os.path.join(directory, LEASE), lease, mode=0o600)
+        watched = f"while SSH connection PID {watch.pid} lives" if watch else f"at most {max_hold_s:g}s"
+        say(f"deploy lock of {directory} held for {owner} ({task}) by PID {child}, {watched}")
+        return exitcodes.OK
+    finally:
+        os.close(fd)  # the holder's copy keeps the lock
+
+
+def _detach() -> None:
+    """The holder leaves the command's session and output: the SSH channel ends with the command."""
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+
+
+def hold(directory: str, token: str, watch: procs.Proc | None, max_hold_s: float, poll_s: float = POLL_S) -> str:
+    """The holder's loop; returns why it ended (the lock goes with the process)."""
+    deadline = time.monotonic() + max_hold_s
+    while True:
+        lease = read(directory)
+        if not lease or lease.get("token") != token:
+            return "released"
+        if watch is not None and not procs.alive(watch):
+            _remove(os.path.join(directory, LEASE))
+            return "the controller's connection ended"
+        if time.monotonic() >= deadline:
+            _remove(os.path.join(directory, LEASE))
+            return f"held for {max_hold_s:g}s"
+        time.sleep(poll_s)
+
+
+def current(directory: str) -> Record | None:
+    """The lease whose holder lives (None: the lock is free, or held without a lease)."""
+    lease = read(directory)
+    holder = (lease or {}).get("holder") or {}
+    pid = holder.get("pid")
+    if isinstance(pid, int) and procs.alive(procs.Proc(pid, holder.get("start"))):
+        return lease
+    return None
+
+
+def held(directory: str, token: str) -> bool:
+    """The lease names `token` and its holder lives (and so holds the flock)."""
+    lease = current(directory)
+    return lease is not None and lease.get("token") == token
+
+
+def release(directory: str, token: str, wait_s: float = UNLOCK_WAIT_S) -> bool:
+    """End the run's lease and wait until its holder let the flock go; False when the lease was
+    not this run's (already ended: the connection closed, or never taken)."""
+    lease = read(directory)
+    if not lease or lease.get("token") != token:
+        return False
+    _remove(os.path.join(directory, LEASE))
+    fd = _open(directory)
+    try:
+        deadline = time.monotonic() + wait_s
+        while not _try(fd) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        os.close(fd)
+    return True
+
+
+@contextlib.contextmanager
+def locked(directory: str, token: str | None, say: Say) -> Iterator[None]:
+    """The body runs under the lock: the run `token`'s lease (checked, not taken again), or, without
+    a token, the flock itself (waiting for whoever holds it, saying who)."""
+    if token is not None:
+        if not held(directory, token):
+            raise LeaseError(
+                f"this run's deploy lock of {directory} is gone (lease {token}); it is held by "
+                f"{describe(read(directory)) if read(directory) else 'nobody'}. Fix: run the task again"
+            )
+        yield
+        return
+    fd = _open(directory)
+    try:
+        wait(fd, directory, float("inf"), say)
+        yield
+    finally:
+        os.close(fd)
+
+
+def ssh_connection() -> procs.Proc | None:
+    """The sshd process of the connection this command came through (its nearest sshd
+    ancestor: OpenSSH runs every channel of a connection under one process), or None."""
+    pid = os.getppid()
+    while pid > 1:
+        if os.path.basename(procs.exe(pid)).startswith("sshd"):  # sshd, or OpenSSH 9.8's sshd-session
+            return procs.identify(pid)
+        pid = procs.parent(pid)
+    return None
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)

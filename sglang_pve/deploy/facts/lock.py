@@ -1,0 +1,70 @@
+"""The container's deploy lock (agent/lease.py), taken and given back through facts.
+
+Facts, not operations: pyinfra counts every operation that runs a command as a change, and a lock
+is no change to the host (a second deploy must still report zero changes). pyinfra 3 runs a
+host's operation functions, and the facts they read, in order at execution time (under --dry and
+before the confirmation prompt: at prepare time, in the same order), so the lock taken here
+covers every operation of the task that comes after it.
+"""
+
+import json
+import shlex
+from dataclasses import dataclass
+
+from pyinfra.api import FactBase
+
+from sglang_pve.deploy import paths
+
+
+@dataclass(frozen=True)
+class LockResult:
+    held: bool  # this run holds the lock now
+    message: str  # the agent's last words: who held it, how long it waited, or why not
+    agent: bool = True  # False: no agent on the host yet (nothing of the toolkit runs there to race)
+
+
+def _agent(args: str) -> str:
+    agent = shlex.quote(paths.AGENT)
+    return f"if [ -f {agent} ]; then python3 {agent} {args} --dir {shlex.quote(paths.RELEASES_DIR)}; fi"
+
+
+class DeployLock(FactBase[LockResult]):
+    """Take the container's deploy lock for this run (waiting up to wait_s seconds for another run).
+
+    host.get_fact(DeployLock, token="3f9c0a1b2c3d4e5f", owner="alice@laptop", task="deploy", wait_s=3600)
+    # LockResult(held=True, message="deploy lock of /var/lib/sglang-pve/releases held for ...")
+    """
+
+    @staticmethod
+    def default() -> LockResult:
+        return LockResult(True, "", agent=False)
+
+    def command(self, token, owner, task, wait_s):
+        return _agent(
+            f"lock --json --token {shlex.quote(token)} --owner {shlex.quote(owner)} --task {shlex.quote(task)} "
+            f"--wait {int(wait_s)}"
+        )
+
+    def process(self, output):
+        lines = [line for line in output if line.startswith("{")]
+        if not lines:
+            return self.default()
+        document = json.loads(lines[-1])
+        return LockResult(bool(document["held"]), str(document["message"]))
+
+
+class DeployUnlock(FactBase[str]):
+    """Give the lock back at the end of the run: what the agent says.
+
+    host.get_fact(DeployUnlock, token="3f9c0a1b2c3d4e5f")  # "deploy lock of /var/lib/sglang-pve/releases released"
+    """
+
+    @staticmethod
+    def default() -> str:
+        return ""
+
+    def command(self, token):
+        return _agent(f"unlock --token {shlex.quote(token)}")
+
+    def process(self, output):
+        return "\n".join(output).strip()

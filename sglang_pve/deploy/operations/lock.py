@@ -1,0 +1,60 @@
+"""The container's deploy lock around a task: one run at a time changes a container's files,
+venvs and releases (agent/lease.py holds it; deploy/facts/lock.py says why facts take it)."""
+
+from pyinfra import host, logger
+from pyinfra.api import OperationError, operation
+
+from sglang_pve.deploy.facts.lock import DeployLock, DeployUnlock
+from sglang_pve.deploy.facts.releases import Releases
+
+
+@operation()
+def held(token: str, owner: str, task: str, wait_s: int):
+    """
+    Take the container's deploy lock for the rest of this run; wait up to `wait_s` seconds
+    while another run holds it (0: refuse at once), naming that run.
+
+    + token: this run's (provenance.run_token); the release operations pass it to the agent
+    + owner: who runs it (provenance.who), named to a run that waits
+    + task: the task, named the same way
+    + wait_s: how long to wait (host data wait_lock)
+
+    The lock goes with the run's last operation (released), or by itself when the controller's
+    SSH connection ends.
+
+    **Example:**
+
+    .. code:: python
+
+        held(token=run_token(), owner=who(), task="deploy", wait_s=3600)
+    """
+    other = host.get_fact(Releases).lease
+    if other and other.get("token") != token:
+        logger.info(
+            f"{host.print_prefix}waiting up to {wait_s}s for the deploy lock, held by {other.get('owner')} "
+            f"({other.get('task')}) since {other.get('started')}"
+        )
+    result = host.get_fact(DeployLock, token=token, owner=owner, task=task, wait_s=wait_s)
+    if not result.held:
+        raise OperationError(f"{host.name}: {result.message}")
+    host.noop(result.message if result.agent else "no agent on the host yet: nothing to lock")
+    return
+    yield  # an operation is a generator; this one runs no command of its own
+
+
+@operation()
+def released(token: str):
+    """
+    Give the deploy lock of this run back (the run's last operation).
+
+    + token: as for held()
+
+    **Example:**
+
+    .. code:: python
+
+        released(token=run_token())
+    """
+    host.noop(host.get_fact(DeployUnlock, token=token) or "no agent on the host: no lock")
+    return
+    yield

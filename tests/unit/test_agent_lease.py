@@ -1,0 +1,183 @@
+"""The container's deploy lock (agent/lease.py) on real files, real flocks and real processes: a
+holder keeps it across commands, a second run waits naming the first or refuses, and the lock goes
+with the run's unlock, with its watched connection, or after the longest hold."""
+
+import fcntl
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+
+from sglang_pve.agent import cli, exitcodes, lease, procs
+from sglang_pve.agent.release_store import Store
+
+SAFETY_S = 60.0  # every holder of these tests ends by itself after this
+
+
+def messages():
+    said = []
+
+    def say(text, error=False):
+        said.append(text)
+
+    say.said = said
+    return say
+
+
+@pytest.fixture
+def connection():
+    """A process standing for the controller's SSH connection: the holder ends when it does."""
+    child = subprocess.Popen(["sleep", "300"])
+    yield child
+    child.kill()
+    child.wait()
+
+
+def flock_free(directory) -> bool:
+    fd = os.open(os.path.join(directory, lease.LOCK), os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def until(condition, seconds=20.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def take(directory, token, watch, wait_s=0.0, owner="alice@laptop", task="deploy"):
+    say = messages()
+    code = lease.acquire(str(directory), token, owner, task, wait_s, say, watch, SAFETY_S)
+    return code, say.said
+
+
+def test_the_lock_outlives_the_command_and_a_second_run_refuses_naming_the_first(tmp_path, connection):
+    watch = procs.identify(connection.pid)
+    code, said = take(tmp_path, "aaa", watch)
+    assert code == exitcodes.OK and f"while SSH connection PID {connection.pid} lives" in said[-1]
+    assert not flock_free(tmp_path)  # the command returned; its holder keeps the flock
+    record = lease.read(str(tmp_path))
+    assert record["owner"] == "alice@laptop" and record["task"] == "deploy" and record["token"] == "aaa"
+    assert lease.held(str(tmp_path), "aaa") and not lease.held(str(tmp_path), "bbb")
+
+    code, said = take(tmp_path, "bbb", None, wait_s=0, owner="bob@desk")
+    assert code == exitcodes.LOCKED
+    assert f"held by alice@laptop (deploy) since {record['started']}, holder PID {record['holder']['pid']}" in said[-1]
+    assert "not waiting (wait_lock=0)" in said[-1] and "--data wait_lock=SECONDS" in said[-1]
+    code, said = take(tmp_path, "bbb", None, wait_s=0.3, owner="bob@desk")
+    assert code == exitcodes.LOCKED and said[0].startswith("waiting up to 0.3s for the deploy lock")
+    assert "still held after 0.3s" in said[-1]
+    assert lease.read(str(tmp_path))["token"] == "aaa"  # the refused run wrote nothing
+
+    assert take(tmp_path, "aaa", watch)[0] == exitcodes.OK  # the same run again: held already
+    assert lease.release(str(tmp_path), "aaa") and flock_free(tmp_path)
+    assert lease.read(str(tmp_path)) is None and not lease.release(str(tmp_path), "aaa")
+
+
+def test_a_run_that_waits_gets_the_lock_when_the_first_ends(tmp_path, connection):
+    assert take(tmp_path, "aaa", procs.identify(connection.pid))[0] == exitcodes.OK
+    result = {}
+    waiter = threading.Thread(target=lambda: result.update(got=take(tmp_path, "bbb", None, wait_s=SAFETY_S)))
+    waiter.start()
+    assert until(lambda: lease.read(str(tmp_path)) and lease.read(str(tmp_path))["token"] == "aaa")
+    time.sleep(0.3)
+    assert waiter.is_alive()  # still waiting
+    lease.release(str(tmp_path), "aaa")
+    waiter.join(SAFETY_S)
+    code, said = result["got"]
+    assert code == exitcodes.OK and "held by alice@laptop (deploy)" in said[0] and "got the deploy lock" in said[1]
+    assert lease.read(str(tmp_path))["token"] == "bbb"
+    lease.release(str(tmp_path), "bbb")
+
+
+def test_the_lock_goes_when_the_controllers_connection_ends(tmp_path, connection):
+    assert take(tmp_path, "aaa", procs.identify(connection.pid))[0] == exitcodes.OK
+    connection.kill()
+    connection.wait()
+    assert until(lambda: flock_free(tmp_path))
+    assert lease.read(str(tmp_path)) is None  # no stale lease left to confuse the next run
+    assert take(tmp_path, "bbb", None)[0] == exitcodes.OK
+    lease.release(str(tmp_path), "bbb")
+
+
+def test_a_holder_ends_by_itself_after_the_longest_hold(tmp_path):
+    os.makedirs(tmp_path, exist_ok=True)
+    (tmp_path / lease.LEASE).write_text('{"token": "aaa"}')
+    assert lease.hold(str(tmp_path), "aaa", None, max_hold_s=0.2, poll_s=0.05) == "held for 0.2s"
+    assert lease.read(str(tmp_path)) is None
+    (tmp_path / lease.LEASE).write_text('{"token": "other"}')
+    assert lease.hold(str(tmp_path), "aaa", None, max_hold_s=5, poll_s=0.05) == "released"
+    assert lease.read(str(tmp_path))["token"] == "other"  # another run's lease is never removed
+
+
+def test_commands_of_the_run_proceed_under_its_lease_and_others_wait(tmp_path, connection):
+    store = Store(str(tmp_path))
+    with pytest.raises(lease.LeaseError, match="lease aaa.*held by nobody"):
+        with store.locked("aaa"):
+            pass
+    assert take(tmp_path, "aaa", procs.identify(connection.pid))[0] == exitcodes.OK
+    with store.locked("aaa"):  # the run's own apply: the holder has the flock, no deadlock
+        assert store.ids() == []  # the lease is no release
+    with pytest.raises(lease.LeaseError, match=r"held by alice@laptop \(deploy\)"):
+        with store.locked("bbb"):
+            pass
+    entered = threading.Event()
+    say = messages()
+
+    def other():
+        with store.locked(None, say):
+            entered.set()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    time.sleep(0.3)
+    assert not entered.is_set() and "held by alice@laptop (deploy)" in say.said[0]  # a switch by hand waits
+    lease.release(str(tmp_path), "aaa")
+    thread.join(SAFETY_S)
+    assert entered.is_set()
+
+
+def test_the_cli_reports_for_the_fact_and_exits_nonzero_without_json(tmp_path, connection, capsys):
+    base = ["--dir", str(tmp_path), "--owner", "alice@laptop", "--watch-pid", str(connection.pid)]
+    base += ["--max-hold", str(SAFETY_S)]
+    assert cli.main(["lock", "--token", "aaa", "--json", *base]) == exitcodes.OK
+    assert '"held": true' in capsys.readouterr().out
+    assert cli.main(["lock", "--token", "bbb", "--json", "--wait", "0", *base]) == exitcodes.OK
+    assert '"held": false' in capsys.readouterr().out
+    assert cli.main(["lock", "--token", "bbb", "--wait", "0", *base]) == exitcodes.LOCKED
+    assert cli.main(["apply", "--dir", str(tmp_path), "--lease", "bbb", "--spec", "e30="]) == exitcodes.LOCKED
+    assert "deploy lock" in capsys.readouterr().err
+    assert cli.main(["unlock", "--dir", str(tmp_path), "--token", "aaa"]) == exitcodes.OK
+    assert "released" in capsys.readouterr().out and flock_free(tmp_path)
+    with pytest.raises(SystemExit):
+        cli.main(["lock", "--token", "a b", *base])  # tokens are plain words: they reach a shell
+
+
+def test_the_connection_is_the_nearest_sshd_ancestor(tmp_path, monkeypatch):
+    """A fake /proc: this process's parent runs under an sshd-session (OpenSSH 9.8), under sshd."""
+    chain = [
+        (os.getppid(), 700, "/usr/bin/bash"),
+        (700, 600, "/usr/lib/openssh/sshd-session"),
+        (600, 1, "/usr/sbin/sshd"),
+    ]
+    for pid, parent, exe in chain:
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "stat").write_text(f"{pid} (x y) S {parent} " + " ".join(["0"] * 17) + " 4242 0\n")
+        os.symlink(exe, tmp_path / str(pid) / "exe")
+    monkeypatch.setenv("SGLANG_PVE_PROC", str(tmp_path))
+    assert lease.ssh_connection() == procs.Proc(700, 4242)
+    os.unlink(tmp_path / "700" / "exe")
+    os.symlink("/usr/bin/sudo", tmp_path / "700" / "exe")
+    assert lease.ssh_connection() == procs.Proc(600, 4242)
+    os.unlink(tmp_path / "600" / "exe")
+    assert lease.ssh_connection() is None  # not under SSH: only unlock or the longest hold end it
