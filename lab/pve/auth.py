@@ -114,7 +114,7 @@ class Authenticator:
         renewed = self._ticket_data(password) if password.startswith("PVE:") else None
         if renewed == username:
             return self._ticket(username)
-        if not hmac.compare_digest(user.get("password", "\0"), password):
+        if not user or not hmac.compare_digest(user.get("password", ""), password):
             raise ApiError("authentication failure", 401)
         if "totp_secret" not in user:
             return self._ticket(username)

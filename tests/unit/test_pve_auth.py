@@ -23,6 +23,10 @@ def test_bad_password_and_no_credentials(pve):
         pve.client(password="wrong")
     r = requests.get(url(pve, "/version"), verify=str(pve.cert))
     assert (r.status_code, r.reason, r.json()) == (401, "No ticket", {"data": None})
+    for password in ("", "\0", "x"):  # no such user: no password fits
+        data = {"username": "nobody@pam", "password": password}
+        r = requests.post(url(pve, "/access/ticket"), data=data, verify=str(pve.cert))
+        assert (r.status_code, r.reason) == (401, "authentication failure")
 
 
 def test_ticket_needs_csrf_token_on_writes(pve):
