@@ -2,9 +2,11 @@
 
 What makes it a node, beyond what every lab container has (systemd, sshd, the fake GPUs):
 
-- /etc/pve, bound from NODE_DIR/etc-pve (it outlives a restart of pve1, like pmxcfs outlives
-  pveproxy): lxc/<vmid>.conf in the real format (written by the emulator), local/pve-ssl.pem and
-  .key, pve-root-ca.pem, priv/ (root-only: the CA key, the API credentials);
+- /etc/pve, a FUSE filesystem with pmxcfs's rules (lab/pmxcfs.py as pve-cluster.service, on
+  /dev/fuse) over NODE_DIR/etc-pve, bound at /var/lib/pve-cluster/etc-pve (it outlives a restart
+  of pve1, as pmxcfs's config.db does): nodes/pve1/lxc/<vmid>.conf in the real format (written by
+  the emulator), the links lxc, local, qemu-server, openvz, local/pve-ssl.pem and .key,
+  pve-root-ca.pem, priv/ (the CA key, the API credentials);
 - /proc/devices as a node with the NVIDIA driver shows it (nvidia-uvm's major is dynamic, and
   the fake nodes carry the same one) and /proc/driver/nvidia/version, both bound read-only;
 - the API emulator (lab/pve as a zipapp, /usr/share/pve-lab/pve-emulator.pyz) as pveproxy.service
@@ -39,6 +41,7 @@ NODE_EMULATOR = f"{NODE_SHARE_DIR}/pve-emulator.pyz"
 NODE_SCHEMA_DIR = f"{NODE_SHARE_DIR}/reference"
 NODE_LOG_DIR = "/var/log/pve-emulator"
 NODE_CREDENTIALS = "/etc/pve/priv/lab-credentials.json"
+NODE_CFS_BACKING = "/var/lib/pve-cluster/etc-pve"  # what pmxcfs serves as /etc/pve
 SIM_CONFIG_DIR = "/etc/sglang-sim"
 # The driver's daemon: what the node's unit runs (the real one keeps the GPUs initialised)
 PERSISTENCED = b"""#!/bin/sh
@@ -66,10 +69,27 @@ from pve.zfs import main
 sys.exit(main())
 """.encode()
 
+# pve-cluster's own unit is Type=forking (pmxcfs daemonizes); this one tells systemd when mounted.
+CLUSTER_UNIT = f"""\
+[Unit]
+Description=The Proxmox VE cluster filesystem (sglang-pve lab, lab/pmxcfs.py)
+Before=pveproxy.service ssh.service
+
+[Service]
+Type=notify
+ExecStart=/usr/bin/pmxcfs {NODE_CFS_BACKING} /etc/pve
+KillMode=process
+Restart=on-failure
+
+[Install]
+WantedBy=multi-user.target
+"""
+
 EMULATOR_UNIT = f"""\
 [Unit]
 Description=PVE API Proxy Server (sglang-pve lab emulator, lab/pve)
-After=network.target
+Wants=pve-cluster.service
+After=network.target pve-cluster.service
 
 [Service]
 ExecStart=/usr/bin/python3 {NODE_EMULATOR} serve --version {layout.PVE_VERSION} \\
@@ -115,7 +135,6 @@ def prepare_etc_pve() -> str:
     returns the certificate's fingerprint. Guest configs already there are kept."""
     fingerprint = certs.ensure_node_certificate()
     pmxcfs.make_layout(ETC_PVE, layout.NODE)
-    (ETC_PVE / "priv").chmod(0o700)
     for relative, (content, mode) in certs.node_files().items():
         relative = relative.replace("local/", f"nodes/{layout.NODE}/")
         write_file(ETC_PVE / relative, content, mode)
@@ -128,8 +147,10 @@ def config_lines(schema: Path | None) -> list[str]:
     """The node's own lines in its LXC config."""
     layout.PVE_REQUEST_LOG.parent.mkdir(parents=True, exist_ok=True)
     lines = [
-        "# the node: /etc/pve, /proc as a node with the NVIDIA driver shows it, guestd's socket",
-        f"lxc.mount.entry = {ETC_PVE} etc/pve none bind,create=dir 0 0",
+        "# the node: /etc/pve (its backing), /proc as a node with the NVIDIA driver shows it, guestd's socket",
+        f"lxc.mount.entry = {ETC_PVE} {NODE_CFS_BACKING[1:]} none bind,create=dir 0 0",
+        "# pmxcfs's device (common.conf allows c 10:229; LXC's autodev /dev has no fuse node)",
+        "lxc.mount.entry = /dev/fuse dev/fuse none bind,create=file 0 0",
         f"lxc.mount.entry = {PROC_DEVICES} proc/devices none bind,ro 0 0",
         "# /dev/char as udev keeps it on a real node: nvidia-modprobe links /dev/char/MAJ:MIN to each node",
         "# it makes and fails when it cannot (NVIDIA/nvidia-modprobe nvidia-modprobe-utils.c symlink_char_dev)",
@@ -158,6 +179,12 @@ def files(with_emulator: bool) -> dict[str, tuple[bytes | str, int]]:
         "/usr/lib/systemd/system/nvidia-persistenced.service": (PERSISTENCED_UNIT, 0o644),
         "/usr/sbin/pct": ((layout.SOURCE_DIR / "pct.py").read_bytes(), 0o755),
         "/usr/sbin/zfs": (ZFS_COMMAND, 0o755),
+        "/usr/bin/pmxcfs": ((layout.SOURCE_DIR / "pmxcfs.py").read_bytes(), 0o755),
+        "/etc/systemd/system/pve-cluster.service": (CLUSTER_UNIT.encode(), 0o644),
+        "/etc/systemd/system/multi-user.target.wants/pve-cluster.service": (
+            "/etc/systemd/system/pve-cluster.service",
+            0o777,
+        ),
         NODE_EMULATOR: (zipapp.build(), 0o644),
         # the template as `pveam download` leaves it; guestd uses the lab's rootfs in its place
         f"/var/lib/vz/template/cache/{layout.TEMPLATE.rsplit('/', 1)[1]}": (TEMPLATE_STAND_IN, 0o644),

@@ -1,16 +1,26 @@
 #!/usr/bin/python3
-"""pct for the lab node pve1: the subcommands operators use, with the real tool's output.
+"""pct for the lab node pve1: the subcommands operators and the toolkit use, with the real tool's
+output (pve-container src/PVE/CLI/pct.pm, read at 94f55852).
 
 Installed as /usr/sbin/pct in pve1; python3 stdlib only. Like the real pct it acts as root@pam on
 the local node: list, config, status, start, stop, shutdown, snapshot, listsnapshot, rollback
 and delsnapshot go through the node's API (https://127.0.0.1:8006, verified against
 /etc/pve/pve-root-ca.pem, password from the root-only /etc/pve/priv/lab-credentials.json) and
-wait for their task, as pct does; exec, enter, push and pull attach to the container through the
-lab host's guestd (/run/pve-lab/guestd.sock), since this node is itself a container.
+wait for their task, as pct's $cmddef entries of PVE::API2::LXC do. These run locally, as in pct.pm:
+
+- exec: its method 'exec': load_config (the CT's config must be on this node:
+  /etc/pve/nodes/<nodename>/lxc/<vmid>.conf), "container '<vmid>' not running!", "missing
+  command", then lxc-attach; here the attach goes through the lab host's guestd
+  (/run/pve-lab/guestd.sock), since this node is itself a container; enter, push and pull too;
+- unlock: its method 'unlock': PVE::AbstractConfig remove_lock under lock_config (the CT's flock,
+  pve-guest-common src/PVE/AbstractConfig.pm), "no lock found trying to remove any lock".
+
+The node name is PVE::INotify::nodename: uname's nodename without its domain.
 
     pct list
     pct exec 129 -- nvidia-smi -L
     pct snapshot 129 before-upgrade && pct rollback 129 before-upgrade
+    pct unlock 129
 """
 
 import argparse
@@ -29,7 +39,7 @@ API = "https://127.0.0.1:8006/api2/json"
 CA_FILE = "/etc/pve/pve-root-ca.pem"
 CREDENTIALS = "/etc/pve/priv/lab-credentials.json"
 GUESTD_SOCKET = "/run/pve-lab/guestd.sock"
-NODE = os.uname().nodename
+NODE = os.uname().nodename.split(".", 1)[0]
 
 
 class Api:
@@ -161,10 +171,36 @@ def attach(vmid: int, command: list[str], stdio: tuple[int, int, int] = (0, 1, 2
         die(str(error))
 
 
+def load_config(vmid: int) -> str:
+    """PVE::LXC::Config->load_config on this node: the file's text, or PVE's message."""
+    try:
+        with open(f"/etc/pve/nodes/{NODE}/lxc/{vmid}.conf", encoding="utf-8") as file:
+            return file.read()
+    except FileNotFoundError:
+        die(f"Configuration file 'nodes/{NODE}/lxc/{vmid}.conf' does not exist")
+
+
 def cmd_exec(api, args) -> None:
+    load_config(args.vmid)  # "test if container exists on this node"
+    if guestd().status(args.vmid) != "running":
+        die(f"container '{args.vmid}' not running!")
     if not args.extra:
         die("missing command")
     sys.exit(attach(args.vmid, args.extra))
+
+
+def cmd_unlock(api, args) -> None:
+    from pve import conf, pmxcfs
+    from pve.configlock import ConfigLocks, LockTimeout
+
+    try:
+        with ConfigLocks().held(args.vmid):
+            config = conf.parse(load_config(args.vmid))
+            if not config.current.pop("lock", None):
+                die("no lock found trying to remove any lock")
+            pmxcfs.file_set_contents(f"/etc/pve/nodes/{NODE}/lxc/{args.vmid}.conf", conf.render(config).encode())
+    except LockTimeout as error:
+        die(str(error))
 
 
 def cmd_enter(api, args) -> None:
@@ -208,6 +244,7 @@ def parser() -> argparse.ArgumentParser:
     rollback.add_argument("--start", type=int, choices=(0, 1), default=0)
     with_vmid("delsnapshot", cmd_delsnapshot).add_argument("snapname")
     with_vmid("exec", cmd_exec, api=False)
+    with_vmid("unlock", cmd_unlock, api=False)
     with_vmid("enter", cmd_enter, api=False)
     push = with_vmid("push", cmd_push, api=False)
     push.add_argument("file")

@@ -309,6 +309,75 @@ def test_prometheus_pve_exporter_scrapes_pve1(guest, tmp_path):
     assert f'pve_up{{id="storage/{layout.NODE}/local-lvm"}} 1.0' in lines
 
 
+# pve-cluster src/pmxcfs/ (7091d92e), each line a rule: pmxcfs.c cfs_fuse_getattr (owner, modes,
+# priv/ per cfs-utils.c path_is_private), cfs_fuse_chmod, cfs_fuse_chown, memdb.c memdb_pwrite
+# (MEMDB_MAX_FILE_SIZE), the absent link op, memdb_rename, the links made in pmxcfs.c main.
+PMXCFS_PROBE = r"""
+import errno, os, stat
+def mode(p): st = os.lstat(p); return oct(stat.S_IMODE(st.st_mode)), st.st_uid, st.st_gid
+def fails(call, *args):
+    try: call(*args)
+    except OSError as e: return errno.errorcode[e.errno]
+    return "ok"
+conf = "/etc/pve/lxc/%d.conf" % VMID
+print("fstype", [l.split()[2] for l in open("/proc/mounts") if l.split()[1] == "/etc/pve"])
+print("conf", mode(conf), "ca", mode("/etc/pve/pve-root-ca.pem"), "priv", mode("/etc/pve/priv"))
+print("privfile", mode("/etc/pve/priv/lab-credentials.json"), "lxcdir", mode("/etc/pve/nodes/pve1/lxc"))
+print("links", {l: os.readlink("/etc/pve/" + l) for l in ("local", "lxc", "qemu-server", "openvz")})
+print("chmod644", fails(os.chmod, conf, 0o644), "chmod640", fails(os.chmod, conf, 0o640))
+print("chown1", fails(os.chown, conf, 1, -1), "chownwww", fails(os.chown, conf, 0, 33))
+print("link", fails(os.link, conf, "/etc/pve/lxc/hard"), "symlink", fails(os.symlink, "x", "/etc/pve/lxc/soft"))
+def big():
+    with open("/etc/pve/big.tmp", "wb") as f: f.write(b"x" * (1024 * 1024 + 1))
+print("big", fails(big)); os.unlink("/etc/pve/big.tmp")
+with open("/etc/pve/lxc/moved.tmp", "w") as f: f.write("x")
+print("rename", fails(os.rename, "/etc/pve/lxc/moved.tmp", "/etc/pve/moved.tmp")); os.unlink("/etc/pve/moved.tmp")
+"""
+
+
+def test_etc_pve_is_a_fuse_filesystem_with_pmxcfss_rules(guest):
+    result = lab_exec(layout.NODE, "python3", "-c", PMXCFS_PROBE.replace("VMID", str(guest)))
+    seen = dict(line.split(" ", 1) for line in result.stdout.splitlines())
+    assert seen["fstype"] == "['fuse']", result.stderr
+    assert seen["conf"].startswith("('0o640', 0, 33) ca ('0o640', 0, 33) priv ('0o700', 0, 33)")
+    assert seen["privfile"] == "('0o600', 0, 33) lxcdir ('0o755', 0, 33)"
+    links = {"local": "nodes/pve1", "lxc": "nodes/pve1/lxc", "qemu-server": "nodes/pve1/qemu-server"}
+    assert seen["links"] == str(links | {"openvz": "nodes/pve1/openvz"})
+    assert seen["chmod644"] == "EPERM chmod640 ok" and seen["chown1"] == "EPERM chownwww ok"
+    assert seen["link"].split()[0] in ("EPERM", "ENOSYS") and seen["link"].endswith("symlink ENOSYS")
+    assert seen["big"] == "EFBIG" and seen["rename"] == "ok"
+
+
+def test_an_api_write_waits_for_the_config_lock_any_node_process_holds(lab, guest):
+    """The emulator on pve1 takes /run/lock/lxc/pve-config-<vmid>.lock like PVE, so a holder on the
+    node (here util-linux flock, as the toolkit's raw edit holds it) keeps it waiting."""
+    lock = f"/run/lock/lxc/pve-config-{guest}.lock"
+    hold = ["flock", "-x", lock, "-c", "echo held; sleep 3; touch /tmp/released"]
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "lab", "exec", layout.NODE, "--", *hold],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline() == "held\n"
+    lab.nodes(layout.NODE).lxc(guest).config.put(description="written under the lock")
+    assert lab_exec(layout.NODE, "test", "-e", "/tmp/released").returncode == 0  # the PUT waited for it
+    assert holder.wait() == 0
+    assert "written under the lock" in lab.nodes(layout.NODE).lxc(guest).config.get()["description"]
+
+
+def test_pct_unlock_removes_a_lock_and_exec_refuses_a_missing_or_stopped_container(lab, guest):
+    conf = node.ETC_PVE / "nodes" / layout.NODE / "lxc" / f"{guest}.conf"
+    conf.write_text(conf.read_text().replace("arch:", "lock: backup\narch:", 1))
+    assert "lock: backup" in pct("config", str(guest)).stdout
+    assert pct("unlock", str(guest)).returncode == 0 and "lock:" not in conf.read_text()
+    result = pct("unlock", str(guest))
+    assert (result.returncode, result.stderr) == (255, "no lock found trying to remove any lock\n")
+    result = pct("exec", str(VMID + 9), "--", "true")
+    assert result.stderr == f"Configuration file 'nodes/{layout.NODE}/lxc/{VMID + 9}.conf' does not exist\n"
+    assert pct("exec", str(guest)).stderr == "missing command\n"
+
+
 def test_snapshot_then_rollback_restores_the_root_filesystem(lab, guest):
     ct = lab.nodes(layout.NODE).lxc(guest)
     assert lab_exec(HOSTNAME, "sh", "-c", "echo before > /root/marker").returncode == 0
