@@ -333,6 +333,7 @@ def serve(fs: Pmxcfs, fd: int) -> None:
 
 def main(argv: list[str]) -> None:
     backing, target = argv
+    unmount(target)  # left by a crashed instance (ENOTCONN); nothing there: EINVAL, ignored
     os.makedirs(target, exist_ok=True)
     fs = Pmxcfs(backing, grp.getgrnam("www-data").gr_gid)  # pmxcfs.c main: getgrnam("www-data")
     fd = mount(target)
