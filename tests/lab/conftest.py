@@ -70,10 +70,11 @@ def lab_node():
     return Node(node.host_name, node.settings)  # a fresh one: nothing cached between calls
 
 
-def on_target(*command: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run a command in the lab container (python -m lab exec): arguments are passed unchanged."""
+def on_target(*command: str, check: bool = True, host: str = HOST) -> subprocess.CompletedProcess:
+    """Run a command in the lab container (or ``host``, e.g. pve1; python -m lab exec): arguments
+    are passed unchanged."""
     result = subprocess.run(
-        [sys.executable, "-m", "lab", "exec", HOST, "--", *command],
+        [sys.executable, "-m", "lab", "exec", host, "--", *command],
         cwd=PROJECT,
         capture_output=True,
         text=True,

@@ -8,7 +8,7 @@ from itertools import takewhile
 
 import pytest
 
-from lab import layout
+from lab import layout, node
 from lab.pve import requestlog
 from tests.conftest import PROJECT, group_data
 from tests.lab.conftest import grand_total, lab_node, on_target, pyinfra, sh, snapshot
@@ -92,6 +92,27 @@ def test_second_run_makes_no_api_write_and_reports_no_change(from_nothing):
         "GET /nodes/pve1/lxc/129/config",
         "GET /nodes/pve1/lxc/129/pending",
     ]
+
+
+def test_a_locked_container_refuses_the_run_with_nothing_written(from_nothing, tmp_path):
+    """A `lock:` key (here a vzdump's) refuses the run at plan time: no API write, the config file
+    byte for byte as it was; it is where pve-container keeps it, as pmxcfs shows it."""
+    seen = on_target("stat", "-c", "%U:%G %a", f"/etc/pve/nodes/{layout.NODE}/lxc/{VMID}.conf", host=layout.NODE)
+    assert seen.stdout.strip() == "root:www-data 640"  # the emulator's and the raw edit's writes, on pmxcfs
+    assert on_target("readlink", "/etc/pve/lxc", host=layout.NODE).stdout.strip() == f"nodes/{layout.NODE}/lxc"
+    conf = node.ETC_PVE / "nodes" / layout.NODE / "lxc" / f"{VMID}.conf"
+    original = conf.read_text()
+    conf.write_text(original.replace("arch:", "lock: backup\narch:", 1))
+    locked, start = conf.read_bytes(), len(log_entries())
+    try:
+        code, output = pyinfra(inventory=variant(tmp_path, cores=6), check=False)
+        assert code != 0 and f"container {VMID} on node {layout.NODE} is locked (backup)" in output, output
+        assert f"run `pct unlock {VMID}` on {layout.NODE}" in output
+        assert {call.split()[0] for call in api_calls_since(start)} == {"GET"}
+        assert conf.read_bytes() == locked
+    finally:
+        on_target("pct", "unlock", str(VMID), host=layout.NODE)
+    assert conf.read_text() == original
 
 
 def test_dry_diff_lists_exactly_the_changed_cores_and_nccl_value(from_nothing, tmp_path):
