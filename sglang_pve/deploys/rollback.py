@@ -29,7 +29,7 @@ from sglang_pve.deploy.facts.releases import Releases
 from sglang_pve.deploy.operations import files, releases, venvs
 from sglang_pve.deploy.provenance import run_token
 from sglang_pve.deploys.locked import locked
-from sglang_pve.provision.roles import container_node, is_node, own_spec
+from sglang_pve.provision.roles import container_node, is_node, own_spec, reachable_node_host
 from sglang_pve.provision.snapshot_rollback import rolled_back
 from sglang_pve.tools.status_render import releases_table
 
@@ -85,6 +85,7 @@ def snapshot_rollback() -> None:
             spec=spec,
             node=container_node(spec),
             snapshot=host.data.get("snapshot"),
+            on_node=reachable_node_host(spec),
         )
 
 

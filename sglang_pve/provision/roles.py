@@ -46,6 +46,13 @@ def container_node(spec: ContainerSpec) -> Node:
     return _checked(node_for, node.name, node.data.dict())
 
 
+def reachable_node_host(spec: ContainerSpec):
+    """The inventory host of the container's node, when this run reaches it (None: --limit left it
+    out): where node-side facts of a container's task are read (its ZFS snapshots)."""
+    node = _checked(node_host, host, spec)
+    return node if node.connected else None
+
+
 def node_driver() -> tuple[str, str | None] | None:
     """(node name, its NVIDIA driver version) for the current container host, read on the node
     (GpuDevices fact); None for a host that is not a provisioned container or whose node is not

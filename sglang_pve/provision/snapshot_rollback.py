@@ -16,19 +16,22 @@ from sglang_pve.provision.nodes import Node
 
 
 @operation(is_idempotent=False)
-def rolled_back(spec: ContainerSpec, node: Node, snapshot: str | None = None):
+def rolled_back(spec: ContainerSpec, node: Node, snapshot: str | None = None, on_node=None):
     """
     Roll the container back to `snapshot` (default: its newest) and start it again.
 
     + spec: the container's ContainerSpec
     + node: its node's API (sglang_pve.provision.nodes)
     + snapshot: a snapshot name; None for the newest
+    + on_node: the node's pyinfra host, where its ZFS snapshots are listed first (None: not in this
+      run, so only Proxmox's own refusal says that a newer ZFS snapshot blocks the rollback)
 
     **Example:**
 
     .. code:: python
 
-        rolled_back(name="Roll back CT 129", spec=spec, node=node, snapshot="sgpve-20261130-114809-config")
+        rolled_back(name="Roll back CT 129", spec=spec, node=node, snapshot="sgpve-20261130-114809-config",
+                    on_node=inventory.get_host("pve1"))
     """
     try:
         names = [s["name"] for s in snapshots.listed(node, spec.vmid)]
@@ -45,7 +48,7 @@ def rolled_back(spec: ContainerSpec, node: Node, snapshot: str | None = None):
             )
         )
     try:
-        refusal = _zfs_refusal(node, spec.vmid, target, names)
+        refusal = _zfs_refusal(on_node, node, spec.vmid, target, names) if on_node else None
     except ProxmoxError as error:
         raise OperationError(str(error)) from None
     if refusal:
@@ -59,10 +62,10 @@ def rolled_back(spec: ContainerSpec, node: Node, snapshot: str | None = None):
     yield FunctionCommand(_rollback, (node, spec.vmid, target), {})
 
 
-def _zfs_refusal(node: Node, vmid: int, target: str, names: list[str]) -> str | None:
-    """Why ZFS would refuse, from each zfspool dataset's own listing; None when nothing blocks."""
+def _zfs_refusal(on_node, node: Node, vmid: int, target: str, names: list[str]) -> str | None:
+    """Why ZFS would refuse, from each zfspool dataset's own listing on the node; None when nothing blocks."""
     for volume, dataset in snapshot_storage.zfs_datasets(node, vmid, target):
-        listing = host.get_fact(ZfsSnapshots, dataset=dataset)
+        listing = on_node.get_fact(ZfsSnapshots, dataset=dataset)
         if listing.error:
             return f"the ZFS snapshots of {dataset} ({volume}) cannot be listed on the node: {listing.error}"
         if target not in listing.names:

@@ -4,12 +4,16 @@ on into it over SSH through pve1. One deploy from nothing; a second run writes n
 reviewed with --dry --diff, snapshotted, rolled back; API faults leave nothing half applied."""
 
 import json
+import subprocess
+import sys
 from itertools import takewhile
 
 import pytest
 
 from lab import layout, node
 from lab.pve import requestlog
+from sglang_pve.provision import snapshots
+from sglang_pve.provision.client import ProxmoxError
 from tests.conftest import PROJECT, group_data
 from tests.lab.conftest import grand_total, lab_node, on_target, pyinfra, sh, snapshot
 
@@ -229,6 +233,89 @@ def test_preflight_refuses_a_user_space_driver_other_than_the_nodes(from_nothing
         in output
     ), output
     assert "Fix: install exactly" in output
+
+
+def on_node(*command: str, check: bool = True) -> subprocess.CompletedProcess:
+    """A command on pve1 as root (what sanoid or an operator runs there)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "lab", "exec", layout.NODE, "--", *command],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"{command} on {layout.NODE} exited {result.returncode}: {result.stdout}{result.stderr}")
+    return result
+
+
+def ours() -> list[str]:
+    node = lab_node()
+    return [s["name"] for s in snapshots.listed(node, VMID) if s["name"].startswith(snapshots.PREFIX)]
+
+
+def test_two_failed_retries_keep_every_earlier_snapshot_and_take_no_duplicate(from_nothing, tmp_path):
+    for cores in (5, 6):  # two changes with snapshots_keep: 2: two rollback points
+        pyinfra(inventory=variant(tmp_path, cores=cores, snapshots_keep=2))
+    earlier = ours()
+    assert len(earlier) == 2
+    faults([{"method": "PUT", "path": "/nodes/*/lxc/*/config", "http_status": 500, "message": "got timeout"}])
+    try:
+        for _ in range(2):
+            code, output = pyinfra(inventory=variant(tmp_path, cores=7, snapshots_keep=2), check=False)
+            assert code != 0 and "PUT /nodes/pve1/lxc/129/config: 500 got timeout" in output, output
+    finally:
+        faults([])
+    after_failures = ours()
+    assert after_failures[:2] == earlier and len(after_failures) == 3  # one new rollback point, reused once
+    assert lab_node().config(VMID)["cores"] == 6
+    start = len(log_entries())
+    pyinfra(inventory=variant(tmp_path, cores=7, snapshots_keep=2))
+    writes = [c for c in api_calls_since(start) if not c.startswith("GET ")]
+    assert writes.index(f"DELETE /nodes/pve1/lxc/129/snapshot/{earlier[0]}") > writes.index(
+        "PUT /nodes/pve1/lxc/129/config"
+    )
+    assert "POST /nodes/pve1/lxc/129/snapshot" not in writes  # the retry's snapshot was reused
+    assert ours() == after_failures[1:]
+    pyinfra()  # back where the data says
+
+
+def test_a_sanoid_snapshot_blocks_the_rollback_and_is_named_before_any_write(from_nothing, tmp_path):
+    pyinfra(inventory=variant(tmp_path, cores=5))  # a Proxmox snapshot to roll back to
+    newest = ours()[-1]
+    dataset = "rpool/data/subvol-129-disk-0"
+    sanoid = f"{dataset}@autosnap_2026-12-01_15:00:00_hourly"
+    on_node("zfs", "snapshot", sanoid)
+    try:
+        listed = on_node("zfs", "list", "-H", "-r", "-t", "snapshot", "-o", "name", "-s", "creation", dataset)
+        assert listed.stdout.splitlines()[-2:] == [f"{dataset}@{newest}", sanoid]
+        start = len(log_entries())
+        code, output = pyinfra("--data", "rollback=snapshot", deploy="tasks/rollback.py", check=False)
+        assert code != 0 and f"container 129 cannot be rolled back to {newest}" in output, output
+        assert f"has newer ones: {sanoid} (1 not taken by Proxmox" in output and f"zfs destroy {sanoid}" in output
+        assert [c for c in api_calls_since(start) if not c.startswith("GET ")] == []
+        # what Proxmox itself answers (ZFSPoolPlugin.pm volume_rollback_is_possible): the reason, no names
+        node = lab_node()
+        with pytest.raises(ProxmoxError) as refused:
+            node.api.run_task("POST", node.path(VMID, "snapshot", newest, "rollback"))
+        assert f"can't rollback, '{newest}' is not most recent snapshot on 'local-zfs:subvol-129-disk-0'" in str(
+            refused.value
+        )
+    finally:
+        on_node("zfs", "destroy", sanoid)
+    pyinfra()  # back where the data says
+
+
+def test_dir_storage_with_snapshots_kept_is_refused_before_any_write(from_nothing, tmp_path):
+    start = len(log_entries())
+    spec = {"vmid": 131, "hostname": "sglang-dir", "rootfs": {"storage": "local", "size_gb": 8}, "snapshots_keep": 2}
+    code, output = pyinfra(inventory=variant(tmp_path, **spec), check=False)
+    assert code != 0 and (
+        "container.snapshots_keep = 2: container 131 cannot be snapshotted on node pve1 (rootfs on storage "
+        "'local' (type dir))" in output
+    ), output
+    assert "Fix: put the container's volumes on a snapshot-capable storage" in output
+    assert [c for c in api_calls_since(start) if not c.startswith("GET ")] == []
 
 
 def test_every_request_the_toolkit_made_passed_the_schema(from_nothing):

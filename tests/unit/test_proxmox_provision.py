@@ -352,14 +352,22 @@ def test_snapshot_rollback_operation_goes_to_the_newest_or_the_named_snapshot(pv
     spec, node = spec_of(pve, snapshots_keep=3), node_of(pve)
     names = [s["name"] for s in snapshots.listed(node, 129)]
     host = NodeHost()
-    commands = operation(snapshot_rollback.rolled_back, host, diff=True, spec=spec, node=node)
+    commands = operation(snapshot_rollback.rolled_back, host, diff=True, spec=spec, node=node, on_node=host)
     assert [c.args[1:] for c in commands] == [(129, names[-1])]
     assert f"[pve1] Will roll back container 129 to {names[-1]}" in caplog.text and "newer snapshots" not in caplog.text
     assert execute(host, commands) == [True] and "cores: 70" in pve.conf_text(129)
 
+    caplog.clear()  # without the node in the run (--limit): prepared, and Proxmox refuses it
+    older = operation(snapshot_rollback.rolled_back, NodeHost(), diff=True, spec=spec, node=node, snapshot=names[0])
+    assert f"to {names[0]} (newer snapshots: {names[1]})" in caplog.text
+    failed = NodeHost()
+    assert execute(failed, older) == [False]  # local-zfs: only the most recent one
+    assert "On ZFS, Proxmox rolls back only to the most recent snapshot" in failed.errors[0]
     start = len(writes(pve))
-    with pytest.raises(OperationError) as caught:  # local-zfs: only the most recent one, refused before any write
-        operation(snapshot_rollback.rolled_back, NodeHost(), diff=True, spec=spec, node=node, snapshot=names[0])
+    with pytest.raises(OperationError) as caught:  # with the node: refused before any write
+        operation(
+            snapshot_rollback.rolled_back, NodeHost(), spec=spec, node=node, snapshot=names[0], on_node=NodeHost()
+        )
     assert str(caught.value) == (
         f"pve1: container 129 cannot be rolled back to {names[0]}: On ZFS, Proxmox rolls back only to the most "
         f"recent snapshot, and {names[0]} has newer ones: {names[1]}. Fix: roll back to {names[1]}, or delete the "

@@ -29,6 +29,13 @@ DATASET = "rpool/data/subvol-129-disk-0"
 SANOID = f"{DATASET}@autosnap_2026-12-01_15:00:00_hourly"
 
 
+def rollback_op(pve, **kwargs) -> list:
+    """The operation prepared on the node (its ZFS snapshots listed there)."""
+    return operation(
+        snapshot_rollback.rolled_back, NodeHost(), spec=spec_of(pve), node=node_of(pve), on_node=NodeHost(), **kwargs
+    )
+
+
 def zfs(*argv: str) -> None:
     """The node's `zfs`, as sanoid or an operator runs it (on PATH: the pve fixture)."""
     subprocess.run(["zfs", *argv], check=True)
@@ -47,7 +54,7 @@ def test_a_newer_sanoid_snapshot_is_named_and_nothing_is_written(pve, guest):
     zfs("snapshot", SANOID)
     start = len(writes(pve))
     with pytest.raises(OperationError) as caught:
-        operation(snapshot_rollback.rolled_back, NodeHost(), spec=spec_of(pve), node=node_of(pve))
+        rollback_op(pve)
     assert str(caught.value) == (
         f"pve1: container 129 cannot be rolled back to {newest}: On ZFS, Proxmox rolls back only to the most "
         f"recent snapshot, and {newest} has newer ones: {SANOID} (1 not taken by Proxmox: sanoid, "
@@ -56,7 +63,7 @@ def test_a_newer_sanoid_snapshot_is_named_and_nothing_is_written(pve, guest):
     )
     assert len(writes(pve)) == start
     zfs("destroy", SANOID)  # the fix
-    commands = operation(snapshot_rollback.rolled_back, NodeHost(), spec=spec_of(pve), node=node_of(pve))
+    commands = rollback_op(pve)
     assert execute(NodeHost(), commands) == [True] and "cores: 64" in pve.conf_text(129)  # as before the change
 
 
@@ -64,7 +71,7 @@ def test_proxmox_and_foreign_blockers_are_named_together(pve, guest):
     names = with_snapshots(pve, guest, 2)
     zfs("snapshot", SANOID)
     with pytest.raises(OperationError) as caught:
-        operation(snapshot_rollback.rolled_back, NodeHost(), spec=spec_of(pve), node=node_of(pve), snapshot=names[0])
+        rollback_op(pve, snapshot=names[0])
     assert f"has newer ones: {names[1]}, {SANOID} (1 not taken by Proxmox" in str(caught.value)
     assert str(caught.value).endswith(
         f"Fix: destroy those (zfs destroy {SANOID}) after pausing whatever takes them, delete the newer Proxmox "
@@ -90,7 +97,7 @@ def test_a_snapshot_missing_on_the_dataset_is_refused(pve, guest):
     [newest] = with_snapshots(pve, guest, 1)
     zfs("destroy", f"{DATASET}@{newest}")  # someone destroyed it behind Proxmox's back
     with pytest.raises(OperationError) as caught:
-        operation(snapshot_rollback.rolled_back, NodeHost(), spec=spec_of(pve), node=node_of(pve))
+        rollback_op(pve)
     assert str(caught.value) == (
         f"pve1: container 129 cannot be rolled back to {newest}: local-zfs:subvol-129-disk-0 has no ZFS snapshot "
         f"{newest} ({DATASET}@{newest}): Proxmox cannot roll it back"
