@@ -192,6 +192,11 @@ def test_snapshot_before_a_change_and_rollback_restores_config_and_root_filesyst
 def test_an_api_fault_names_the_call_leaves_nothing_half_applied_and_the_rerun_converges(
     from_nothing, tmp_path, rule, call, message
 ):
+    if rule["path"].endswith("/snapshot"):
+        # a change whose rollback point is not there yet: after the rollback test the newest of ours
+        # holds the current config and would be reused (no snapshot call to fail); there and back
+        pyinfra(inventory=variant(tmp_path, cores=5))
+        pyinfra()
     conf_before = lab_node().config(VMID)
     faults([rule])
     try:
