@@ -1,4 +1,5 @@
 import ast
+import os
 import runpy
 import shutil
 import subprocess
@@ -9,6 +10,35 @@ import pytest
 
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
+
+# Parallel sessions (`make test`: pytest-xdist): worker gwN drives lab slot base + N, base being
+# SGLANG_PVE_LAB_SLOT (default 0), each its own bridge, subnet, state dir and guests (lab/layout.py).
+# Set here, before anything imports lab.layout (it reads the slot once); xdist sets the worker's
+# name before it loads this file (xdist/remote.py), and the lab CLI and pyinfra inherit the slot.
+LAB_SLOTS = 10  # lab/layout.py: slots 0..9
+BASE_SLOT = int(os.environ.get("SGLANG_PVE_LAB_SLOT", "0"))
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ["SGLANG_PVE_LAB_SLOT"] = str(BASE_SLOT + int(os.environ["PYTEST_XDIST_WORKER"].removeprefix("gw")))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    workers = getattr(config.option, "numprocesses", None) or 0
+    if isinstance(workers, int) and BASE_SLOT + workers > LAB_SLOTS and "PYTEST_XDIST_WORKER" not in os.environ:
+        raise pytest.UsageError(
+            f"-n {workers} with SGLANG_PVE_LAB_SLOT={BASE_SLOT}: the workers would need lab slots "
+            f"{BASE_SLOT}..{BASE_SLOT + workers - 1}, the lab has 0..{LAB_SLOTS - 1}; lower -n or the base slot"
+        )
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups (xdist/remote.py)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `--dist loadgroup` a test module is one unit of work, on one worker (its module
+    fixtures, a deploy or a lab up, run once), unless its tests name an xdist_group themselves."""
+    if config.getoption("dist", "no") != "loadgroup":
+        return
+    for item in items:
+        if not any(item.iter_markers("xdist_group")):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
 def group_file(name: str) -> dict:
