@@ -15,8 +15,10 @@ sys.path.insert(0, str(PROJECT))
 # SGLANG_PVE_LAB_SLOT (default 0), each its own bridge, subnet, state dir and guests (lab/layout.py).
 # Set here, before anything imports lab.layout (it reads the slot once); xdist sets the worker's
 # name before it loads this file (xdist/remote.py), and the lab CLI and pyinfra inherit the slot.
+# This file runs twice in a session (pytest's `conftest` and the tests' `tests.conftest`): the base
+# is kept apart so that the second run computes the same slot.
 LAB_SLOTS = 10  # lab/layout.py: slots 0..9
-BASE_SLOT = int(os.environ.get("SGLANG_PVE_LAB_SLOT", "0"))
+BASE_SLOT = int(os.environ.setdefault("SGLANG_PVE_LAB_BASE_SLOT", os.environ.get("SGLANG_PVE_LAB_SLOT", "0")))
 if "PYTEST_XDIST_WORKER" in os.environ:
     os.environ["SGLANG_PVE_LAB_SLOT"] = str(BASE_SLOT + int(os.environ["PYTEST_XDIST_WORKER"].removeprefix("gw")))
 
