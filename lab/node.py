@@ -145,6 +145,8 @@ def prepare_etc_pve() -> str:
 
 def config_lines(schema: Path | None) -> list[str]:
     """The node's own lines in its LXC config."""
+    if not Path("/dev/fuse").is_char_device():
+        raise LabError("/dev/fuse is missing on this host: pve1's /etc/pve is a FUSE filesystem; run `modprobe fuse`")
     layout.PVE_REQUEST_LOG.parent.mkdir(parents=True, exist_ok=True)
     lines = [
         "# the node: /etc/pve (its backing), /proc as a node with the NVIDIA driver shows it, guestd's socket",

@@ -36,7 +36,7 @@ def parser() -> argparse.ArgumentParser:
         help="emulated PVE major version (schema, defaults)",
     )
     s.add_argument("--node", default="pve1")
-    s.add_argument("--state-root", default="/etc/pve", help="holds lxc/<vmid>.conf")
+    s.add_argument("--state-root", default="/etc/pve", help="holds nodes/<node>/lxc/<vmid>.conf")
     s.add_argument(
         "--schema-dir", default=None, help=f"folder of pve8/pve9-api-schema.json (default {default_schema_dir()})"
     )
