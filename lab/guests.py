@@ -328,15 +328,25 @@ def shutdown(vmid: int, timeout: int) -> None:
     container.remove_empty_cgroups(name(vmid))
 
 
-# cgroup v2 files of the keys vmconfig_hotplug_pending changes (LXC/CGroup.pm change_memory_limit,
-# change_cpu_quota, change_cpu_shares), each a function of the PVE value
-_CGROUP_FILES = {
+# The cgroup files of the keys vmconfig_hotplug_pending changes (LXC/CGroup.pm change_memory_limit,
+# change_cpu_quota, change_cpu_shares), each with the PVE value converted: v2, and the v1 files
+# build_config writes on a host without the unified hierarchy (swap has none there).
+_CGROUP_V2 = {
     "memory": ("memory.max", lambda v: str(int(v) * 1024 * 1024)),
     "swap": ("memory.swap.max", lambda v: str(int(v) * 1024 * 1024)),
     "cpulimit": ("cpu.max", lambda v: f"{int(float(v) * 100000)} 100000" if float(v) > 0 else "max 100000"),
     "cpuunits": ("cpu.weight", lambda v: v),
 }
+_CGROUP_V1 = {
+    "memory": ("memory.limit_in_bytes", lambda v: str(int(v) * 1024 * 1024)),
+    "cpulimit": ("cpu.cfs_quota_us", lambda v: str(int(float(v) * 100000)) if float(v) > 0 else "-1"),
+    "cpuunits": ("cpu.shares", lambda v: v),
+}
 _CGROUP_DEFAULTS = {"swap": "0", "cpulimit": "0", "cpuunits": "100"}
+
+
+def _unified_cgroup() -> bool:
+    return Path("/sys/fs/cgroup/cgroup.controllers").exists()
 
 
 def hotplug(vmid: int, key: str, old: str | None, new: str | None) -> None:
@@ -347,12 +357,19 @@ def hotplug(vmid: int, key: str, old: str | None, new: str | None) -> None:
     cgroup rule, where PVE bind-mounts a node it made: device_passthrough_hotplug). Anything else
     (a new or removed netN, a new mpN) is refused: the guest would not have what its config says."""
     lxc_name = name(vmid)
-    if key in _CGROUP_FILES:
-        cgroup_file, convert = _CGROUP_FILES[key]
-        value = new if new is not None else _CGROUP_DEFAULTS[key]
-        container.lxc("lxc-cgroup", lxc_name, cgroup_file, convert(value))
+    if key in _CGROUP_V2:
+        files = _CGROUP_V2 if _unified_cgroup() else _CGROUP_V1
+        if key in files:
+            cgroup_file, convert = files[key]
+            value = convert(new if new is not None else _CGROUP_DEFAULTS[key])
+            container.lxc("lxc-cgroup", lxc_name, cgroup_file, value)
     elif key.startswith("dev") and old is None and new is not None:
-        container.lxc("lxc-device", lxc_name, "add", property_string(new, "path")["path"])
+        device = property_string(new, "path")
+        container.lxc("lxc-device", lxc_name, "add", device["path"])
+        owner = f"{device.get('uid', '0')}:{device.get('gid', '0')}"
+        script = f"chown {shlex.quote(owner)} {shlex.quote(device['path'])}"
+        script += f" && chmod {shlex.quote(device['mode'])} {shlex.quote(device['path'])}" if "mode" in device else ""
+        run(container.attach_argv(lxc_name, ["sh", "-c", script]))
     elif NET_KEY.match(key) and old is not None and new is not None:
         before, after = property_string(old, "name"), property_string(new, "name")
         if any(before.get(k) != after.get(k) for k in ("name", "hwaddr", "bridge")):

@@ -157,3 +157,47 @@ def test_volume_ids_and_node_paths_cannot_escape(lab_dirs):
         with pytest.raises(guests.GuestError, match="absolute path .* without '..'"):
             NODE_PATH(path)
     assert NODE_PATH("/shared/models") == layout.STORAGE_MOUNTS["/shared"] / "models"
+
+
+@pytest.fixture
+def lab_commands(monkeypatch):
+    """Every lxc-* command and guest shell script guests.hotplug runs, instead of running them."""
+    ran = []
+    monkeypatch.setattr(guests.container, "lxc", lambda command, name, *args, **kw: ran.append([command, *args]))
+    monkeypatch.setattr(guests, "run", lambda argv, **kw: ran.append(["attach", argv[-1]]))
+    return ran
+
+
+NET = "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:00:01,ip=10.0.0.150/24,type=veth"
+
+
+def test_hotplug_makes_what_pve_container_hotplugs_real_or_refuses(lab_commands, monkeypatch):
+    """vmconfig_hotplug_pending's live changes (pve-container LXC/Config.pm 94f5585): the cgroup,
+    update_ipconfig for ip=/gw=, a new devN; what the lab cannot make real is refused."""
+    monkeypatch.setattr(guests, "_unified_cgroup", lambda: True)
+    guests.hotplug(150, "memory", "4096", "8192")
+    guests.hotplug(150, "cpulimit", None, "2.5")
+    guests.hotplug(150, "net0", NET, NET.replace("10.0.0.150/24", "10.0.0.151/24") + ",gw=10.0.0.1")
+    guests.hotplug(150, "dev10", None, "/dev/nvidia-uvm-tools,mode=0666")
+    assert lab_commands == [
+        ["lxc-cgroup", "memory.max", str(8192 << 20)],
+        ["lxc-cgroup", "cpu.max", "250000 100000"],
+        [
+            "attach",
+            "ip -4 address flush dev eth0 && ip -4 address add 10.0.0.151/24 dev eth0 && "
+            "ip -4 route replace default via 10.0.0.1",
+        ],
+        ["lxc-device", "add", "/dev/nvidia-uvm-tools"],
+        ["attach", "chown 0:0 /dev/nvidia-uvm-tools && chmod 0666 /dev/nvidia-uvm-tools"],
+    ]
+    monkeypatch.setattr(guests, "_unified_cgroup", lambda: False)
+    guests.hotplug(150, "memory", "4096", "2048")
+    assert lab_commands[-1] == ["lxc-cgroup", "memory.limit_in_bytes", str(2048 << 20)]
+    for key, old, new in [
+        ("mp0", None, "/srv,mp=/srv"),
+        ("net1", None, NET),
+        ("net0", NET, None),
+        ("net0", NET, NET.replace("BC:24:11:00:00:01", "BC:24:11:00:00:02")),
+    ]:
+        with pytest.raises(guests.GuestError):
+            guests.hotplug(150, key, old, new)
