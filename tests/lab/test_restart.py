@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from lab import layout
+from lab import container, guests, layout
 from tests.conftest import PROJECT
 from tests.lab.conftest import grand_total, lab_node, pyinfra, sh
 from tests.lab.test_provision import VMID, api_calls_since, faults, log_entries, variant
@@ -117,11 +117,32 @@ def test_pending_left_by_someone_else_is_seen_and_applied(deployed):
     node = lab_node()
     node.api.request("PUT", node.path(VMID, "config"), nameserver="10.202.0.1")  # while it runs: pending
     assert "[pve:pending]" in on_node("cat", CONF).stdout
+    start = len(log_entries())
     _, dry = pyinfra("--dry", "--diff", yes=False)
     assert "nameserver: (unset) -> 10.202.0.1 (pending: applies at the next start)" in dry, dry
     assert "(restart: nameserver only apply at start)" in dry
+    assert [c for c in api_calls_since(start) if not c.startswith("GET ")] == []  # --dry: no write...
+    assert on_node("test", "-e", DEBT, check=False).returncode == 1  # ...and no restart recorded
     restarted_run("inventory/lab.py", "nameserver only apply at start")
     assert "[pve:pending]" not in on_node("cat", CONF).stdout
     node.api.request("PUT", node.path(VMID, "config"), delete="nameserver")
     restarted_run("inventory/lab.py", "nameserver only apply at start")
     converged_run()
+
+
+def guest_memory_limit() -> int:
+    """The guest's memory limit as its cgroup holds it (lxc-cgroup on the lab host)."""
+    cgroup_file = "memory.max" if guests._unified_cgroup() else "memory.limit_in_bytes"
+    return int(container.lxc("lxc-cgroup", guests.name(VMID), cgroup_file).stdout.strip())
+
+
+def test_live_changes_are_hotplugged_without_a_restart(deployed, tmp_path):
+    """cores (fastplug) and memory (the cgroup) change in the running container: no reboot."""
+    before, start = boot_id(), len(log_entries())
+    _, output = pyinfra(inventory=variant(tmp_path, cores=3, memory=6144))
+    assert "restarting container" not in output and grand_total(output)["error"] == 0, output
+    assert "POST /nodes/pve1/lxc/129/status/reboot" not in api_calls_since(start)
+    assert boot_id() == before and guest_memory_limit() == 6144 << 20
+    converged_run(variant(tmp_path, cores=3, memory=6144))
+    pyinfra()
+    assert boot_id() == before and guest_memory_limit() == 4096 << 20
