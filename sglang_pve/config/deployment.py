@@ -14,6 +14,7 @@ from sglang_pve.config.problems import problems_from
 from sglang_pve.config.safe import HostPath, Name, Text
 from sglang_pve.config.secrets import SecretsData, ServerSecrets, read_secrets
 from sglang_pve.config.servers import ServerConfig, build_servers, env_name_problem, read_servers_file
+from sglang_pve.config.ssh import SshAccess
 
 _LIMIT = r"^(infinity|[0-9]+[KMGT]?)$"
 _VERSION = r"^[A-Za-z0-9.+!_-]{1,128}$"  # PEP 440's alphabet: a version is part of the venv path
@@ -21,6 +22,29 @@ _USER = r"^[a-z_][a-z0-9_-]{0,31}$"
 _URL = r"^https?://[A-Za-z0-9._~:/?#@!$&()*+,;=%-]{1,2048}$"  # RFC 3986 characters, ASCII only
 NIGHTLY = re.compile(r"nightly(-[0-9]{8})?")  # sglang_version: the newest nightly, or that day's
 _MODULE = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+# Supplementary groups the server may not get: each is root, or root's reach, by another door.
+# video and render stay allowed: they own /dev/dri/* and, where NVreg_DeviceFileMode is not 0666
+# (the driver's default, NVIDIA/open-gpu-kernel-modules kernel-open/nvidia/nv-reg.h
+# NV_REG_DEVICE_FILE_MODE, commit df1c9a3d), /dev/nvidia*; devN passthrough makes them mode=0666
+# in the container (provision/desired.py), so the lab and the default need no group.
+PRIVILEGED_GROUPS = {
+    "root": "gid 0 owns most of the system's files",
+    "wheel": "sudo or su to root",
+    "sudo": "sudo to root",
+    "admin": "sudo to root (Ubuntu before 12.04)",
+    "adm": "reads every log under /var/log, secrets in them included",
+    "systemd-journal": "reads every unit's journal",
+    "shadow": "reads /etc/shadow",
+    "disk": "raw read and write of every block device",
+    "kmem": "reads kernel memory (/dev/mem, /dev/kmem, /dev/port)",
+    "tty": "writes to other users' terminals",
+    "input": "reads every keyboard and mouse",
+    "staff": "writes /usr/local (Debian), which root's PATH runs first",
+    "docker": "its socket starts root containers",
+    "lxd": "its socket starts privileged containers",
+    "incus-admin": "its socket starts privileged containers",
+    "libvirt": "its socket starts virtual machines with host devices",
+}
 SGLANG_VERSION = "0.5.16.dev20260720+g8905cbd42"  # the SGLang build this toolkit release is tested with
 
 
@@ -30,10 +54,11 @@ class UnitLimits(BaseModel):
     memlock: int | str = Field("infinity", pattern=_LIMIT)
 
 
-class HostData(BaseModel):
+class HostData(SshAccess):
     """The host-data keys the deploy reads, with the toolkit's defaults: a repository that only
     names its servers (servers_file, active_server) gets a working deploy. Override any key per
-    group (group_data/<group>.py), per host (inventory) or per run (--data key=value)."""
+    group (group_data/<group>.py), per host (inventory) or per run (--data key=value); the ssh_*
+    keys pyinfra reads are checked too (config/ssh.py)."""
 
     model_config = ConfigDict(extra="ignore", strict=True)
     # NCCL tuning profiles (config/nccl.py PROFILES; each profile's keys and values checked by
@@ -88,11 +113,23 @@ class HostData(BaseModel):
     allow_unauthenticated: bool = False
     # The servers run as this dedicated user (systemd DynamicUser unless a static user of that name
     # exists), sandboxed; "root" runs them unsandboxed, with a warning. server_groups: supplementary
-    # groups, e.g. ["video"] where /dev/nvidia* are not world-accessible (NVreg_DeviceFileMode).
+    # groups, e.g. ["video"] where /dev/nvidia* are not world-accessible (NVreg_DeviceFileMode);
+    # groups that give root or another user's data are refused (PRIVILEGED_GROUPS).
     server_user: str = Field("sglang", pattern=_USER)
     server_groups: list[Annotated[str, Field(pattern=_USER)]] = []
     # Runtime directories (/run/NAME) each server unit may write, as its own.
     server_runtime_dirs: list[Name] = []
+
+    @field_validator("server_groups")
+    @classmethod
+    def _unprivileged(cls, value: list[str]) -> list[str]:
+        refused = [group for group in value if group in PRIVILEGED_GROUPS]
+        if refused:
+            raise ValueError(
+                f"{refused[0]} is a privileged group ({PRIVILEGED_GROUPS[refused[0]]}): the sandboxed server "
+                f"would get it back; remove it from server_groups (the GPU needs at most video or render)"
+            )
+        return value
 
     @field_validator("sglang_version")
     @classmethod

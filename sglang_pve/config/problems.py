@@ -5,7 +5,9 @@ from difflib import get_close_matches
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from sglang_pve.config.errors import Problem
+from sglang_pve.config.errors import HIDDEN, Problem
+
+_NAME_FIELDS = {"env": "environment variable name", "file": "path", "ssh_key": "path"}  # and *_env, *_file
 
 
 def _fix(error: ErrorDetails, known: list[str]) -> str:
@@ -38,12 +40,32 @@ def _fix(error: ErrorDetails, known: list[str]) -> str:
     }.get(kind, "correct the value")
 
 
+def _names(loc: tuple[int | str, ...]) -> str | None:
+    """What a field at `loc` names (an environment variable, a path), or None for a value field.
+    A secret pasted where its name belongs (password_env: s3cret) must not be echoed back."""
+    field = str(loc[-2] if loc and loc[-1] == "[key]" and len(loc) > 1 else loc[-1] if loc else "")
+    if loc and loc[-1] == "[key]":
+        return "environment variable name" if field == "env" else "name"
+    for suffix, what in (("_env", "environment variable name"), ("_file", "path")):
+        if field.endswith(suffix):
+            return what
+    return _NAME_FIELDS.get(field)
+
+
 def problems_from(exc: ValidationError, model: type[BaseModel], prefix: str = "") -> list[Problem]:
-    """One Problem per pydantic error, keyed by its dotted location under `prefix`."""
+    """One Problem per pydantic error, keyed by its dotted location under `prefix`; a field that
+    names something (an environment variable, a path) is refused without its value."""
     known = [f.alias or n for n, f in model.model_fields.items()]
     problems = []
     for error in exc.errors():
-        key = ".".join(str(part) for part in error["loc"])
+        loc = error["loc"]
+        names = _names(loc) if error["type"] not in ("missing", "extra_forbidden") else None
+        if names:
+            key = ".".join(str(part) for part in (loc[:-2] if loc[-1] == "[key]" else loc))
+            fix = _fix(error, known) if loc[-1] != "[key]" else "use letters, digits and _"
+            problems.append(Problem(f"{prefix}{key}", HIDDEN, f"not a valid {names} (value not shown)", fix))
+            continue
+        key = ".".join(str(part) for part in loc)
         value = error.get("input") if error["type"] != "missing" else None
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":

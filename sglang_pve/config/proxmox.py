@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sglang_pve.config.errors import ConfigError, Problem
 from sglang_pve.config.problems import problems_from
+from sglang_pve.config.safe import MountPath
+from sglang_pve.config.ssh import SshAccess
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # an inventory host / Proxmox node name
 _STORAGE = r"^[a-z][a-z0-9._-]*$"  # pve-storage-id
@@ -129,18 +131,16 @@ class Features(_Strict):
 
 
 class Mount(_Strict):
-    """Model storage: a host directory bound into the container (read-only unless ``ro: false``)."""
+    """Model storage: a host directory bound into the container (read-only unless ``ro: false``).
+    Both paths in safe.MountPath: provision/desired.py mount_line writes them into one
+    ``lxc.mount.entry`` line that LXC reads with getmntent_r (lxc/lxc src/lxc/conf.c
+    mount_file_entries, commit e7b855a5): fields split on blanks and tabs (a tab in a path shifts
+    ``ro`` out of the options field: a writable rbind), ``#`` starts a comment and ``\\`` an octal
+    escape; ``/`` itself or ``//`` would bind the node's whole root."""
 
-    host: str = Field(pattern=_ABSOLUTE)
-    path: str = Field(pattern=_ABSOLUTE)
+    host: MountPath
+    path: MountPath
     ro: bool = True
-
-    @field_validator("host", "path")
-    @classmethod
-    def _plain(cls, value: str) -> str:
-        if " " in value or "/../" in f"{value}/" or "/./" in f"{value}/" or value == "/":
-            raise ValueError("must be a plain absolute path without spaces, . or .. components, not /")
-        return value
 
 
 class ContainerSpec(_Strict):
@@ -182,8 +182,7 @@ class ContainerSpec(_Strict):
         return value
 
 
-class _NodeData(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
+class _NodeData(SshAccess):
     proxmox_api: ApiSettings
 
 

@@ -100,7 +100,7 @@ def render_release(host: str, report) -> str:
         return f"{host}: no release recorded yet"
     ready = [r for r in report.releases if r.get("status") == "ready" and r["id"] < current["id"]]
     before = ready[-1] if ready else None
-    return (
+    return printable(
         f"{host}: release {current['id']} (SGLang {current['sglang_version']}, "
         f"{current['active_server'] or 'no server'}, "
         f"NCCL {current['nccl_profile']}); vs {before['id'] if before else 'none'}: {release_change(current, before)}"
@@ -111,20 +111,23 @@ def releases_table(host: str, report) -> str:
     """`tasks/rollback.py --data list=1`: every release, oldest first; * marks the one that runs."""
     header = ("", "RELEASE", "SGLANG", "SERVER", "NCCL", "STATUS", "BY", "COMMIT")
     rows = [header] + [
-        (
-            "*" if r["id"] == report.current else ("<" if r["id"] == report.previous else ""),
-            r["id"],
-            r["sglang_version"],
-            r["active_server"] or "-",
-            r["nccl_profile"],
-            r.get("status", "?"),
-            r.get("user") or "?",
-            r.get("commit") or "-",
+        tuple(
+            printable(str(cell))  # release records are the host's: a cell can neither forge a row nor reorder one
+            for cell in (
+                "*" if r["id"] == report.current else ("<" if r["id"] == report.previous else ""),
+                r["id"],
+                r["sglang_version"],
+                r["active_server"] or "-",
+                r["nccl_profile"],
+                r.get("status", "?"),
+                r.get("user") or "?",
+                r.get("commit") or "-",
+            )
         )
         for r in report.releases
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = [f"{host}: {len(report.releases)} release(s); * runs, < is where a rollback goes by default"]
     lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
-    lines += [f"  {r['id']} failed: {r['failure']}" for r in report.releases if r.get("failure")]
+    lines += [printable(f"  {r['id']} failed: {r['failure']}") for r in report.releases if r.get("failure")]
     return "\n".join(lines)

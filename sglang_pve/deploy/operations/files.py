@@ -12,6 +12,7 @@ from pyinfra.api import FileUploadCommand, OperationError, StringCommand, operat
 from pyinfra.operations.util.files import generate_color_diff
 
 from sglang_pve.agent import contract
+from sglang_pve.config.safe import printable
 from sglang_pve.deploy.facts.files import NOT_A_FILE, FileDigests, FileState, FileText
 
 
@@ -64,7 +65,10 @@ def show_diff(file: ManagedFile, current: FileState | None, old_text: str | None
     if current is not None and old_text is None:
         old_text = host.get_fact(FileText, path=file.path).text
     host.log(f"Will {'create' if current is None else 'modify'} {file.path}", logger.info)
-    old_lines = (old_text or "").splitlines(keepends=True)
+    # the host's text: each line escaped (its own newline kept) before the diff colours it
+    old_lines = [printable(line.removesuffix("\n")) + "\n" for line in (old_text or "").splitlines(keepends=True)]
+    if old_text and not old_text.endswith("\n"):
+        old_lines[-1] = old_lines[-1].removesuffix("\n")
     for line in generate_color_diff(old_lines, file.content.splitlines(keepends=True)):
         logger.info("  %s", line)
     logger.info("")

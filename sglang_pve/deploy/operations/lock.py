@@ -4,6 +4,7 @@ venvs and releases (agent/lease.py holds it; deploy/facts/lock.py says why facts
 from pyinfra import host, logger
 from pyinfra.api import OperationError, operation
 
+from sglang_pve.config.safe import printable
 from sglang_pve.deploy.facts.lock import DeployLock, DeployUnlock
 from sglang_pve.deploy.facts.releases import Releases
 
@@ -31,13 +32,13 @@ def held(token: str, owner: str, task: str, wait_s: int):
     other = host.get_fact(Releases).lease
     if other and other.get("token") != token:
         logger.info(
-            f"{host.print_prefix}waiting up to {wait_s}s for the deploy lock, held by {other.get('owner')} "
-            f"({other.get('task')}) since {other.get('started')}"
+            f"{host.print_prefix}waiting up to {wait_s}s for the deploy lock, "
+            + printable(f"held by {other.get('owner')} ({other.get('task')}) since {other.get('started')}")
         )
     result = host.get_fact(DeployLock, token=token, owner=owner, task=task, wait_s=wait_s)
     if not result.held:
-        raise OperationError(f"{host.name}: {result.message}")
-    host.noop(result.message if result.agent else "no agent on the host yet: nothing to lock")
+        raise OperationError(f"{host.name}: {printable(result.message)}")
+    host.noop(printable(result.message) if result.agent else "no agent on the host yet: nothing to lock")
     return
     yield  # an operation is a generator; this one runs no command of its own
 

@@ -3,6 +3,7 @@
 from pyinfra import host, logger
 from pyinfra.api import QuoteString, StringCommand, operation
 
+from sglang_pve.config.safe import printable
 from sglang_pve.deploy import paths
 from sglang_pve.deploy.facts.servers import ServersState, ServerUnits, server_of
 from sglang_pve.deploy.operations.files import ManagedFile, converge
@@ -24,7 +25,8 @@ def _warn_foreign(current: ServersState, declared: dict[str, str]) -> set[str]:
     foreign = sorted(unit for unit, ours in current.installed.items() if not ours)
     taken = {name for name, unit in declared.items() if unit in foreign}
     if foreign:
-        logger.warning(f"{host.print_prefix}left alone, not managed by sglang-pve (no marker): {', '.join(foreign)}")
+        names = printable(", ".join(foreign))
+        logger.warning(f"{host.print_prefix}left alone, not managed by sglang-pve (no marker): {names}")
     for name in sorted(taken):
         logger.warning(
             f"{host.print_prefix}server configuration {name} is not deployed: {declared[name]} exists and "

@@ -25,6 +25,7 @@ from pyinfra.api import StringCommand
 
 from sglang_pve.agent import bench_client as client
 from sglang_pve.agent import systemd
+from sglang_pve.config.safe import printable, printable_tree
 from sglang_pve.deploy import paths
 from sglang_pve.deploy.operations import releases
 from sglang_pve.tools.bench import chart, metrics, results
@@ -153,7 +154,7 @@ def _switch(host, server: str | None, lease: str) -> Start:
     tic = time.monotonic()
     ok, output = host.run_shell_command(releases.transient(server, lease), print_output=False)
     wall = time.monotonic() - tic
-    lines = output.output_lines
+    lines = [printable(line) for line in output.output_lines]  # the agent's words, shown and kept
     timings: dict[str, float] = next(
         (json.loads(line.split(TIMINGS, 1)[1]) for line in reversed(lines) if TIMINGS in line), {}
     )
@@ -171,7 +172,7 @@ def _status_record(host, server: str) -> dict:
         StringCommand("cat", f"{paths.STATE_DIR}/status/{server}.json"), print_output=False
     )
     try:
-        return json.loads(output.stdout) if ok else {}
+        return printable_tree(json.loads(output.stdout)) if ok else {}  # type: ignore[return-value]
     except ValueError:
         return {}
 
@@ -245,11 +246,16 @@ def _run_client(host, job: Job, name: str) -> dict | None:
     }
     host.put_file(BytesIO(json.dumps(plan).encode()), plan_path, print_output=False)
     host.run_shell_command(StringCommand("rm", "-f", out_path), print_output=False)
-    # Progress lines of the client stream back live (print_output).
-    host.run_shell_command(StringCommand("python3", CLIENT, "--plan", plan_path, "--out", out_path), print_output=True)
+    # The client's progress lines quote the server: shown escaped once it is done (pyinfra's
+    # print_output would write them raw).
+    _, said = host.run_shell_command(
+        StringCommand("python3", CLIENT, "--plan", plan_path, "--out", out_path), print_output=False
+    )
+    for line in said.output_lines:
+        logger.info(f"{host.print_prefix}  {printable(line)}")
     ok, output = host.run_shell_command(StringCommand("cat", out_path), print_output=False)
     try:
-        return json.loads(output.stdout) if ok else None
+        return printable_tree(json.loads(output.stdout)) if ok else None  # type: ignore[return-value]
     except ValueError:
         return None
 

@@ -17,6 +17,7 @@ from pyinfra.api import StringCommand
 from pyinfra.api.exceptions import PyinfraError
 
 from sglang_pve.agent import allreduce_probe
+from sglang_pve.config.safe import printable, printable_tree
 from sglang_pve.deploy import paths
 from sglang_pve.tools.nccl import analysis, measured
 
@@ -45,7 +46,7 @@ def run(job: ProbeJob) -> None:
     if not ok:
         raise PyinfraError(
             f"{host.name}: the NCCL probe needs torch in SGLang's venv, and `{job.python} -c "
-            f"'import torch'` failed: {output.stderr.strip()[-300:]}. Fix: deploy SGLang first "
+            f"'import torch'` failed: {printable(output.stderr.strip()[-300:])}. Fix: deploy SGLang first "
             "(pyinfra ... deploy.py); the lab's simulator venv has no torch, so there the probe "
             "runs on the controller with gloo (tests/unit/test_nccl_probe.py)"
         )
@@ -53,7 +54,7 @@ def run(job: ProbeJob) -> None:
     host.run_shell_command(StringCommand("mkdir", "-p", "-m", "700", REMOTE_DIR), print_output=False)
     host.put_file(BytesIO(Path(allreduce_probe.__file__).read_bytes()), script, print_output=False)
     host.put_file(BytesIO(json.dumps(job.profiles).encode()), profiles, print_output=False)
-    host.run_shell_command(
+    _, said = host.run_shell_command(  # the probe's lines quote NCCL and the host: shown escaped
         StringCommand(
             job.python,
             script,
@@ -72,8 +73,10 @@ def run(job: ProbeJob) -> None:
             "--max-bytes",
             str(job.max_bytes),
         ),
-        print_output=True,
+        print_output=False,
     )
+    for line in said.output_lines:
+        logger.info(f"{host.print_prefix}  {printable(line)}")
     ok, output = host.run_shell_command(StringCommand("cat", result), print_output=False)
     if not ok:
         raise PyinfraError(f"{host.name}: the NCCL probe left no result in {result} (its output is above)")
@@ -82,10 +85,10 @@ def run(job: ProbeJob) -> None:
     job.results_dir.mkdir(parents=True, exist_ok=True)
     saved = job.results_dir / f"nccl-probe-{stamp}-{host.name}.json"
     saved.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    report = analysis.render(data, job.mix)
+    report = analysis.render(printable_tree(data), job.mix)  # type: ignore[arg-type]  # the probe's strings are the host's
     (saved.with_suffix(".txt")).write_text(report + "\n", encoding="utf-8")
     logger.info(f"{report}\nraw result: {saved}")
-    overall = analysis.analyse(data, job.mix)["overall"]
+    overall = analysis.analyse(printable_tree(data), job.mix)["overall"]  # type: ignore[arg-type]
     if job.write and overall.winner:
         path = measured.write(
             job.project_dir,
