@@ -44,6 +44,7 @@ NVIDIACTL_MINOR = 255
 UVM_MINOR = 0
 UVM_TOOLS_MINOR = 1
 DEVICE_FILE_MODE = 0o666
+GPU_MODEL = "NVIDIA RTX PRO 6000 Blackwell Server Edition"  # lab/sglang_sim/nvidia_smi.py NAME
 # nvidia.ko's dynamic regions in the order it allocates them, then nvidia-uvm.ko's (see above)
 NVIDIA_DYNAMIC = ("nvidia-caps-imex-channels", "nvidia-caps", "nvidia-nvlink", "nvidia-nvswitch")
 UVM_NAME = "nvidia-uvm"
@@ -143,6 +144,30 @@ def node_proc_devices(proc_devices: str | None = None) -> str:
     lines += [f"{major:3d} {name}" for name, major in driver_majors(text).items()]
     lines.sort(key=lambda line: int(line.split()[0]))  # stable: nvidia stays before nvidiactl
     return "Character devices:\n" + "\n".join(lines) + "\n\nBlock devices:" + block
+
+
+def node_device_rules(proc_devices: str | None = None) -> list[str]:
+    r"""pve1's device cgroup: every NVIDIA major, any minor, mknod included (a node's root is not
+    confined), so its nvidia-modprobe can make the nodes; what it makes is up to the tool.
+
+    >>> node_device_rules("Character devices:\n254 ndctl\n\nBlock devices:\n")[:2]
+    ['lxc.cgroup2.devices.allow = c 195:* rwm', 'lxc.cgroup2.devices.allow = c 249:* rwm']
+    """
+    majors = sorted(set(driver_majors(_host_proc_devices(proc_devices)).values()))
+    return [f"lxc.cgroup2.devices.allow = c {major}:* rwm" for major in majors]
+
+
+def gpu_information(index: int, bus: str) -> str:
+    r"""/proc/driver/nvidia/gpus/<bus>/information of GPU ``index`` (minor ``index``), in the
+    lines of NVIDIA/open-gpu-kernel-modules kernel-open/nvidia/nv-procfs.c nv_procfs_read_gpu_info
+    that matter here (Model, Bus Location, Device Minor).
+
+    >>> gpu_information(3, "0000:5d:00.0").splitlines()[3:]
+    ['Bus Location: \t 0000:5d:00.0', 'Device Minor: \t 3']
+    """
+    return (
+        f"Model: \t\t {GPU_MODEL}\nIRQ:   \t\t 0\nBus Type: \t PCIe\nBus Location: \t {bus}\nDevice Minor: \t {index}\n"
+    )
 
 
 def lab_devices() -> list[DeviceNode]:

@@ -35,7 +35,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lab import container, devn, gpus, layout, lxc_keys, lxcfs, network, node, rootfs
+from lab import container, devn, layout, lxc_keys, lxcfs, network, node, rootfs
 from lab.shell import LabError, run
 
 UID_SHIFT = 100000
@@ -112,12 +112,12 @@ def volume_dir(volid: str) -> Path:
 
 
 def node_path(path: str) -> Path:
-    """A path on the node as the lab host reaches it: pve1's bind mounts (model storage, the
-    GPU nodes) map to their host sources, anything else is read through pve1's root."""
+    """A path on the node as the lab host reaches it: pve1's bind mounts (model storage) map to
+    their host sources, anything else, its NVIDIA device nodes included (made in pve1's /dev by
+    its nvidia-modprobe), is read through pve1's root."""
     if not path.startswith("/") or ".." in Path(path).parts:
         raise GuestError(f"'{path}' is not an absolute path on {layout.NODE} without '..'")
     binds = {mount: host for mount, host in layout.STORAGE_MOUNTS.items()}
-    binds.update({device.path: Path(device.source) for device in gpus.lab_devices()})
     for mount, host in binds.items():
         if path == mount or path.startswith(mount + "/"):
             return host / path[len(mount) :].lstrip("/")

@@ -74,7 +74,9 @@ def _up() -> None:
     sshkeys.write_known_hosts(lower)
     network.bridge_up()
     network.firewall_up()
-    devices = gpus.lab_devices()
+    # fake GPU nodes bound into the containers lab up boots beside pve1 (none by default); pve1's
+    # own are made by its nvidia-modprobe when the node preparation runs, as on a real node
+    devices = gpus.lab_devices() if set(layout.HOSTS) - {layout.NODE} else []
     gpus.create_device_nodes(devices)
     storage.populate()
     with_lxcfs = lxcfs.start()
@@ -88,10 +90,10 @@ def _up() -> None:
     print(f"lab: guestd {layout.GUESTD_SOCKET} (pid {guestd_pid})", flush=True)
     # containers boot while the index is built
     for name, ip in layout.HOSTS.items():
-        extra, files = [], None
+        extra, files, bound = [], None, devices
         if name == layout.NODE:
-            extra, files = node.config_lines(schema), node.files(with_emulator=bool(schema))
-        if container.ensure_running(name, ip, lower, devices, with_lxcfs, rootfs_changed, extra, files):
+            extra, files, bound = node.config_lines(schema), node.files(with_emulator=bool(schema)), []
+        if container.ensure_running(name, ip, lower, bound, with_lxcfs, rootfs_changed, extra, files):
             print(f"lab: {name} started at {ip}", flush=True)
     version = index.publish(layout.SIM_DIR, lower)
     index_pid = index.serve()

@@ -17,8 +17,13 @@ What makes it a node, beyond what every lab container has (systemd, sshd, the fa
   the socket bound at /run/pve-lab (guestd creates the guests as sibling containers);
 - /usr/sbin/zfs, the snapshots of the emulator's zfspool datasets (lab/pve/zfs.py): what Proxmox
   took and what sanoid or an operator would take beside it;
-- the driver's user space: nvidia-smi reporting the node's driver version, nvidia-modprobe
-  (creates the device nodes) and nvidia-persistenced.service (installed, not enabled).
+- no NVIDIA device node from the lab: the device cgroup allows every NVIDIA major (mknod
+  included) and /dev/char is a tmpfs, so the node's nvidia-modprobe (lab/sglang_sim, written from
+  NVIDIA's source) makes them when the node preparation's unit runs, as on a real node; the
+  guests get theirs from devN through the pve-container stand-in (lab/devn.py), which stats
+  pve1's nodes;
+- the driver's user space: nvidia-smi reporting the node's driver version, nvidia-modprobe and
+  nvidia-persistenced.service (installed, not enabled).
 """
 
 import http.client
@@ -28,9 +33,10 @@ import ssl
 import time
 from pathlib import Path
 
-from lab import certs, credentials, layout
+from lab import certs, container, credentials, gpus, layout
 from lab.files import write_file
 from lab.pve import pmxcfs
+from lab.sglang_sim.nvidia_smi import PCI_BUS_IDS
 from lab.shell import LabError
 
 ETC_PVE = layout.NODE_DIR / "etc-pve"
@@ -123,11 +129,16 @@ def driver_version_file(version: str) -> str:
 
 
 def prepare_proc_files(proc_devices: str) -> None:
-    """The generated /proc entries every lab container binds (the kernel is the node's)."""
+    """The generated /proc entries every lab container binds (the kernel is the node's): devices,
+    the driver's version and its GPUs (gpus/<bus>/information, one per GPU the module probed)."""
     layout.NODE_DIR.mkdir(parents=True, exist_ok=True)
     PROC_DEVICES.write_text(proc_devices)
     (PROC_DRIVER / "nvidia").mkdir(parents=True, exist_ok=True)
     (PROC_DRIVER / "nvidia/version").write_text(driver_version_file(layout.DRIVER_VERSION))
+    for index, bus in enumerate(PCI_BUS_IDS[: layout.GPU_COUNT]):
+        name = bus[4:].lower()  # nv_procfs_add_gpu: "%04x:%02x:%02x.%1x"; nvidia-smi prints 8 domain digits
+        (PROC_DRIVER / "nvidia/gpus" / name).mkdir(parents=True, exist_ok=True)
+        (PROC_DRIVER / "nvidia/gpus" / name / "information").write_text(gpus.gpu_information(index, name))
 
 
 def prepare_etc_pve() -> str:
@@ -157,6 +168,9 @@ def config_lines(schema: Path | None) -> list[str]:
         "# /dev/char as udev keeps it on a real node: nvidia-modprobe links /dev/char/MAJ:MIN to each node",
         "# it makes and fails when it cannot (NVIDIA/nvidia-modprobe nvidia-modprobe-utils.c symlink_char_dev)",
         "lxc.mount.entry = tmpfs dev/char tmpfs rw,nosuid,noexec,mode=755,create=dir 0 0",
+        "# no NVIDIA node from the lab: its nvidia-modprobe makes them (the node preparation's unit)",
+        *gpus.node_device_rules(),
+        *container.cgroup_v1_twins(gpus.node_device_rules()),
         "# /run as systemd would mount it, so the socket's bind mount below is not hidden by it",
         "lxc.mount.entry = tmpfs run tmpfs rw,nosuid,nodev,mode=755 0 0",
         f"lxc.mount.entry = {layout.GUESTD_DIR} {layout.NODE_GUESTD_DIR[1:]} none bind,create=dir 0 0",

@@ -53,9 +53,11 @@ def guest_running() -> bool:
 
 
 def provision() -> None:
-    """sglang1 created through pve1's API by the toolkit itself (tasks/containers.py on the node):
-    once per session, again only after a test module took the lab down."""
+    """sglang1 created through pve1's API by the toolkit itself (tasks/pve_host.py, whose unit makes
+    pve1's NVIDIA device nodes as on a real node, then tasks/containers.py): once per session, again
+    only after a test module took the lab down."""
     if not guest_running():
+        pyinfra("--limit", "pve1", deploy="tasks/pve_host.py")
         pyinfra("--limit", "pve1", deploy="tasks/containers.py")
 
 

@@ -23,6 +23,7 @@ import pytest
 
 from lab import certs, container, gpus, guestd, guests, layout, lifecycle, mounts, node, procs
 from lab.network import link_exists
+from tests.lab.conftest import pyinfra
 
 pytestmark = [
     pytest.mark.lab,
@@ -40,6 +41,7 @@ GPU_NODES = [f"/dev/nvidia{i}" for i in range(layout.GPU_COUNT)] + [
     "/dev/nvidia-uvm-tools",
 ]
 CLASSIC_GPU = "/dev/nvidia7"
+MADE_BY_LAB_UP: list[str] = []  # pve1's /dev/nvidia* right after `lab up` (the lab fixture)
 RAW_LINES = [
     "lxc.mount.entry: /shared shared none bind,create=dir 0 0",
     "lxc.cgroup2.devices.allow: c 195:7 rwm",
@@ -117,6 +119,8 @@ def lab():
             "or provide ../shared/reference)"
         )
     lifecycle.up()
+    MADE_BY_LAB_UP[:] = lab_exec(layout.NODE, "sh", "-c", "ls /dev/nvidia* 2>/dev/null").stdout.split()
+    pyinfra("--limit", layout.NODE, deploy="tasks/pve_host.py")  # its unit runs pve1's nvidia-modprobe
     client = api()
     if VMID in {int(ct["vmid"]) for ct in client.nodes(layout.NODE).lxc.get()}:
         if client.nodes(layout.NODE).lxc(VMID).status.current.get()["status"] == "running":
@@ -201,9 +205,30 @@ def test_proc_devices_names_the_uvm_major_the_nodes_carry(lab):
     assert layout.DRIVER_VERSION in lab_exec(layout.NODE, "cat", "/proc/driver/nvidia/version").stdout
 
 
+def uvm_pair() -> list[str]:
+    return lab_exec(layout.NODE, "stat", "-c", "%Lr", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools").stdout.split()
+
+
+def test_pve1s_nvidia_nodes_are_made_by_its_tools_not_by_lab_up(lab):
+    """lab up leaves pve1 without NVIDIA nodes; the node preparation's unit (nvidia-modprobe, as
+    NVIDIA's source makes them) made every one, linked from /dev/char as the real tool links them."""
+    assert MADE_BY_LAB_UP == []
+    made = lab_exec(layout.NODE, "sh", "-c", "stat -c '%n %Hr:%Lr %a' /dev/nvidia*").stdout.splitlines()
+    uvm = gpus.uvm_major()
+    assert sorted(made) == sorted(
+        [*(f"/dev/nvidia{i} 195:{i} 666" for i in range(layout.GPU_COUNT)), "/dev/nvidiactl 195:255 666"]
+        + [f"/dev/nvidia-uvm {uvm}:0 666", f"/dev/nvidia-uvm-tools {uvm}:1 666"]
+    )
+    assert lab_exec(layout.NODE, "readlink", f"/dev/char/{uvm}:1").stdout.strip() == "../nvidia-uvm-tools"
+
+
 def test_node_has_the_driver_user_space(lab):
-    """What the toolkit's node preparation runs: nvidia-modprobe and nvidia-persistenced."""
-    assert lab_exec(layout.NODE, "nvidia-modprobe", "-u", "-c=0", "-c=1").returncode == 0
+    """nvidia-modprobe as NVIDIA's source has it: under -u each -c is a uvm base minor (the node
+    unit's old command moved the pair to 7/8), -u -c=0 puts it back; and nvidia-persistenced."""
+    assert lab_exec(layout.NODE, "nvidia-modprobe", "-u", *(f"-c={i}" for i in range(8))).returncode == 0
+    assert uvm_pair() == ["7", "8"]
+    assert lab_exec(layout.NODE, "nvidia-modprobe", "-u", "-c=0").returncode == 0
+    assert uvm_pair() == ["0", "1"]
     assert lab_exec(layout.NODE, "nvidia-modprobe", "--no-such-option").returncode == 1
     state = lab_exec(layout.NODE, "systemctl", "show", "-p", "LoadState", "nvidia-persistenced").stdout
     assert state.strip() == "LoadState=loaded"
