@@ -17,6 +17,14 @@ The GPUs are those whose /dev/nvidiaN node exists (<SGLANG_SIM_DEV_DIR>, default
 sees only the devices a container was given: a container with dev0..dev3 lists 4 GPUs, none
 "No devices were found" (exit 6). A GPU keeps its index N (the real tool renumbers from 0).
 
+It makes no device node. The real nvidia-smi is NVML's (libnvidia-ml, closed source: not read);
+what is public is nvidia-modprobe's side, a setuid tool that creates the nodes "on behalf of
+NVIDIA Linux driver components which may not have sufficient privileges" (NVIDIA/nvidia-modprobe
+nvidia-modprobe.c print_summary, a9556df), i.e. the driver's libraries call it, with -c N for
+/dev/nvidiaN and nvidiactl and -u for the uvm pair (which CUDA, not NVML, needs). Which of those
+NVML asks for could not be verified, so the toolkit's node unit does not rely on nvidia-smi: it
+runs nvidia-modprobe itself (sglang_pve/provision/node_prep.py).
+
 The driver version is the installed user-space library's: /etc/sglang-sim/driver-version (the lab
 writes it), else DRIVER_VERSION. When /proc/driver/nvidia/version (the kernel module's, which the
 lab binds into its containers) names another version, every call fails like the real tool:

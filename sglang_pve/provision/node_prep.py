@@ -73,6 +73,7 @@ def persistenced_warning(host_name: str, load_state: str | None) -> str:
         f"{host_name}: {PERSISTENCED_UNIT} is not installed (systemd LoadState: {load_state or 'unknown'}), as "
         "after NVIDIA's .run installer: skipped. The GPUs still work; without persistence the driver "
         "tears its state down whenever the last process closes a GPU, so every server start pays the "
-        "initialisation again. Fix: install the unit that ships with NVIDIA's nvidia-persistenced "
-        "(its init/systemd/nvidia-persistenced.service.template), or the distribution's driver package"
+        "initialisation again. Fix: install its unit with NVIDIA's nvidia-persistenced init/install.sh "
+        "(NVIDIA/nvidia-persistenced: init/systemd/nvidia-persistenced.service.template), or use the "
+        "distribution's driver package"
     )

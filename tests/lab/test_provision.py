@@ -10,7 +10,7 @@ from itertools import takewhile
 
 import pytest
 
-from lab import layout, node
+from lab import gpus, layout, node
 from lab.pve import requestlog
 from sglang_pve.provision import snapshots
 from sglang_pve.provision.client import ProxmoxError
@@ -58,13 +58,37 @@ def faults(rules: list) -> None:
     layout.PVE_FAULTS.write_text(json.dumps(rules))
 
 
+def node_sh(command: str) -> str:
+    return subprocess.run(
+        [sys.executable, "-m", "lab", "exec", layout.NODE, "--", "sh", "-c", command],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+
+
 @pytest.fixture(scope="module")
 def from_nothing(lab):
-    """pve1 without container 129, then ONE deploy; the request-log offset before it."""
+    """pve1 without container 129 and without the nvidia-uvm pair (as after a boot where nothing
+    has opened it yet: the driver makes it lazily), then ONE deploy; the request-log offset before it."""
     destroy_guest()
+    node_sh("rm -f /dev/nvidia-uvm /dev/nvidia-uvm-tools")
     start = len(log_entries())
     _, output = pyinfra()
     return start, output
+
+
+def test_a_node_without_the_uvm_pair_gets_it_before_the_container_is_created(from_nothing):
+    """The node preparation restarted its unit (the pair was missing), which made uvm at minor 0
+    and tools at 1 before the container was created and started (PVE stats each devN then:
+    pve-container LXC/Tools.pm get_device_mode_and_rdev), and the container has them."""
+    _, output = from_nothing
+    assert "(/dev/nvidia-uvm, /dev/nvidia-uvm-tools not as the driver numbers them)" in output, output
+    uvm = gpus.uvm_major()
+    assert node_sh("stat -c '%Hr %Lr' /dev/nvidia-uvm /dev/nvidia-uvm-tools").split() == [str(uvm), "0", str(uvm), "1"]
+    assert sh("stat -c '%Hr %Lr' /dev/nvidia-uvm /dev/nvidia-uvm-tools").split() == [str(uvm), "0", str(uvm), "1"]
 
 
 def test_one_deploy_creates_the_container_with_8_gpus_and_deploys_the_rest(from_nothing):
@@ -328,3 +352,19 @@ def test_every_request_the_toolkit_made_passed_the_schema(from_nothing):
     entries = log_entries()[start:]
     assert entries and requestlog.schema_violations(entries) == []
     assert all(e["user"] in ("root@pam", None) for e in entries)
+
+
+def test_an_operators_devn_survives_a_deploy(from_nothing):
+    """A devN the toolkit did not add (an operator's /dev/fuse) is kept by the deploy, index and all."""
+    node_sh("[ -c /dev/fuse ] || mknod -m 0666 /dev/fuse c 10 229")
+    node = lab_node()
+    node.api.request("PUT", node.path(VMID, "config"), dev20="/dev/fuse,mode=0666")
+    start = len(log_entries())
+    try:
+        pyinfra()
+        after = lab_node().config(VMID)
+        assert after["dev20"] == "/dev/fuse,mode=0666"
+        touched = [e for e in log_entries()[start:] if "dev20" in json.dumps(e.get("params", {}))]
+        assert touched == [], "the deploy touched the operator's dev20"
+    finally:
+        lab_node().api.request("PUT", node.path(VMID, "config"), delete="dev20")

@@ -163,4 +163,27 @@ def test_a_node_without_nvidia_persistenced_is_warned_not_failed(prepared):
     assert len(warnings) == 1 and warnings[0].startswith(
         "pve1: nvidia-persistenced.service is not installed (systemd LoadState: not-found)"
     )
-    assert "Fix: install the unit" in warnings[0]
+    assert "Fix: install its unit with NVIDIA's nvidia-persistenced init/install.sh" in warnings[0]
+
+
+def test_the_check_when_executed_reads_the_node_again_and_fails_it_while_a_node_is_wrong():
+    """device_nodes.present's callback: after the unit ran, a fresh GpuDevices decides."""
+
+    class Node:
+        name = "pve1"
+
+        def __init__(self, gpus):
+            self.gpus, self.errors = gpus, []
+
+        def get_fact(self, fact):
+            return self.gpus
+
+        def log_styled(self, message, **kwargs):
+            self.errors.append(message)
+
+    fixed = Node(GpuDeviceInfo(MAJORS, right_nodes(range(8)), None, list(range(8))))
+    assert device_nodes._check(None, fixed) is True and fixed.errors == []
+    still = Node(GpuDeviceInfo(MAJORS, right_nodes(range(8))[:-1], None, list(range(8))))
+    assert device_nodes._check(None, still) is False
+    assert "invalid configuration for pve1 (1 problem(s))" in still.errors[0]
+    assert "pve1: /dev/nvidia-uvm-tools = 'missing'" in still.errors[0]
