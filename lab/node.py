@@ -49,7 +49,11 @@ NODE_LOG_DIR = "/var/log/pve-emulator"
 NODE_CREDENTIALS = "/etc/pve/priv/lab-credentials.json"
 NODE_CFS_BACKING = "/var/lib/pve-cluster/etc-pve"  # what pmxcfs serves as /etc/pve
 SIM_CONFIG_DIR = "/etc/sglang-sim"
-# The driver's daemon: what the node's unit runs (the real one keeps the GPUs initialised)
+# The driver's daemon: what the node's unit runs (the real one keeps the GPUs initialised). The unit
+# is NVIDIA/nvidia-persistenced init/systemd/nvidia-persistenced.service.template (c0e1e2b, what its
+# init/install.sh installs, default user nvidia-persistenced) less Type=forking, --user __USER__ and
+# ExecStopPost: this stand-in does not fork and drops no privileges. A driver from NVIDIA's .run
+# installer has no unit at all; the node preparation then warns and skips it (tests/unit/test_node_prep.py).
 PERSISTENCED = b"""#!/bin/sh
 # sglang-pve lab: stands in for NVIDIA's persistence daemon (no GPUs to keep initialised)
 exec sleep infinity
