@@ -67,8 +67,8 @@ def net_lines(
 
 
 def device_lines(devices: list[DeviceNode]) -> list[str]:
-    """A node's own device nodes (what its kernel would give it, so no Proxmox key): each fake
-    node allowed by the device cgroup and bound at its /dev path, in LXC's keys (lxc/lxc
+    """Fake device nodes of a container `lab up` boots directly beside pve1 (pve1 gets none: its
+    nvidia-modprobe makes its own): each allowed by the device cgroup and bound at its /dev path, in LXC's keys (lxc/lxc
     doc/lxc.container.conf.sgml.in: lxc.cgroup2.[controller name].[controller file],
     lxc.mount.entry)."""
     lines = [f"lxc.cgroup2.devices.allow = c {device.major}:{device.minor} rwm" for device in devices]
