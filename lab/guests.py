@@ -198,12 +198,31 @@ def _mp_lines(vmid: int, key: str, value: str, owner: int) -> list[str]:
     return [_mount_line(source, target, flag(mp.get("ro")))]
 
 
-def _raw_line(key: str, value: str) -> str:
-    """A raw lxc.* line of the PVE config; mount sources are paths on the node."""
+def _raw_line(key: str, value: str, copies: Path) -> str:
+    """A raw lxc.* line of the PVE config; mount sources are paths on the node. Lab only: a device
+    node in pve1's own /dev (its nvidia-modprobe made it there) cannot be bind-mounted from outside
+    pve1's mount namespace (the kernel's do_loopback refuses a source mount of another namespace:
+    EINVAL), so the guest binds a copy with the same numbers, mode and owner, made in ``copies``."""
     if key == "lxc.mount.entry" and value.startswith("/"):
         source, _, rest = value.partition(" ")
-        value = f"{node_path(source)} {rest}"
+        value = f"{_device_copy(node_path(source), source, copies)} {rest}"
     return f"{key} = {value}"
+
+
+def _device_copy(found: Path, source: str, copies: Path) -> Path:
+    try:
+        info = os.stat(found)
+    except OSError:
+        return found  # LXC reports it (or skips it, for an optional entry), as with any missing source
+    if not source.startswith("/dev/") or not (stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)):
+        return found
+    copy = copies / source.lstrip("/")
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.unlink(missing_ok=True)
+    os.mknod(copy, info.st_mode, info.st_rdev)
+    os.chmod(copy, stat.S_IMODE(info.st_mode))
+    os.chown(copy, info.st_uid, info.st_gid)
+    return copy
 
 
 def build_config(vmid: int, config_text: str) -> str:
@@ -240,7 +259,7 @@ def build_config(vmid: int, config_text: str) -> str:
         lines += _mp_lines(vmid, key, options[key], shift)
     idmap = devn.id_map(unprivileged, [value for key, value in raw if key == "lxc.idmap"])
     lines += devn.prepare(guest_dir(vmid) / "passthrough", options, node_path, idmap)
-    lines += [_raw_line(key, value) for key, value in raw]
+    lines += [_raw_line(key, value, guest_dir(vmid) / "raw-devices") for key, value in raw]
     lines += container.cgroup_v1_twins([line for line in lines if line.startswith("lxc.cgroup2.devices.")])
     return "\n".join(lines) + "\n"
 
