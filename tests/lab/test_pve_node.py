@@ -118,6 +118,7 @@ def lab():
             "REFERENCE SCHEMAS MISSING: pve1 has no API emulator (set SGLANG_PVE_PVE_SCHEMA_DIR "
             "or provide ../shared/reference)"
         )
+    lifecycle.down()  # so `up` boots pve1 afresh, as a node boots (this module ends with a down too)
     lifecycle.up()
     MADE_BY_LAB_UP[:] = lab_exec(layout.NODE, "sh", "-c", "ls /dev/nvidia* 2>/dev/null").stdout.split()
     pyinfra("--limit", layout.NODE, deploy="tasks/pve_host.py")  # its unit runs pve1's nvidia-modprobe
