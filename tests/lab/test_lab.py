@@ -1,8 +1,9 @@
 """The local lab for real: LXC system containers booted by systemd, reached over SSH.
 
 The host under test is the node pve1, which `lab up` always creates with everything a lab
-container has (GPUs, storage, index); tests/lab/test_pve_node.py covers what makes it a
-node and its guests.
+container has (storage, index, the fake GPUs' /proc entries; its GPU device nodes are made by its
+own nvidia-modprobe when the node preparation runs); tests/lab/test_pve_node.py covers what makes
+it a node and its guests.
 
 One `up` is shared by the module; the tests that take the lab apart run last (down last).
 Needs root and LXC (apt-get install lxc lxcfs debootstrap openssh-client).
@@ -25,6 +26,7 @@ import pytest
 from lab import container, gpus, guestd, guests, index, layout, lifecycle, lxcfs, mounts, network, rootfs, shell
 from lab.network import link_exists
 from lab.shell import run
+from tests.lab.conftest import pyinfra
 
 pytestmark = [
     pytest.mark.lab,
@@ -102,6 +104,8 @@ def test_ssh_with_the_lab_key_and_known_hosts(lab):
 
 
 def test_fake_gpus_are_passed_through_like_production(lab):
+    """pve1's nodes as its node preparation's unit makes them (nvidia-modprobe, lab/sglang_sim)."""
+    pyinfra("--limit", HOST, deploy="tasks/pve_host.py")
     script = (
         "import os, sys\n"
         "for path in sys.argv[1:]:\n"
