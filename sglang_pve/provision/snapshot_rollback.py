@@ -38,7 +38,7 @@ def rolled_back(spec: ContainerSpec, node: Node, snapshot: str | None = None, on
     except ProxmoxError as error:
         raise OperationError(str(error)) from None
     target = snapshot or (names[-1] if names else None)
-    if target not in names:
+    if target is None or target not in names:
         raise OperationError(
             f"{host.name}: container {spec.vmid} has no snapshot {target!r}"
             + (
