@@ -1,6 +1,6 @@
 """What the lab (inventory/lab.py) does differently from production, and why."""
 
-from lab.layout import INDEX_URL
+from lab.layout import API_KEY, INDEX_URL
 from sglang_pve.agent.spec import STALL_PHASES
 
 # The lab's own package index on the bridge serves the SGLang simulator under SGLang's real
@@ -32,8 +32,11 @@ lifecycle = {
     "gpu_free_timeout_s": 15,
 }
 
-# The lab's servers bind 0.0.0.0 on a host-only bridge: no key by default (tests/lab/
-# test_security.py deploys with one). The simulator publishes its fake GPU use in /run/sglang-sim,
-# which the sandboxed server may write only as its own runtime directory.
-allow_unauthenticated = True
+# The lab's servers bind 0.0.0.0 on the bridge, as production's do: with the api-key `lab up`
+# made (0600, lab.credentials.ensure_api_key), read through the secret channel like any other, so
+# `make demo` shows the secure default (401 without the key). A test that needs an open server
+# says so: --data sglang_secrets={} --data allow_unauthenticated=true.
+sglang_secrets = {"api-key": {"file": str(API_KEY)}}
+# The simulator publishes its fake GPU use in /run/sglang-sim, which the sandboxed server may
+# write only as its own runtime directory.
 server_runtime_dirs = ["sglang-sim"]

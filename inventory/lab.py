@@ -24,6 +24,7 @@ for path, what in (
     (layout.PVE_CREDENTIALS, "the node's API credentials"),
     (layout.PVE_FINGERPRINT, "the node's certificate pin"),
     (layout.SSH_KEY, "the lab's client key"),
+    (layout.API_KEY, "the servers' api-key (group_data/lab.py)"),
 ):
     env.exists(path, what, "run `python -m lab up` first (with the same SGLANG_PVE_LAB_SLOT)")
 env.check()

@@ -6,7 +6,8 @@ emulator's format (lab/pve/auth.py); pve1's emulator reads the same file's copy 
     {"users": {"root@pam": {"password": "..."}},
      "tokens": {"root@pam!lab": {"secret": "<uuid>", "privsep": 0}}}
 
-Nothing prints them.
+Nothing prints them. `lab up` also makes the servers' api-key (ensure_api_key) into layout.API_KEY,
+which group_data/lab.py names as a secret source: {"api-key": {"file": API_KEY}}.
 """
 
 import json
@@ -32,3 +33,12 @@ def ensure_credentials() -> dict:
     }
     write_file(path, json.dumps(credentials).encode(), 0o600)
     return credentials
+
+
+def ensure_api_key() -> None:
+    """The lab's SGLang api-key, created on first use (one line, 0600, parents root-only)."""
+    path = layout.API_KEY
+    if path.exists():
+        path.chmod(0o600)
+        return
+    write_file(path, (secrets.token_urlsafe(32) + "\n").encode(), 0o600)

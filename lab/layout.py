@@ -51,6 +51,9 @@ PVE_CA = PVE_DIR / "pve-root-ca.pem"  # verify the API against this CA ...
 PVE_CERT = PVE_DIR / "pve-ssl.pem"
 PVE_FINGERPRINT = PVE_DIR / "pve-ssl.fingerprint"  # ... or pin this SHA-256 (AA:BB:...)
 PVE_CREDENTIALS = PVE_DIR / "credentials.json"  # root@pam password and an API token, 0600
+# The lab's SGLang api-key (0600, kept across `down`): group_data/lab.py names it as the
+# api-key secret source, so the demo's server answers 401 to a client without it.
+API_KEY = LAB_DIR / "secrets" / "api-key"
 # The emulator's request log and fault rules (lab/pve/README.md), as the lab host sees them.
 PVE_REQUEST_LOG = NODE_DIR / "log" / "requests.jsonl"
 PVE_FAULTS = NODE_DIR / "etc-pve" / "emulator-faults.json"

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 from lab import (
     container,
+    credentials,
     gpus,
     guestd,
     guests,
@@ -82,6 +83,7 @@ def _up() -> None:
     with_lxcfs = lxcfs.start()
     node.prepare_proc_files(gpus.node_proc_devices())
     fingerprint = node.prepare_etc_pve()
+    credentials.ensure_api_key()
     schema = node.schema_dir()
     if not schema:
         node.warn_missing_schema()

@@ -87,6 +87,40 @@ def on_target(*command: str, check: bool = True, host: str = HOST) -> subprocess
     return result
 
 
+HTTP_STATUS = r"""
+import sys, urllib.error, urllib.request
+key = sys.stdin.read().strip()
+headers = {"Authorization": "Bearer " + key} if key else {}
+request = urllib.request.Request("http://127.0.0.1:8000" + sys.argv[1], headers=headers)
+try:
+    print(urllib.request.urlopen(request, timeout=10).status)
+except urllib.error.HTTPError as error:
+    print(error.code)
+"""
+
+
+def lab_api_key() -> str:
+    """The servers' api-key `lab up` made (group_data/lab.py names it as the api-key source)."""
+    from lab import layout
+
+    return layout.API_KEY.read_text().strip()
+
+
+def http_status(path: str, key: str | None = None) -> int:
+    """The status the target's server answers a GET of `path` from inside the container, with
+    `key` as Bearer token (None: none); the key travels on stdin, never in a command line."""
+    result = subprocess.run(
+        [sys.executable, "-m", "lab", "exec", HOST, "--", "python3", "-c", HTTP_STATUS, path],
+        cwd=PROJECT,
+        input=key or "",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return int(result.stdout)
+
+
 def sh(script: str, check: bool = True) -> str:
     return on_target("bash", "-c", script, check=check).stdout
 

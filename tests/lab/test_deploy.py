@@ -7,7 +7,7 @@ import pytest
 
 from sglang_pve.deploy import paths
 from tests.conftest import group_data
-from tests.lab.conftest import grand_total, on_target, pyinfra, sh, snapshot
+from tests.lab.conftest import grand_total, http_status, lab_api_key, on_target, pyinfra, sh, snapshot
 
 pytestmark = pytest.mark.lab
 
@@ -127,6 +127,18 @@ def test_active_server_is_data_and_exactly_one_runs(deployed):
     finally:
         pyinfra()
     assert active_units() == {"baseline"}
+
+
+def test_the_demo_server_answers_401_without_the_key_and_200_with_it(deployed):
+    """`make demo` deploys this inventory and its data as they are: secure by default, the server
+    gets the api-key `lab up` made (group_data/lab.py), and SGLang's middleware wants it
+    everywhere but the probes (srt/utils/auth.py decide_request_auth, as lab/sglang_sim does)."""
+    key = lab_api_key()
+    assert len(key) >= 32
+    assert http_status("/v1/models") == 401 and http_status("/generate") == 401
+    assert http_status("/v1/models", "not-" + key) == 401
+    assert http_status("/v1/models", key) == 200 and http_status("/get_model_info", key) == 200
+    assert http_status("/health") == 200  # probes need no key
 
 
 def test_started_unit_is_ready_and_stop_leaves_no_process(deployed):

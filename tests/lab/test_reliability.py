@@ -13,7 +13,7 @@ import pytest
 
 from sglang_pve.deploy import paths
 from tests.conftest import PROJECT, group_data
-from tests.lab.conftest import ANSI, PYINFRA, on_target, pyinfra, set_faults, sh, unit_state
+from tests.lab.conftest import ANSI, PYINFRA, lab_api_key, on_target, pyinfra, set_faults, sh, unit_state
 
 pytestmark = pytest.mark.lab
 
@@ -28,12 +28,13 @@ ExecStart=/bin/sleep infinity
 ROUTER_CONFIG = "/etc/sglang/servers/router.yaml"
 LOAD = r"""
 import json, sys, threading, urllib.request
+key = sys.stdin.readline().strip()  # the lab's api-key, on stdin (never in a command line)
 codes = []
 def request():
     sampling = {"max_new_tokens": int(sys.argv[1])}
     body = json.dumps({"text": "The capital city of France is", "sampling_params": sampling}).encode()
     try:
-        sent = urllib.request.Request("http://127.0.0.1:8000/generate", body)
+        sent = urllib.request.Request("http://127.0.0.1:8000/generate", body, {"Authorization": "Bearer " + key})
         codes.append(urllib.request.urlopen(sent, timeout=120).status)
     except Exception as error:
         codes.append(repr(error))
@@ -198,10 +199,14 @@ def test_a_manual_switch_under_load_drains_the_first_and_starts_the_second(deplo
     load = subprocess.Popen(
         [sys.executable, "-m", "lab", "exec", "sglang1", "--", "python3", "-c", LOAD, "400"],
         cwd=PROJECT,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
     )
+    load.stdin.write(lab_api_key() + "\n")
+    load.stdin.close()
+    load.stdin = None  # written and closed: communicate() below only reads
     try:
         time.sleep(1.5)
         started = on_target("systemctl", "start", second, check=False)

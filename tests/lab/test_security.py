@@ -14,6 +14,7 @@ from tests.conftest import PROJECT
 from tests.hostile import VALUES, data_for, systemd_words
 from tests.lab.conftest import (
     grand_total,
+    http_status,
     on_target,
     put_file,
     pyinfra,
@@ -139,21 +140,10 @@ SAMPLER = (
 READABLE_ROOTS = "/etc /opt /var /tmp /run /home /srv /shared /data /usr/local"
 
 
-def http_status(path: str, key: str | None = None) -> int:
-    headers = f"{{'Authorization': 'Bearer {key}'}}" if key else "{}"
-    script = (
-        "import urllib.request, urllib.error\n"
-        f"req = urllib.request.Request('http://127.0.0.1:8000{path}', headers={headers})\n"
-        "try:\n    print(urllib.request.urlopen(req, timeout=10).status)\n"
-        "except urllib.error.HTTPError as e:\n    print(e.code)\n"
-    )
-    return int(on_target("python3", "-c", script).stdout)
-
-
 @pytest.fixture(scope="module")
 def keyed(lab, tmp_path_factory):
     """A deploy with every secret channel in use (file and environment on the controller); the
-    target's process argv sampled all the while; afterwards the lab's keyless deploy again."""
+    target's process argv sampled all the while; afterwards the lab's own deploy again (its api-key)."""
     key_file = tmp_path_factory.mktemp("secrets") / "api-key"
     key_file.write_text(API_KEY + "\n")
     key_file.chmod(0o600)
@@ -181,7 +171,7 @@ def keyed(lab, tmp_path_factory):
     yield {"dry diff": diff, "-vv --diff": verbose, "second run": again, "data": data}
     del os.environ["SGLANG_PVE_TEST_ADMIN_KEY"], os.environ["SGLANG_PVE_TEST_HF_TOKEN"]
     sh(f"rm -rf {paths.SECRETS_DIR} {SAMPLES} {SAMPLES}.stop")
-    restore_servers()  # the lab's keyless deploy
+    restore_servers()  # the lab's own deploy, with the api-key `lab up` made
 
 
 def test_the_server_answers_401_without_the_key_and_200_with_it(keyed):
@@ -324,8 +314,13 @@ def test_a_changed_host_key_on_the_jump_host_is_refused(lab, tmp_path):
 
 def test_preflight_refuses_an_open_bind_without_a_key_before_any_change(lab):
     before = sh(f"stat -c '%Y' {paths.unit_path('baseline')}")
-    code, output = pyinfra("--data", "allow_unauthenticated=false", deploy="tasks/preflight.py", check=False)
+    code, output = pyinfra("--data", "sglang_secrets={}", deploy="tasks/preflight.py", check=False)
     assert code != 0 and "binds beyond the loopback without an API key" in output and "nothing was changed" in output, (
         output
     )
     assert sh(f"stat -c '%Y' {paths.unit_path('baseline')}") == before
+    # allow_unauthenticated stays the explicit way to an open server: accepted, with a warning
+    code, output = pyinfra(
+        "--data", "sglang_secrets={}", "--data", "allow_unauthenticated=true", deploy="tasks/preflight.py", check=False
+    )
+    assert code == 0 and "without an API key" in output, output

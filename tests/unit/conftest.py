@@ -17,3 +17,17 @@ def agent_env(monkeypatch, tmp_path):
     monkeypatch.delenv("INVOCATION_ID", raising=False)
     monkeypatch.delenv("SGLANG_PVE_UNIT", raising=False)
     return devices
+
+
+@pytest.fixture
+def lab_api_key(monkeypatch, tmp_path):
+    """The api-key file `lab up` makes (lab.credentials.ensure_api_key), here in a temp dir: the
+    lab's group data names it as the servers' api-key source, so loading that data reads it."""
+    from lab import layout
+
+    path = tmp_path / "lab-secrets" / "api-key"
+    path.parent.mkdir(mode=0o700)
+    path.write_text("lab-unit-test-key\n")
+    path.chmod(0o600)
+    monkeypatch.setattr(layout, "API_KEY", path)
+    return path

@@ -41,10 +41,13 @@ def test_shipped_configuration_is_valid():
     assert "speculative-algorithm" not in deployment.servers["baseline"].args.as_flags()
 
 
-def test_lab_data_is_valid():
+def test_lab_data_is_valid(lab_api_key):
     deployment = load(group_data("lab"))
     assert deployment.servers["baseline"].lifecycle.stall_timeout_s.weights == 10
     assert deployment.data.unit_limits.memlock == "8M"
+    # secure by default: the lab's servers get the api-key `lab up` made, read through the secret channel
+    assert deployment.secrets.flags["api-key"].value == "lab-unit-test-key"
+    assert not deployment.data.allow_unauthenticated
 
 
 @pytest.mark.parametrize("profile", ["pcie-tuned", "p2p-disabled", "nccl-defaults"])

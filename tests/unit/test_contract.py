@@ -27,7 +27,7 @@ def rendered(deployment, name: str) -> dict:
 
 
 @pytest.mark.parametrize("data", DATA)
-def test_every_shipped_configuration_renders_a_spec_the_agent_reads_back(data):
+def test_every_shipped_configuration_renders_a_spec_the_agent_reads_back(data, lab_api_key):
     deployment = load_deployment("h", group_data(*DATA[data]), PROJECT)
     assert deployment.servers
     for name, server in deployment.servers.items():
@@ -46,7 +46,10 @@ def test_every_shipped_configuration_renders_a_spec_the_agent_reads_back(data):
         unit = files[paths.unit_path(name)]
         for command in ("prestart", "gate", "poststop"):
             assert f"{contract.TARGET_PYTHON} -I {contract.AGENT} {command} --spec {path}" in unit
-        assert f"--config {contract.server_config_path(name)}" in unit
+        if deployment.secrets.flags:  # the lab's api-key: the root-only copy, loaded as a credential
+            assert f"--config %d/{name}.yaml" in unit and f"LoadCredential={name}.yaml:" in unit
+        else:
+            assert f"--config {contract.server_config_path(name)}" in unit
 
 
 def test_every_file_written_whole_carries_the_contracts_marker_first():

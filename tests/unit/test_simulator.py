@@ -534,3 +534,45 @@ def test_nvidia_smi_sees_only_the_gpus_passed_through(tmp_path):
     assert (missing.returncode, missing.stdout.strip()) == (6, "No devices were found")
     none = _nvidia_smi(tmp_path, "-L", gpus=[])
     assert (none.returncode, none.stdout.strip()) == (6, "No devices were found")
+
+
+@pytest.mark.parametrize(
+    "method, path, headers, code",
+    [
+        ("GET", "/v1/models", {}, 401),
+        ("GET", "/v1/models", {"Authorization": "Bearer wrong"}, 401),
+        ("GET", "/v1/models", {"Authorization": "bearer k-123"}, 200),  # the scheme is case-insensitive
+        ("GET", "/v1/models", {"x-api-key": "k-123"}, 200),
+        ("GET", "/no-such-path", {}, 401),  # the middleware decides before routing ...
+        ("GET", "/no-such-path", {"Authorization": "Bearer k-123"}, 404),  # ... then FastAPI's 404
+        ("GET", "/generate", {}, 401),  # ... and before the method check (405 with the key)
+        ("GET", "/health", {}, 200),
+        ("GET", "/metrics", {}, 200),
+        ("POST", "/flush_cache", {"Authorization": "Bearer k-123"}, 401),  # admin-optional: the admin key
+        ("POST", "/flush_cache", {"Authorization": "Bearer admin-456"}, 200),
+    ],
+)
+def test_the_api_key_is_decided_as_sglangs_middleware_does(sglang, method, path, headers, code):
+    """sgl-project/sglang python/sglang/srt/utils/auth.py (commit 0ce3659c) decide_request_auth and
+    add_api_key_middleware: 401 {"error": "Unauthorized"}, before any route is matched."""
+    import http.client
+    import threading
+
+    from sglang.sim.http_server import SimHTTPServer
+
+    args = SimpleNamespace(api_key="k-123", admin_api_key="admin-456")
+    tm = SimpleNamespace(args=args, health=lambda: (200, b""), flush_cache=lambda: (200, "ok"))
+    server = SimHTTPServer(("127.0.0.1", 0), tm)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=10)
+        connection.request(method, path, headers=headers)
+        reply = connection.getresponse()
+        body = reply.read()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert reply.status == code or (code == 200 and reply.status not in (401, 403, 404, 405)), body
+    if code == 401:
+        assert json.loads(body) == {"error": "Unauthorized"}

@@ -1,10 +1,17 @@
 """SGLang's HTTP endpoints on the stdlib's threaded HTTP server.
 
 Looks like SGLang's FastAPI/uvicorn app from the outside: uvicorn access-log lines, FastAPI's
-404/405 bodies, SGLang's API-key decision (srt/utils/auth.py decide_request_auth: `Authorization:
-Bearer <key>` or `x-api-key: <key>`; paths starting /health, /ready or /metrics are always open; an
-admin-optional endpoint wants admin-api-key when one is set), Server-Sent Events with chunked
-transfer for streams.
+404/405 bodies, SGLang's API-key decision, Server-Sent Events with chunked transfer for streams.
+
+The key, as sgl-project/sglang python/sglang/srt/utils/auth.py (commit 0ce3659c) has it:
+add_api_key_middleware wraps the whole app in an ASGI middleware, so it decides before routing (an
+unknown path or a wrong method without the key is 401, not 404/405); decide_request_auth lets
+OPTIONS and paths starting /health, /ready or /metrics through, takes `Authorization: Bearer <key>`
+(scheme case-insensitive) or `x-api-key: <key>`, compared with secrets.compare_digest; an
+endpoint marked ADMIN_OPTIONAL (matched fully, method included) wants admin-api-key when one is set,
+else api-key; every other endpoint wants api-key when one is set. Refused: 401 with the JSON body
+{"error": "Unauthorized"}. python/sglang/srt/entrypoints/http_server.py adds the middleware at launch
+when a key is set.
 """
 
 import hmac
@@ -112,13 +119,13 @@ class RequestHandler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         route = ROUTES.get(path)
         body = self._read_body()
+        if not self._authorized(path, route):  # SGLang's middleware runs before routing
+            return self._send(_json({"error": "Unauthorized"}, 401))
         if route is None:
             return self._send(_json({"detail": "Not Found"}, 404))
         methods, handler = route
         if self.command not in methods:
             return self._send(_json({"detail": "Method Not Allowed"}, 405))
-        if not self._authorized(path):
-            return self._send(_json({"error": "Unauthorized"}, 401))
         if self.command == "POST" and path != "/flush_cache":
             try:
                 body = json.loads(body or b"{}")
@@ -141,11 +148,13 @@ class RequestHandler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length else b""
 
-    def _authorized(self, path: str) -> bool:
+    def _authorized(self, path: str, route) -> bool:
         args = self.server.tm.args
         if self.command == "OPTIONS" or path.startswith(AUTH_EXEMPT_PREFIXES):
             return True
-        wanted = (args.admin_api_key or args.api_key) if path in ADMIN_OPTIONAL else args.api_key
+        # the route's auth level counts only on a full match (starlette Match.FULL: method too)
+        admin_optional = path in ADMIN_OPTIONAL and route is not None and self.command in route[0]
+        wanted = (args.admin_api_key or args.api_key) if admin_optional else args.api_key
         return not wanted or self._presents(wanted)
 
     def _presents(self, key: str) -> bool:
