@@ -78,7 +78,7 @@ FACTS = {
         (file_facts, ("FileDigests", "FileText")),
         (server_facts, ("ServerUnits",)),
         (python_facts, ("VenvSitePackages",)),
-        (venv_facts, ("SglangVenv",)),
+        (venv_facts, ("SglangVenv", "VenvParents")),
         (release_facts, ("Releases",)),
         (status_facts, ("ServerStatus",)),
         (gpu_facts, ("GpuDevices", "UserSpaceDriver")),

@@ -10,7 +10,7 @@ from pyinfra import host
 from pyinfra.api import FileUploadCommand, OperationError, QuoteString, StringCommand, operation
 
 from sglang_pve.deploy import paths
-from sglang_pve.deploy.facts.venvs import SglangVenv
+from sglang_pve.deploy.facts.venvs import SglangVenv, VenvParents
 from sglang_pve.deploy.index import masked, netrc_text, without_credentials
 from sglang_pve.deploy.operations.files import ManagedFile, converge
 
@@ -202,6 +202,14 @@ def venv(path: str, version: str, source: Source, run: str, lock: str | None = N
     if current.version == version and current.lock_sha256:
         host.noop(f"sglang {version} is installed in {path}, locked")
         return
+    # root builds and later runs what lies here: nobody but root may be able to change it
+    unsafe = [why for owner in host.get_fact(VenvParents, path=posixpath.dirname(path)) if (why := owner.problem())]
+    if unsafe:
+        raise OperationError(
+            f"{host.name}: sglang_venvs_dir: {'; '.join(unsafe)}, so its owner could replace the code root "
+            "installs and runs. Fix: make it and every parent root-owned and writable by root only "
+            f"(chown root:root DIR; chmod go-w DIR), or set sglang_venvs_dir to such a directory"
+        )
     if source.netrc:  # rewritten before every build: credentials changed in the data reach the host
         yield from converge([source.netrc], {})
     if source.installer == "uv" and current.uv != source.uv_version:
