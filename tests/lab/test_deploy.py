@@ -107,7 +107,9 @@ def test_switching_profile_changes_all_four_places_and_restarts_the_server(deplo
 def test_one_verified_unit_per_configuration(deployed):
     for server in SERVERS:
         unit = sh(f"systemctl cat {paths.unit_name(server)}")
-        assert f"--config {paths.server_config_path(server)}" in unit and f"append:{paths.log_path(server)}" in unit
+        # the lab's api-key: SGLang's config is the root-only copy, handed over as a credential
+        assert f"--config %d/{server}.yaml" in unit and f"append:{paths.log_path(server)}" in unit
+        assert f"LoadCredential={server}.yaml:{paths.secret_config_path(server)}" in unit
         assert "KillMode=mixed" in unit and "LimitNOFILE=" in unit and "LimitMEMLOCK=" in unit
         conflicts = next(line for line in unit.splitlines() if line.startswith("Conflicts="))
         assert set(conflicts.removeprefix("Conflicts=").split()) == {paths.unit_name(s) for s in SERVERS if s != server}
