@@ -143,15 +143,17 @@ def sim_wheel(sim_dir: Path) -> list[Path]:
 
 
 def installer_requirements() -> list[str]:
-    """uv at the version the deploy pins (its default uv_version)."""
-    return [f"uv=={layout.UV_VERSION}"]
+    """uv as the deploy pins it: its requirement file, hashes required (pip download checks them)."""
+    return ["--require-hashes", "--no-deps", "-r", str(layout.UV_REQUIREMENT)]
 
 
 def dependency_wheels(requirements: list[str], python: str) -> list[Path]:
     """Binary wheels of ``requirements`` (and their dependencies) for CPython ``python``."""
     if not requirements:
         return []
-    key = hashlib.sha256(f"{python} {sorted(requirements)}".encode()).hexdigest()[:16]
+    # a requirement file is keyed by its text (a new pin is a new entry), not by its path
+    words = [Path(r).read_text() if r.endswith(".txt") else r for r in requirements]
+    key = hashlib.sha256(f"{python} {sorted(words)}".encode()).hexdigest()[:16]
 
     def download(out: Path) -> None:
         platforms = [arg for platform in PLATFORMS for arg in ("--platform", platform)]

@@ -11,6 +11,7 @@ from here:
 """
 
 import os
+import re
 from pathlib import Path
 
 BASE_DIR = Path(os.environ.get("SGLANG_PVE_LAB_DIR", "/var/lib/sglang-pve-lab"))
@@ -80,9 +81,10 @@ SGLANG_HOSTS = {"sglang1": f"{SUBNET}.11"}
 HOSTS = {NODE: NODE_ADDRESS, **(SGLANG_HOSTS if LAB_CREATES_SGLANG1 else {})}
 INDEX_PORT = 8100
 INDEX_URL = f"http://{BRIDGE_ADDRESS}:{INDEX_PORT}/simple/"
-# The uv the index serves: the deploy's default uv_version (the lab builds its world without the
-# controller's code; tests/unit/test_defaults.py checks the two agree).
-UV_VERSION = "0.13.9"
+# The uv the index serves: the deploy's pin, read from its one source (a requirement with the
+# wheels' sha256; the lab reads the file, it imports none of the controller's code).
+UV_REQUIREMENT = Path(__file__).resolve().parent.parent / "sglang_pve/config/uv-requirement.txt"
+UV_VERSION = re.search(r"^uv==(\S+)", UV_REQUIREMENT.read_text(), re.MULTILINE)[1]  # type: ignore[index]
 
 # Nightlies the index serves besides the pinned one (lab/sglang_sim's pyproject version), all built
 # from the same simulator tree: only the version differs, plus what each name says (lab/index.py).

@@ -15,6 +15,7 @@ from sglang_pve.config.safe import HostPath, Name, Text
 from sglang_pve.config.secrets import SecretsData, ServerSecrets, read_secrets
 from sglang_pve.config.servers import ServerConfig, build_servers, env_name_problem, read_servers_file
 from sglang_pve.config.ssh import SshAccess
+from sglang_pve.config.supply import SHA256, UV_PIN, PackageName, supply_problems
 
 _LIMIT = r"^(infinity|[0-9]+[KMGT]?)$"
 _VERSION = r"^[A-Za-z0-9.+!_-]{1,128}$"  # PEP 440's alphabet: a version is part of the venv path
@@ -79,9 +80,19 @@ class HostData(SshAccess):
     sglang_index_url: str = Field("https://pypi.org/simple", pattern=_URL)
     sglang_extra_index_urls: list[Annotated[str, Field(pattern=_URL)]] = ["https://docs.sglang.ai/whl/cu130/"]
     sglang_venvs_dir: HostPath = "/opt/sglang/venvs"
-    # Installs from the lock: "uv" (installed on the host from sglang_index_url, at uv_version) or "pip".
+    # Where each distribution comes from (config/supply.py): the packages named here only from the
+    # extra index (uv: an explicit index, [tool.uv.sources]; each becomes a requirement of the
+    # venv), every other one only from sglang_index_url: never the best match across both. A PyPI
+    # release of SGLang (not a nightly) comes from PyPI: leave "sglang" out then.
+    sglang_index_packages: list[PackageName] = ["sglang", "sgl-kernel"]
+    # Wheels only: nothing is built (as root) while resolving or installing, except these
+    # distributions, which are then built from their sdist (--no-binary).
+    sglang_sdist_allowed: list[PackageName] = []
+    # Installs from the lock: "uv" (installed on the host from sglang_index_url, at uv_version,
+    # with hashes required: uv_sha256, one per wheel of the hosts' platforms) or "pip" (one index only).
     sglang_installer: Literal["uv", "pip"] = "uv"
-    uv_version: str = Field("0.13.9", pattern=_VERSION)
+    uv_version: str = Field(UV_PIN.version, pattern=_VERSION)
+    uv_sha256: list[Annotated[str, Field(pattern=SHA256)]] = Field(list(UV_PIN.sha256), min_length=1)
     # Imported by the new venv's python before it is moved into place: SGLang, torch, the kernel.
     sglang_import_check: list[Annotated[str, Field(pattern=_MODULE)]] = Field(
         ["sglang", "torch", "sgl_kernel"], min_length=1
@@ -205,6 +216,7 @@ def load_deployment(
                 f"use one of {', '.join(map(str, document['servers']))}, or null to run none",
             )
         )
+    problems += supply_problems(host_data)
     secrets, found = read_secrets(host_data.sglang_secrets)
     problems += found + secret_env_problems(host_data.sglang_secrets)
     if problems:

@@ -64,6 +64,9 @@ def package_source(hooks: Iterable[ManagedFile] = ()) -> venvs.Source:
         extra_index_urls=tuple(data.sglang_extra_index_urls),
         installer=data.sglang_installer,
         uv_version=data.uv_version,
+        uv_sha256=tuple(data.uv_sha256),
+        index_packages=tuple(data.sglang_index_packages),
+        sdist_allowed=tuple(data.sglang_sdist_allowed),
         import_check=tuple(data.sglang_import_check),
         hooks=tuple(hooks),
     )

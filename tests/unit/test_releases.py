@@ -15,6 +15,7 @@ from pyinfra.api import OperationError, StringCommand
 from sglang_pve.agent import release_store
 from sglang_pve.agent.release_store import ReleaseError, Store
 from sglang_pve.config import ConfigError, load_deployment
+from sglang_pve.config.supply import UV_PIN
 from sglang_pve.deploy import index
 from sglang_pve.deploy.operations import releases, venvs
 from sglang_pve.tools.status_render import release_change, releases_table
@@ -361,7 +362,11 @@ def test_release_change_and_table_name_what_differs(tmp_path):
 # --- operation decisions -----------------------------------------------------------------------
 
 SOURCE = venvs.Source(
-    index_url="https://u:tok@idx.example/simple", installer="uv", uv_version="0.13.9", import_check=("sglang", "yaml")
+    index_url="https://u:tok@idx.example/simple",
+    installer="uv",
+    uv_version="0.13.9",
+    uv_sha256=UV_PIN.sha256,
+    import_check=("sglang", "yaml"),
 )
 
 
@@ -386,7 +391,10 @@ def test_venv_is_built_beside_its_path_from_a_hash_lock_and_moved_into_place():
     build = "/opt/v/.sglang-1.0.partial-r1"  # per run: a killed run's build left running is not wiped
     assert "rm -rf -- /opt/v/.sglang-1.0.partial-* && " in joined  # removed before (the deploy lock is held)
     assert f"python3 -m venv {build}" in joined
-    assert "pip compile - --quiet --generate-hashes" in joined and "--index-url https://idx.example/simple" in joined
+    assert (
+        f"pip compile {build}/sglang-pve-resolve/pyproject.toml --quiet --generate-hashes" in joined
+        and "--index-url https://idx.example/simple" in joined
+    )
     assert "pip install --quiet --require-hashes --no-deps" in joined and "-c 'import sglang, yaml'" in joined
     assert f"|| {{ rm -rf {build} ; exit 1 ; }}" in joined  # a failed step leaves nothing half-built
     assert joined.index("--require-hashes") < joined.index(f"mv -T {build} /opt/v/sglang-1.0")
@@ -399,7 +407,8 @@ def test_venv_installs_uv_first_and_pip_resolves_through_its_report():
     joined = "\n".join(venv_run([], source=SOURCE))
     assert (
         "NETRC=/etc/sglang/secrets/index.netrc /opt/sglang-pve/uv/bin/pip install --quiet --disable-pip-version-check "
-        "--no-input --index-url https://idx.example/simple uv==0.13.9"
+        "--no-input --require-hashes --no-deps --only-binary :all: --index-url https://idx.example/simple "
+        "-r /opt/sglang-pve/uv/uv-requirement.txt"
     ) in joined
     pip = venvs.Source(index_url="https://pypi.org/simple", installer="pip")
     joined = "\n".join(venv_run([], source=pip))
@@ -416,6 +425,7 @@ def test_index_credentials_reach_the_installers_through_a_root_only_netrc_never_
             index_url=f"https://u:{CANARY}@idx.example/simple",
             installer=installer,
             uv_version="0.13.9",
+            uv_sha256=UV_PIN.sha256,
             extra_index_urls=(f"https://u:{CANARY}@idx.example/whl/", "https://pypi.org/simple"),
         )
         for lock in (None, "sglang==1.0 --hash=sha256:00\n"):

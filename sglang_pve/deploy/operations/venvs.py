@@ -1,5 +1,6 @@
 """SGLang virtualenvs, one per exact version, built beside their final path from a hash lock."""
 
+import json
 import posixpath
 import shlex
 from collections.abc import Sequence
@@ -9,12 +10,16 @@ from io import BytesIO
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, OperationError, QuoteString, StringCommand, operation
 
+from sglang_pve.config.supply import normalized
 from sglang_pve.deploy import paths
 from sglang_pve.deploy.facts.venvs import SglangVenv, VenvParents
 from sglang_pve.deploy.index import masked, netrc_text, without_credentials
 from sglang_pve.deploy.operations.files import ManagedFile, converge
 
 LOCK_IN_BUILD = "sglang-pve.lock"  # the lock's name inside the venv being built
+_RESOLVE_DIR = "sglang-pve-resolve"  # inside the build: the pyproject.toml uv resolves (removed after)
+_EXTRA_INDEX = "sglang-index"  # the extra index's name in that pyproject
+UV_REQUIREMENT = f"{paths.UV_VENV}/uv-requirement.txt"  # uv==VERSION with its hashes, pip's input
 _REPORT = "sglang-pve-report.json"
 # pip's --report (pip >= 22.2) as a requirements file with hashes; a distribution the index gives
 # no sha256 for cannot be locked, so the build stops there and names it.
@@ -37,18 +42,59 @@ class Source:
     extra_index_urls: tuple[str, ...] = ()
     installer: str = "uv"  # "uv" or "pip"
     uv_version: str = ""
+    uv_sha256: tuple[str, ...] = ()  # of uv's wheels: installed with hashes required
+    index_packages: tuple[str, ...] = ()  # resolved only from extra_index_urls[0] (uv)
+    sdist_allowed: tuple[str, ...] = ()  # built from their sdist; everything else wheels only
     import_check: tuple[str, ...] = ("sglang", "torch", "sgl_kernel")
     hooks: tuple[ManagedFile, ...] = field(default=())  # files every venv gets (the NCCL startup hook)
 
-    def index_args(self, uv: bool = False) -> list:
+    def index_args(self, uv: bool = False, resolve: bool = False) -> list:
         """Index options, the URLs without credentials: those reach the installer through NETRC=,
-        never its argv (visible to every user in ps)."""
-        args = []
-        for flag, url in [("--index-url", self.index_url)] + [("--extra-index-url", u) for u in self.extra_index_urls]:
-            args += [flag, QuoteString(without_credentials(url))]
-        if uv:  # SGLang's nightly index and PyPI both carry torch: pick the best match across them
-            args += ["--index-strategy", "unsafe-best-match", "--prerelease", "allow"]
+        never its argv (visible to every user in ps).
+
+        uv resolves (`resolve`) from the default index alone, with first-index: the extra index is
+        an explicit one in the pyproject it resolves (resolve_pyproject), read only for the packages
+        pinned to it. Installing from the lock reads both indexes: every file's sha256 is pinned
+        and nothing is resolved (--no-deps), so where a file comes from cannot change what is
+        installed. pip merges all indexes it is given; the config model allows it one
+        (config/supply.py)."""
+        args: list = ["--index-url", QuoteString(without_credentials(self.index_url))]
+        if not (uv and resolve):
+            for url in self.extra_index_urls:
+                args += ["--extra-index-url", QuoteString(without_credentials(url))]
+        if uv:
+            strategy = "first-index" if resolve or not self.extra_index_urls else "unsafe-best-match"
+            args += ["--index-strategy", strategy, "--prerelease", "allow"]
         return args
+
+    def binary_args(self) -> list:
+        """Wheels only, so that no build backend runs (as root) while resolving or installing;
+        the allowed sdists from source (a name in both lists would be pip's and uv's error)."""
+        args: list = ["--only-binary", QuoteString(":all:")]
+        for name in self.sdist_allowed:
+            args += ["--no-binary", QuoteString(name)]
+        return args
+
+    def resolve_pyproject(self, version: str) -> str:
+        """What uv resolves: sglang==version, each package of index_packages pinned to the extra
+        index ([tool.uv.sources] apply to direct requirements only, so each is one). JSON strings
+        are TOML basic strings; the URL has no credentials (NETRC=)."""
+        requirements = [f"sglang=={version}"]
+        lines = ["[project]", 'name = "sglang-pve-venv"', 'version = "0"']
+        if self.extra_index_urls:
+            requirements += [name for name in self.index_packages if normalized(name) != "sglang"]
+            lines += ["dependencies = " + json.dumps(requirements), "", "[tool.uv.sources]"]
+            lines += [f"{json.dumps(name)} = {{ index = {json.dumps(_EXTRA_INDEX)} }}" for name in self.index_packages]
+            url = without_credentials(self.extra_index_urls[0])
+            lines += ["", "[[tool.uv.index]]", f"name = {json.dumps(_EXTRA_INDEX)}", f"url = {json.dumps(url)}"]
+            lines += ["explicit = true"]
+        else:
+            lines += ["dependencies = " + json.dumps(requirements)]
+        return "\n".join(lines) + "\n"
+
+    @property
+    def uv_requirement(self) -> str:
+        return " ".join([f"uv=={self.uv_version}", *(f"--hash=sha256:{digest}" for digest in self.uv_sha256)])
 
     @property
     def netrc(self) -> ManagedFile | None:
@@ -68,6 +114,8 @@ class Source:
         urls = [f"# index-url {masked(self.index_url)}"] + [
             f"# extra-index-url {masked(u)}" for u in self.extra_index_urls
         ]
+        if self.extra_index_urls and self.index_packages:
+            urls.append(f"# from the extra index only: {', '.join(self.index_packages)}")
         return (
             "\n".join([f"# sglang-pve lock of sglang=={version} (install with hashes required, --no-deps)", *urls])
             + "\n"
@@ -90,27 +138,28 @@ def _resolve(source: Source, version: str, build: str) -> list:
     header = ["printf", "%s", QuoteString(source.lock_header(version)), ">", lock]
     requirement = QuoteString(f"sglang=={version}")
     if source.installer == "uv":
+        resolve_dir = QuoteString(f"{build}/{_RESOLVE_DIR}")
+        pyproject = QuoteString(f"{build}/{_RESOLVE_DIR}/pyproject.toml")
+        write = ["mkdir", resolve_dir]
+        write += ["&&", "printf", "%s", QuoteString(source.resolve_pyproject(version)), ">", pyproject]
         compile_ = [
-            "printf",
-            QuoteString("%s\\n"),
-            requirement,
-            "|",
             *source.env,
             QuoteString(f"{paths.UV_VENV}/bin/uv"),
             "pip",
             "compile",
-            "-",
+            pyproject,
             "--quiet",
             "--generate-hashes",
             "--no-header",
             "--no-annotate",
             "--python",
             QuoteString(f"{build}/bin/python"),
-            *source.index_args(uv=True),
+            *source.index_args(uv=True, resolve=True),
+            *source.binary_args(),
             ">>",
             lock,
         ]
-        return _and(header, compile_)
+        return _and(header, write, compile_, ["rm", "-rf", resolve_dir])
     report = QuoteString(f"{build}/{_REPORT}")
     pip = [
         *source.env,
@@ -123,6 +172,7 @@ def _resolve(source: Source, version: str, build: str) -> list:
         "--report",
         report,
         *source.index_args(),
+        *source.binary_args(),
         requirement,
     ]
     convert = [QuoteString(f"{build}/bin/python"), "-c", QuoteString(_REPORT_TO_LOCK), report, ">>", lock]
@@ -144,6 +194,7 @@ def _install(source: Source, build: str) -> list:
             "--python",
             QuoteString(f"{build}/bin/python"),
             *source.index_args(uv=True),
+            *source.binary_args(),
             "-r",
             lock,
         ]
@@ -158,6 +209,7 @@ def _install(source: Source, build: str) -> list:
         "--require-hashes",
         "--no-deps",
         *source.index_args(),
+        *source.binary_args(),
         "-r",
         lock,
     ]
@@ -186,7 +238,8 @@ def venv(path: str, version: str, source: Source, run: str, lock: str | None = N
     distribution's sha256 (uv pip compile --generate-hashes, or pip's --report), installed from
     it with hashes required, import-checked, given the startup hook, and only then moved into
     place with its lock beside it (paths.lock_path, root-only). A failure anywhere removes the
-    build and leaves `path` as it was. uv itself is installed from the index on first use.
+    build and leaves `path` as it was. uv itself is installed on first use
+    from the default index, with hashes required (uv_sha256).
 
     **Example:**
 
@@ -213,10 +266,14 @@ def venv(path: str, version: str, source: Source, run: str, lock: str | None = N
     if source.netrc:  # rewritten before every build: credentials changed in the data reach the host
         yield from converge([source.netrc], {})
     if source.installer == "uv" and current.uv != source.uv_version:
+        if not source.uv_sha256:
+            raise OperationError(f"uv {source.uv_version}: no sha256 to install it with (uv_sha256)")
         uv_pip = QuoteString(f"{paths.UV_VENV}/bin/pip")
+        # from the default index only, the hashes required (one per platform's wheel), no build
         yield StringCommand(
             *_and(
                 ["python3", "-m", "venv", QuoteString(paths.UV_VENV)],
+                ["printf", QuoteString("%s\\n"), QuoteString(source.uv_requirement), ">", QuoteString(UV_REQUIREMENT)],
                 [
                     *source.env,
                     uv_pip,
@@ -224,8 +281,14 @@ def venv(path: str, version: str, source: Source, run: str, lock: str | None = N
                     "--quiet",
                     "--disable-pip-version-check",
                     "--no-input",
-                    *source.index_args(),
-                    QuoteString(f"uv=={source.uv_version}"),
+                    "--require-hashes",
+                    "--no-deps",
+                    "--only-binary",
+                    QuoteString(":all:"),
+                    "--index-url",
+                    QuoteString(without_credentials(source.index_url)),
+                    "-r",
+                    QuoteString(UV_REQUIREMENT),
                 ],
             )
         )
