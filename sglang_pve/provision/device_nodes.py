@@ -7,7 +7,10 @@ What each node must be (the numbers NVIDIA's driver registers, NVIDIA/open-gpu-k
 kernel-open/common/inc/nv-chardev-numbers.h and kernel-open/nvidia-uvm/uvm_common.h;
 passthrough.nvidia_devices): /dev/nvidiaN at (195, N) for each GPU of the kernel module,
 /dev/nvidiactl at (195, 255), /dev/nvidia-uvm at (nvidia-uvm major, 0) and /dev/nvidia-uvm-tools at
-(its major, 1), the majors read from the node's /proc/devices.
+(its major, 1), the majors read from the node's /proc/devices. /dev/nvidia-caps/nvidia-cap1 and
+nvidia-cap2 (an H200 node has them) are MIG's mig/config and mig/monitor capabilities
+(kernel-open/nvidia/nv-caps.c g_nv_cap_mig_table): not checked and not passed, the servers use
+whole GPUs.
 
 >>> from sglang_pve.agent.gpus import DeviceNode
 >>> from sglang_pve.deploy.facts.gpu import GpuDeviceInfo
