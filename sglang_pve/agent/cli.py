@@ -122,12 +122,10 @@ def _holders(args: argparse.Namespace) -> int:
 
 
 def _apply(args: argparse.Namespace) -> int:
+    spec = json.loads(base64.b64decode(args.spec))
     with Store(args.dir).locked(args.lease, Reporter("lock", sys.stdout)) as store:
-        release = store.record(json.loads(base64.b64decode(args.spec)))
-        print(f"recorded release {release['id']}", flush=True)
-        if args.record_only:  # what runs did not change: it becomes current without a restart
-            return switch.adopt(store, release["id"], Reporter("switch", sys.stdout), args.keep, args.venvs_dir)
-        return switch.switch(store, release["id"], Reporter("switch", sys.stdout), args.keep, args.venvs_dir)
+        say = Reporter("switch", sys.stdout)
+        return switch.apply(store, spec, say, args.keep, args.venvs_dir, record_only=args.record_only)
 
 
 def _switch(args: argparse.Namespace) -> int:

@@ -15,6 +15,8 @@ AGENT = "/opt/sglang-pve/sglang-pve-agent.pyz"
 STATE_DIR = "/var/lib/sglang-pve"
 RUN_DIR = "/run/sglang-pve"  # tmpfs: markers that must not depend on a writable state directory
 DIAGNOSES_DIR = f"{STATE_DIR}/diagnoses"
+RELEASES_DIR = f"{STATE_DIR}/releases"  # <id>.json records, blobs/ of the files they restore (release_store.py)
+SECRETS_DIR = f"{ETC_DIR}/secrets"  # root-only (0600) files: SGLang's config with its keys, secret environment
 # The first line of every file the toolkit writes whole carries this; a file or unit without it
 # (an operator's own sglang-router.service) is never changed or removed.
 MARKER = "Managed by sglang-pve"
@@ -43,6 +45,27 @@ def server_config_path(server: str) -> str:
 
 def lifecycle_path(server: str, servers_dir: str = SERVERS_DIR) -> str:
     return f"{servers_dir}/{server}.lifecycle.json"
+
+
+def secret_config_path(server: str) -> str:
+    """SGLang's config of `server` plus its API keys, handed to the server by LoadCredential=."""
+    return f"{SECRETS_DIR}/{server}.yaml"
+
+
+def secret_env_path(server: str) -> str:
+    return f"{SECRETS_DIR}/{server}.env"
+
+
+def server_paths(server: str) -> list[str]:
+    """Every file the deploy writes for one configuration and only it reads (besides the shared
+    NCCL files and venv): its unit, SGLang config, lifecycle spec, and secret config and environment."""
+    return [
+        unit_path(server),
+        server_config_path(server),
+        lifecycle_path(server),
+        secret_config_path(server),
+        secret_env_path(server),
+    ]
 
 
 def log_path(server: str) -> str:

@@ -4,7 +4,8 @@
 |------|----------------------------------------------------------------------------------|
 | 0    | success                                                                          |
 | 2    | bad usage or invalid spec (the message names the file and key)                   |
-| 3    | prestart refused: /dev/nvidia* held by a foreign process or another running unit |
+| 3    | prestart refused: /dev/nvidia* held by a foreign process or another running unit, |
+|      | or the unit's files are neither the current release's nor a pending switch's     |
 | 4    | GPUs not free in time: our processes survived SIGKILL or memory stayed in use    |
 | 5    | gate: startup stalled (no log progress for the phase's stall timeout)            |
 | 6    | gate: startup deadline (startup_timeout_s) exceeded                              |

@@ -8,7 +8,9 @@ keeps the descriptor open until one of
 - `agent unlock --token T` (the run's last operation) removes the lease;
 - the controller's connection ends: the holder watches the sshd process the lock command ran
   under (the connection's own process, alive as long as the controller's session), so a killed
-  controller frees the lock when its connection closes, without a stale lease;
+  controller frees the lock when its connection closes, without a stale lease; a switch that run
+  started goes on without its controller, and the holder lets go only once it ended (every
+  record and switch holds `.switch.lock`), so the next run finds its outcome, not a switch midway;
 - `max_hold_s` passed (a dead network link that sshd never notices cannot hold it for good).
 
 The lease beside it (`.lease.json`, 0600) says who holds it, for the message of the run that waits:
@@ -33,6 +35,7 @@ from sglang_pve.agent.output import Say
 from sglang_pve.agent.state import Record
 
 LOCK = ".lock"
+SWITCH = ".switch.lock"  # held by every record and switch (locked)
 LEASE = ".lease.json"  # hidden: release ids are the other *.json names (release_store.py)
 POLL_S = 0.5
 MAX_HOLD_S = 24 * 3600.0
@@ -43,9 +46,9 @@ class LeaseError(RuntimeError):
     """The lock is not held by the run that says it holds it; the message says who holds it."""
 
 
-def _open(directory: str) -> int:
+def _open(directory: str, name: str = LOCK) -> int:
     os.makedirs(directory, mode=0o700, exist_ok=True)
-    return os.open(os.path.join(directory, LOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    return os.open(os.path.join(directory, name), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
 
 
 def _try(fd: int) -> bool:
@@ -155,6 +158,7 @@ def hold(directory: str, token: str, watch: procs.Proc | None, max_hold_s: float
         if not lease or lease.get("token") != token:
             return "released"
         if watch is not None and not procs.alive(watch):
+            _switch_ended(directory)
             _remove(os.path.join(directory, LEASE))
             return "the controller's connection ended"
         if time.monotonic() >= deadline:
@@ -198,20 +202,46 @@ def release(directory: str, token: str, wait_s: float = UNLOCK_WAIT_S) -> bool:
 
 @contextlib.contextmanager
 def locked(directory: str, token: str | None, say: Say) -> Iterator[None]:
-    """The body runs under the lock: the run `token`'s lease (checked, not taken again), or, without
-    a token, the flock itself (waiting for whoever holds it, saying who)."""
+    """The body (a record, a switch) runs under the lock: the run `token`'s lease (checked, not
+    taken again), or, without a token, the flock itself (waiting for whoever holds it, saying who).
+    Either way it also holds the switch lock: a switch whose controller's connection ended runs on
+    here (its holder let go of nothing yet, see hold), and whatever comes next waits for it."""
     if token is not None:
         if not held(directory, token):
             raise LeaseError(
                 f"this run's deploy lock of {directory} is gone (lease {token}); it is held by "
                 f"{describe(read(directory)) if read(directory) else 'nobody'}. Fix: run the task again"
             )
-        yield
+        with _switching(directory, say):
+            yield
         return
     fd = _open(directory)
     try:
         wait(fd, directory, float("inf"), say)
+        with _switching(directory, say):
+            yield
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _switching(directory: str, say: Say) -> Iterator[None]:
+    fd = _open(directory, SWITCH)
+    try:
+        if not _try(fd):
+            say("waiting for the switch an earlier run left running to end")
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield
+    finally:
+        os.close(fd)
+
+
+def _switch_ended(directory: str) -> None:
+    """Wait until no switch holds the switch lock (a holder whose controller is gone lets go of the
+    deploy lock only after the switch that run started ended: the next run finds its outcome)."""
+    fd = _open(directory, SWITCH)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
     finally:
         os.close(fd)
 

@@ -8,6 +8,7 @@
 | `SGLANG_PVE_NVIDIA_SMI_TIMEOUT` | `15`             | seconds one nvidia-smi call may take      |
 | `SGLANG_PVE_SYSTEMCTL`  | `systemctl` on PATH      | unit state, restart                       |
 | `SGLANG_PVE_RUN_DIR`    | `/run/sglang-pve`        | the stop-requested markers (stopping.py)  |
+| `SGLANG_PVE_RELEASES_DIR` | `/var/lib/sglang-pve/releases` | the releases prestart holds files to (mixed.py) |
 
 Production units set none of them. They are read at call time, so tests can set them per test.
 """
@@ -28,6 +29,10 @@ def device_glob() -> str:
 
 def run_dir() -> str:
     return os.environ.get("SGLANG_PVE_RUN_DIR", contract.RUN_DIR)
+
+
+def releases_dir() -> str:
+    return os.environ.get("SGLANG_PVE_RELEASES_DIR", contract.RELEASES_DIR)
 
 
 def nvidia_smi_timeout() -> float:

@@ -1,6 +1,8 @@
 """prestart and poststop: the GPUs are free before a server starts and after it stopped, verified.
 
 prestart (ExecStartPre), in order:
+0. The files the unit reads must be a release's, the current one's or a pending switch's, else it
+   refuses (exit 3): no start from a mix of two releases (mixed.py).
 1. Holders of /dev/nvidia* that are not ours, or belong to another toolkit unit that is running,
    make it refuse (exit 3): it names PIDs and command lines on stderr and in the server log and
    never touches them. Short-lived holders (an `nvidia-smi` call) are ignored: a holder must
@@ -20,7 +22,7 @@ the GPUs (a foreign holder with memory in use fails at once: waiting would not h
 
 import time
 
-from sglang_pve.agent import exitcodes, gpus, holders, logfollow, procs, restarts, state, stopping, systemd
+from sglang_pve.agent import exitcodes, gpus, holders, logfollow, mixed, procs, restarts, state, stopping, systemd
 from sglang_pve.agent.gpus import Gpu
 from sglang_pve.agent.holders import Holder
 from sglang_pve.agent.output import Say
@@ -35,6 +37,11 @@ POLL_S = 1.0
 def prestart(
     spec: Spec, say: Say, *, grace_s: float = KILL_GRACE_S, settle_s: float = SETTLE_S, poll_s: float = POLL_S
 ) -> int:
+    refusal = mixed.why_not(spec)
+    if refusal:
+        say(refusal, error=True)
+        state.update_status(spec, verdict="failed: its files are no release's (prestart refused)")
+        return exitcodes.REFUSED
     deadline = time.monotonic() + spec.gpu_free_timeout_s
     waiting_for: set[str] = set()
     while True:

@@ -39,7 +39,7 @@ import os
 import pwd
 import shutil
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Self
 
 from sglang_pve.agent import lease, state
@@ -147,21 +147,32 @@ class Store:
         return time.strftime(_STAMP, time.gmtime(stamp))
 
     def record(self, spec: Record) -> Record:
-        """Record the release `spec` describes from the files as they are on disk now.
+        """Record the release `spec` describes: the files it rendered, each checked on disk.
 
         spec: {"sglang_version", "venv", "lock", "active_server", "lifecycle" (its spec file),
-               "units", "nccl_profile", "files": [paths], "blocks", "user", "commit"}
+               "units", "nccl_profile", "files": {path: sha256 as rendered}, "blocks", "user", "commit"}
+
+        A file whose content on disk is not what the run rendered (another run or a person wrote
+        it since) is refused, naming it: a release never labels files it does not hold.
         """
         os.makedirs(self.dir, mode=0o700, exist_ok=True)
         os.chmod(self.dir, 0o700)
+        found = self.on_disk(spec["files"])
+        differs = []
+        for path, rendered in sorted(spec["files"].items()):
+            entry = found[path]
+            if entry is None or entry[0] != rendered:
+                differs.append(f"{path} (rendered {rendered[:12]}, on disk {entry[0][:12] if entry else 'missing'})")
+        if differs:
+            raise ReleaseError(
+                f"the files on disk are not the ones this run rendered: {'; '.join(differs)}. Another run or a "
+                "person changed them meanwhile; fix: run the deploy again"
+            )
         files: dict[str, dict[str, str]] = {}
-        for path in spec["files"]:
-            try:
-                with open(path, "rb") as handle:
-                    data = handle.read()
-                info = os.stat(path)
-            except OSError as error:
-                raise ReleaseError(f"cannot record {path}: {error.strerror}") from None
+        for path in sorted(spec["files"]):
+            entry = found[path]
+            assert entry is not None  # checked above
+            _, data, info = entry
             files[path] = {
                 "sha256": self._keep_blob(data),
                 "mode": f"{info.st_mode & 0o7777:o}",
@@ -195,6 +206,28 @@ class Store:
         }
         self.save(record)
         return record
+
+    @staticmethod
+    def on_disk(paths: Iterable[str]) -> dict[str, tuple[str, bytes, os.stat_result] | None]:
+        """Each path's (sha256, content, stat) as it is now; None where it cannot be read."""
+        found: dict[str, tuple[str, bytes, os.stat_result] | None] = {}
+        for path in paths:
+            try:
+                with open(path, "rb") as handle:
+                    data = handle.read()
+                    info = os.fstat(handle.fileno())
+            except OSError:
+                found[path] = None
+                continue
+            found[path] = (_sha256(data), data, info)
+        return found
+
+    def differing(self, record: Record, paths: Iterable[str] | None = None) -> list[str]:
+        """The recorded files (of `paths`, default all) whose content on disk is not the record's."""
+        entries = record["files"]
+        wanted = [p for p in (entries if paths is None else paths) if p in entries]
+        found = self.on_disk(wanted)
+        return [p for p in wanted if (entry := found[p]) is None or entry[0] != entries[p]["sha256"]]
 
     def restore(self, record: Record) -> list[str]:
         """Put every recorded file back byte for byte (temp file + rename, recorded owner and

@@ -28,7 +28,7 @@ import os
 import subprocess
 import time
 
-from sglang_pve.agent import contract, diagnosis, exitcodes, gpus, holders, overrides, systemd
+from sglang_pve.agent import contract, diagnosis, exitcodes, gpus, holders, overrides, release_store, state, systemd
 from sglang_pve.agent import spec as spec_module
 from sglang_pve.agent.output import Say
 from sglang_pve.agent.release_store import ReleaseError, Store
@@ -147,6 +147,43 @@ def adopt(store: Store, release_id: str, say: Say, keep: int = 5, venvs_dir: str
     """The release's server already runs with these files (only files no process reads changed)."""
     _make_current(store, store.get(release_id), say, keep, venvs_dir)
     return exitcodes.OK
+
+
+def apply(
+    store: Store, spec: Record, say: Say, keep: int = 5, venvs_dir: str | None = None, record_only: bool = False
+) -> int:
+    """Record the release `spec` describes (its files as rendered, checked on disk) and switch to it.
+    Called under the deploy lock, so what it finds is what runs: a release with the current
+    release's contents whose server is ready (a rerun after a controller dropped while another run's
+    switch went on) is adopted as it runs, no new record, no restart; record_only (the controller
+    saw that only files no process reads changed) records it and makes it current, no restart."""
+    current = store.current()
+    if current is not None and _same_and_ready(store, current, spec):
+        say(f"release {current['id']} runs these contents already and its server is ready: adopted, not restarted")
+        return exitcodes.OK
+    release = store.record(spec)
+    say(f"recorded release {release['id']}")
+    if record_only:
+        return adopt(store, release["id"], say, keep, venvs_dir)
+    return switch(store, release["id"], say, keep, venvs_dir)
+
+
+def _same_and_ready(store: Store, current: Record, spec: Record) -> bool:
+    """`spec` would record `current` again (same contents, the files on disk the rendered ones), no
+    switch was left unfinished, and current's server passed its gate and runs (or none runs)."""
+    files = {path: {"sha256": digest} for path, digest in spec["files"].items()}
+    if store.pending() is not None or release_store.fingerprint(spec, files) != current["fingerprint"]:
+        return False
+    if store.differing(current) or spec["venv"] != current["venv"]:
+        return False
+    running = systemd.in_states(current["units"], ("active",))
+    if not current["active_server"]:
+        return not running
+    try:
+        lifecycle = spec_module.load(current["lifecycle"])
+    except spec_module.SpecError:
+        return False
+    return running == [lifecycle.unit] and state.read_status(lifecycle).get("verdict") == "ready"
 
 
 def switch(store: Store, release_id: str, say: Say, keep: int = 5, venvs_dir: str | None = None) -> int:

@@ -6,6 +6,8 @@ from sglang_pve.agent.contract import (  # noqa: F401 - re-exported for the depl
     DIAGNOSES_DIR,
     ETC_DIR,
     LOG_DIR,
+    RELEASES_DIR,
+    SECRETS_DIR,
     SERVERS_DIR,
     STATE_DIR,
     TARGET_PYTHON,
@@ -13,7 +15,10 @@ from sglang_pve.agent.contract import (  # noqa: F401 - re-exported for the depl
     UNIT_PREFIX,
     lifecycle_path,
     log_path,
+    secret_config_path,
+    secret_env_path,
     server_config_path,
+    server_paths,
     unit_name,
     unit_path,
 )
@@ -23,10 +28,8 @@ NCCL_CONF = "/etc/nccl.conf"  # read by NCCL itself in every process
 NCCL_PROFILE_MODULE = "sglang_pve_nccl"  # in the venv's site-packages, imported by a .pth of the same name
 NCCL_BLOCK_MARKER = "nccl-profile"  # names the managed block in the user's shell rc
 UV_VENV = "/opt/sglang-pve/uv"  # the installer, in its own venv (sglang_installer: uv)
-RELEASES_DIR = f"{STATE_DIR}/releases"  # <id>.json records, blobs/ of the files they restore
 LOGROTATE = "/etc/logrotate.d/sglang-pve"
 SGLANG_DEFAULT_PORT = 30000  # SGLang's own, when a configuration sets no port
-SECRETS_DIR = f"{ETC_DIR}/secrets"  # root-only (0600) files: SGLang's config with its keys, secret environment
 INDEX_NETRC = f"{SECRETS_DIR}/index.netrc"  # credentials of the index URLs, read by pip and uv through NETRC=
 SERVER_HOME = "sglang"  # StateDirectory=/CacheDirectory= name: /var/lib/sglang, /var/cache/sglang
 
@@ -47,15 +50,6 @@ def partial_venv_path(venv: str, run: str = "") -> str:
     a build a killed controller left running on the host cannot be wiped by the next one's."""
     head, _, name = venv.rpartition("/")
     return f"{head}/.{name}.partial" + (f"-{run}" if run else "")
-
-
-def secret_config_path(server: str) -> str:
-    """SGLang's config of `server` plus its API keys, handed to the server by LoadCredential=."""
-    return f"{SECRETS_DIR}/{server}.yaml"
-
-
-def secret_env_path(server: str) -> str:
-    return f"{SECRETS_DIR}/{server}.env"
 
 
 def server_home_env(state: str = f"/var/lib/{SERVER_HOME}", cache: str = f"/var/cache/{SERVER_HOME}") -> dict[str, str]:

@@ -13,7 +13,7 @@ import pytest
 
 from sglang_pve.deploy import paths
 from tests.conftest import PROJECT, group_data
-from tests.lab.conftest import ANSI, PYINFRA, lab_api_key, on_target, pyinfra, set_faults, sh, unit_state
+from tests.lab.conftest import ANSI, PYINFRA, grand_total, lab_api_key, on_target, pyinfra, set_faults, sh, unit_state
 
 pytestmark = pytest.mark.lab
 
@@ -169,6 +169,33 @@ def test_two_deploys_started_together_run_one_after_the_other(deployed):
     assert sh(f"cat {paths.NCCL_ENV}") == sh(
         f"cat {paths.RELEASES_DIR}/blobs/{current['files'][paths.NCCL_ENV]['sha256']}"
     )
+
+
+def test_a_controller_killed_during_the_gate_wait_then_a_rerun_starts_the_server_once(deployed):
+    """The controller dies while its switch waits for the gate (a dropped laptop, a killed run): the
+    switch goes on on the host, its deploy lock is let go only once it ended, and the rerun finds
+    that outcome: the server started once, it is ready, and there is one new release."""
+    pyinfra("--data", f"nccl_profile={PROFILES[0]}")
+    before = json.loads(sh(f"python3 {paths.AGENT} releases --dir {paths.RELEASES_DIR}"))
+    offset = int(sh(f"stat -c %s {paths.log_path('baseline')}").strip())
+    set_faults({"baseline": {"phase_seconds": {"weights": 8}}})
+    try:
+        first = _deploy("--data", f"nccl_profile={PROFILES[1]}")
+        _until(lambda: sh(f"cat {paths.RELEASES_DIR}/pending", check=False).strip() != "")  # inside its switch
+        time.sleep(2)  # the server is loading its weights: the gate waits
+        first.kill()  # our own child, by its PID: its SSH connections close
+        first.wait()
+        _, output = pyinfra("--data", f"nccl_profile={PROFILES[1]}")
+    finally:
+        set_faults({})
+    report = json.loads(sh(f"python3 {paths.AGENT} releases --dir {paths.RELEASES_DIR}"))
+    current = next(r for r in report["releases"] if r["id"] == report["current"])
+    assert current["nccl_profile"] == PROFILES[1] and current["status"] == "ready" and report["pending"] is None
+    assert len(report["releases"]) == len(before["releases"]) + 1, output  # a single release
+    assert main_env("baseline", "NCCL_P2P_DISABLE") == (profile_value(PROFILES[1]) or None)
+    log = sh(f"tail -c +{offset + 1} {paths.log_path('baseline')}")
+    assert log.count("GPUs free; starting sglang-baseline.service") == 1, log  # started once
+    assert grand_total(output)["changed"] == 0, output
 
 
 def test_a_requested_stop_ends_inactive_and_a_crash_still_fails(deployed):

@@ -339,3 +339,12 @@ class FakeHost:
     def log(self) -> list:
         """Every call in order: ["systemctl", verb, ...] and ["nvidia-smi", "busy"|"free"]."""
         return self.read()["calls"]
+
+
+def rendered(*paths) -> dict[str, str]:
+    """The `files` of an apply spec: each path with the sha256 of its content now, as the deploy
+    renders it (release_store.Store.record checks the disk against it)."""
+    import hashlib
+    from pathlib import Path
+
+    return {str(path): hashlib.sha256(Path(path).read_bytes()).hexdigest() for path in paths}

@@ -14,6 +14,7 @@ def agent_env(monkeypatch, tmp_path):
     monkeypatch.setenv("SGLANG_PVE_NVIDIA_SMI", "")
     monkeypatch.setenv("SGLANG_PVE_SYSTEMCTL", str(fake_systemctl(tmp_path, {})))
     monkeypatch.setenv("SGLANG_PVE_RUN_DIR", str(tmp_path / "run"))
+    monkeypatch.setenv("SGLANG_PVE_RELEASES_DIR", str(tmp_path / "releases"))
     monkeypatch.delenv("INVOCATION_ID", raising=False)
     monkeypatch.delenv("SGLANG_PVE_UNIT", raising=False)
     return devices

@@ -181,3 +181,29 @@ def test_the_connection_is_the_nearest_sshd_ancestor(tmp_path, monkeypatch):
     assert lease.ssh_connection() == procs.Proc(600, 4242)
     os.unlink(tmp_path / "600" / "exe")
     assert lease.ssh_connection() is None  # not under SSH: only unlock or the longest hold end it
+
+
+def test_a_holder_whose_connection_ended_lets_go_only_after_its_runs_switch_ended(tmp_path, connection):
+    """The controller died during the gate wait: its switch goes on here; the next run must find
+    its outcome, not start its own beside it."""
+    store = Store(str(tmp_path))
+    assert take(tmp_path, "aaa", procs.identify(connection.pid))[0] == exitcodes.OK
+    switching, done = threading.Event(), threading.Event()
+
+    def orphaned_switch():
+        with store.locked("aaa"):
+            switching.set()
+            done.wait(SAFETY_S)
+
+    thread = threading.Thread(target=orphaned_switch)
+    thread.start()
+    assert switching.wait(SAFETY_S)
+    connection.kill()
+    connection.wait()
+    time.sleep(1.5)  # three of the holder's polls
+    assert not flock_free(tmp_path) and lease.read(str(tmp_path))["token"] == "aaa"  # still held: the switch runs
+    done.set()
+    thread.join(SAFETY_S)
+    assert until(lambda: flock_free(tmp_path)) and lease.read(str(tmp_path)) is None
+    with store.locked(None):  # the next run goes ahead
+        pass

@@ -14,7 +14,7 @@ import pytest
 
 from sglang_pve.agent import cli, exitcodes, switch, systemd
 from sglang_pve.agent.release_store import Store
-from tests.unit.agent_support import FakeHost, hold_device, stop, write_spec
+from tests.unit.agent_support import FakeHost, hold_device, rendered, stop, write_spec
 
 UNITS = ("sglang-a.service", "sglang-b.service")
 
@@ -44,7 +44,7 @@ def release(tmp_path, active: str | None, version: str = "1.0", gpu_free_timeout
         "lifecycle": str(tmp_path / "specs" / f"{active}.lifecycle.json") if active else None,
         "units": list(UNITS),
         "nccl_profile": "p",
-        "files": [str(etc / "sglang.conf")],
+        "files": rendered(etc / "sglang.conf"),
         "blocks": {},
         "user": "me@here",
         "commit": "abc",
@@ -279,8 +279,68 @@ def test_record_only_adopts_without_stopping_or_starting(tmp_path, host):
     assert apply(tmp_path, release(tmp_path, "a")) == exitcodes.OK
     calls = len(host.calls())
     assert apply(tmp_path, release(tmp_path, "a", "1.0") | {"commit": "def"}, "--record-only") == exitcodes.OK
-    assert host.calls()[calls:] == [] and store(tmp_path).current_id() == latest(tmp_path)["id"]
+    acted = [call for call in host.calls()[calls:] if call[0] != "show"]  # looking is no stop or start
+    assert acted == [] and store(tmp_path).current_id() == latest(tmp_path)["id"]
     assert latest(tmp_path)["status"] == "ready"
+
+
+def ready(tmp_path, server: str, verdict: str = "ready") -> None:
+    """What the gate writes once `server` passed it (the fake host runs no gate)."""
+    from sglang_pve.agent import spec as spec_module
+    from sglang_pve.agent import state
+
+    state.update_status(spec_module.load(str(tmp_path / "specs" / f"{server}.lifecycle.json")), verdict=verdict)
+
+
+def test_a_release_identical_to_the_ready_current_one_is_adopted_not_restarted(tmp_path, host, capsys):
+    """A rerun whose controller decided to apply before the other run's switch ended (it waited
+    for the lock meanwhile) finds the same contents ready: no second cold start, no second record."""
+    assert apply(tmp_path, release(tmp_path, "a")) == exitcodes.OK
+    ready(tmp_path, "a")
+    current, calls = store(tmp_path).current_id(), len(host.calls())
+    capsys.readouterr()
+    assert apply(tmp_path, release(tmp_path, "a") | {"commit": "def", "user": "bob@desk"}) == exitcodes.OK
+    assert [call for call in host.calls()[calls:] if call[0] != "show"] == []
+    assert store(tmp_path).ids() == [current] and store(tmp_path).current_id() == current
+    assert f"release {current} runs these contents already and its server is ready: adopted, not restarted" in (
+        capsys.readouterr().out
+    )
+
+
+@pytest.mark.parametrize("why", ["not ready", "stopped", "pending", "other venv"])
+def test_an_identical_release_is_switched_to_when_its_server_is_not_ready_and_running(tmp_path, host, why):
+    assert apply(tmp_path, release(tmp_path, "a")) == exitcodes.OK
+    ready(tmp_path, "a", "restarting: wedged" if why == "not ready" else "ready")
+    spec = release(tmp_path, "a")
+    if why == "stopped":
+        host.change(units=host.read()["units"] | {"sglang-a.service": {"ActiveState": "failed"}})
+    elif why == "pending":
+        store(tmp_path).set_pending(store(tmp_path).current_id())  # a killed switch: what runs is unknown
+    elif why == "other venv":
+        spec["venv"] = str(tmp_path / "venvs" / "elsewhere")
+    calls = starts(host, "sglang-a.service")
+    assert apply(tmp_path, spec) == exitcodes.OK
+    assert starts(host, "sglang-a.service") == calls + 1 and len(store(tmp_path).ids()) == 2
+
+
+def test_a_release_whose_files_on_disk_are_not_the_rendered_ones_is_refused(tmp_path, host, capsys):
+    spec = release(tmp_path, "a")
+    (tmp_path / "etc" / "sglang.conf").write_text("another run wrote this\n")
+    assert apply(tmp_path, spec) == exitcodes.USAGE
+    assert store(tmp_path).ids() == [] and host.calls() == [] and not (tmp_path / "releases" / "blobs").exists()
+    err = capsys.readouterr().err
+    conf = tmp_path / "etc" / "sglang.conf"
+    assert (
+        f"the files on disk are not the ones this run rendered: {conf} (rendered {spec['files'][str(conf)][:12]}" in err
+    )
+    assert "run the deploy again" in err
+
+    (tmp_path / "etc" / "sglang.conf").write_text("active=a version=1.0\n")
+    assert apply(tmp_path, spec) == exitcodes.OK
+    ready(tmp_path, "a")
+    (tmp_path / "etc" / "sglang.conf").write_text("edited by hand\n")
+    assert apply(tmp_path, spec) == exitcodes.USAGE  # the same contents, but not on disk: never adopted
+    assert len(store(tmp_path).ids()) == 1 and starts(host, "sglang-a.service") == 1
 
 
 def test_a_release_without_a_server_stops_everything_and_starts_nothing(tmp_path, host, capsys):

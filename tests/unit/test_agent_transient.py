@@ -10,7 +10,7 @@ import pytest
 
 from sglang_pve.agent import cli, exitcodes, switch
 from sglang_pve.agent.release_store import ReleaseError, Store
-from tests.unit.agent_support import FakeHost, messages, write_spec
+from tests.unit.agent_support import FakeHost, messages, rendered, write_spec
 
 A, B = "sglang-a.service", "sglang-b.service"
 
@@ -40,7 +40,7 @@ def store(tmp_path):
             "lifecycle": str(tmp_path / "specs" / "a.lifecycle.json"),
             "units": [A, B],
             "nccl_profile": "p",
-            "files": [str(conf)],
+            "files": rendered(conf),
         }
     )
     release["status"] = "ready"

@@ -20,6 +20,7 @@ from sglang_pve.deploy import index
 from sglang_pve.deploy.operations import releases, venvs
 from sglang_pve.tools.status_render import release_change, releases_table
 from tests.conftest import PROJECT, group_data
+from tests.unit.agent_support import rendered
 from tests.unit.test_operations import run
 
 NIGHTLIES = ["0.5.16.dev20260720+g8905cbd42", "0.5.16.dev20260721+g3f2a9c1d7", "0.5.16.dev20260723+gc0ffee123"]
@@ -108,7 +109,7 @@ def _spec(root, version="1.0", active="a", **files):
         "lifecycle": None,
         "units": ["sglang-a.service"],
         "nccl_profile": "p",
-        "files": sorted(paths.values()),
+        "files": rendered(*paths.values()),
         "blocks": {},
         "user": "me@here",
         "commit": "abc",

@@ -55,7 +55,12 @@ class Release:
         files = {p: e["sha256"] for p, e in record["files"].items()}
         wanted = self.files
         if runtime_only:
-            idle = {p for u in self.units if u != paths.unit_name(self.active_server or "") for p in _server_paths(u)}
+            idle = {
+                p
+                for u in self.units
+                if u != paths.unit_name(self.active_server or "")
+                for p in paths.server_paths(u.removeprefix(paths.UNIT_PREFIX).removesuffix(".service"))
+            }
             files, wanted = ({p: d for p, d in f.items() if p not in idle} for f in (files, wanted))
         same = (record["sglang_version"], record["active_server"], record["nccl_profile"], files)
         return same == (self.sglang_version, self.active_server, self.nccl_profile, wanted) and (
@@ -65,14 +70,12 @@ class Release:
     def agent_spec(self) -> dict:
         spec = asdict(self)
         spec.update(
-            files=sorted(self.files), units=list(self.units), lock=paths.lock_path(self.venv), lifecycle=self.lifecycle
+            files=dict(sorted(self.files.items())),
+            units=list(self.units),
+            lock=paths.lock_path(self.venv),
+            lifecycle=self.lifecycle,
         )
         return spec
-
-
-def _server_paths(unit: str) -> list[str]:
-    server = unit.removeprefix(paths.UNIT_PREFIX).removesuffix(".service")
-    return [paths.unit_path(server), paths.server_config_path(server), paths.lifecycle_path(server)]
 
 
 def _agent(*args, lease: str) -> StringCommand:
@@ -178,7 +181,7 @@ def _switch_spec(current: dict, server: str) -> dict:
     spec.update(
         active_server=server,
         lifecycle=paths.lifecycle_path(server),
-        files=sorted(current["files"]),
+        files={path: entry["sha256"] for path, entry in sorted(current["files"].items())},
         lock=current["lock"]["path"],
         user=who(),
         commit=current.get("commit"),

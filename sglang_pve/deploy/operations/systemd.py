@@ -9,16 +9,6 @@ from sglang_pve.deploy.facts.servers import ServersState, ServerUnits, server_of
 from sglang_pve.deploy.operations.files import ManagedFile, converge
 
 
-def _unit_files(server: str) -> list[str]:
-    return [
-        paths.unit_path(server),
-        paths.server_config_path(server),
-        paths.lifecycle_path(server),
-        paths.secret_config_path(server),
-        paths.secret_env_path(server),
-    ]
-
-
 def _warn_foreign(current: ServersState, declared: dict[str, str]) -> set[str]:
     """Units with our prefix that do not carry our marker are someone else's: name them, touch
     nothing of theirs. Returns the declared servers whose unit name is taken that way."""
@@ -74,7 +64,7 @@ def server_units(files: dict[str, list[ManagedFile]]):
         server = server_of(unit)
         assert server is not None  # `installed` counts a unit as ours only with a name the toolkit makes
         commands.append(StringCommand("systemctl", "disable", "--now", QuoteString(unit)))
-        commands.append(StringCommand("rm", "-f", *map(QuoteString, _unit_files(server))))
+        commands.append(StringCommand("rm", "-f", *map(QuoteString, paths.server_paths(server))))
     if units_changed or stale or any(unit.need_reload for unit in current.units.values()):
         commands.append(StringCommand("systemctl", "daemon-reload"))
 
