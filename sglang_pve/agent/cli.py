@@ -130,7 +130,7 @@ def _apply(args: argparse.Namespace) -> int:
 
 def _switch(args: argparse.Namespace) -> int:
     with Store(args.dir).locked(args.lease, Reporter("lock", sys.stdout)) as store:
-        return switch.switch(store, args.to, Reporter("switch", sys.stdout), args.keep, args.venvs_dir)
+        return switch.switch(store, args.to, Reporter("switch", sys.stdout), args.keep, args.venvs_dir, rollback=True)
 
 
 def _transient(args: argparse.Namespace) -> int:

@@ -24,9 +24,11 @@ A record (ids sort by time; the suffix is the release's fingerprint):
      "fingerprint": "3f2a9c1d...", "status": "recorded" | "ready" | "failed", "failure": null}
 
 `status`: ready once its server passed the readiness gate; failed (with `failure`, the reason and
-the diagnosis) when the switch to it was reverted. The release a rollback goes to by default,
-`previous`, is the last ready release before the newest ready one whose contents differ from it:
-rolling back twice stays there.
+the diagnosis) when the switch to it was reverted.
+
+    previous         the id of the release a rollback goes to by default, written by the switch:
+                     the release that ran before a deploy's switch, the target of a rollback's
+                     (rolling back twice stays there); prune never removes it
 """
 
 import base64
@@ -250,15 +252,31 @@ class Store:
         return changed
 
     def prune(self, keep: int, venvs_dir: str | None = None) -> list[str]:
-        """Keep the newest `keep` releases (and the current one); remove older records, the
-        blobs no kept record uses, and the venvs (with their locks) only removed releases used."""
-        ids, current = self.ids(), self.current_id()
-        kept = set(ids[-keep:]) | ({current} if current else set())
-        removed = [i for i in ids if i not in kept]
+        """Keep `keep` releases, never the way back: the current, pending and previous ones and
+        the newest `keep` ready releases of distinct contents always stay; beyond `keep` records,
+        failed ones go first, then duplicates (a ready release whose contents a newer one holds,
+        or one never switched to), then the oldest ready ones. Removes their records, the blobs no
+        kept record uses, and the venvs (with their locks) only removed releases used."""
+        records = self.records()
+        protected = {self.current_id(), self.pending(), self.previous_id()}
+        distinct, seen = [], set()
+        for record in reversed(records):  # newest first: the newest of each contents counts
+            if record.get("status") == "ready" and record["fingerprint"] not in seen:
+                seen.add(record["fingerprint"])
+                distinct.append(record["id"])
+        protected |= set(distinct[:keep])
+
+        def order(record: Record) -> tuple[int, str]:
+            if record.get("status") == "failed":
+                return 0, record["id"]
+            return (2 if record["id"] in distinct else 1), record["id"]
+
+        candidates = sorted((r for r in records if r["id"] not in protected), key=order)
+        old_records = candidates[: max(0, len(records) - keep)]
+        removed = sorted(r["id"] for r in old_records)
         if not removed:
             return []
-        kept_records = [self.get(i) for i in sorted(kept) if i in ids]
-        old_records = [self.get(i) for i in removed]
+        kept_records = [r for r in records if r["id"] not in removed]
         used_venvs = {r["venv"] for r in kept_records}
         used_blobs = {e["sha256"] for r in kept_records for e in r["files"].values()} | {
             r["lock"]["sha256"] for r in kept_records
@@ -275,15 +293,17 @@ class Store:
         return removed
 
     def previous_id(self) -> str | None:
-        """The newest ready release before the newest ready one that differs from it (a deploy
-        of the same contents again records an identical release: rolling back to that would
-        change nothing)."""
-        ready = [r for r in self.records() if r.get("status") == "ready"]
-        if not ready:
-            return None
-        newest = ready[-1]
-        earlier = [r["id"] for r in ready[:-1] if r["fingerprint"] != newest["fingerprint"]]
-        return earlier[-1] if earlier else None
+        """Where the default rollback goes: the release that ran before the current one, as the
+        switch recorded it (`previous`). A deploy's switch names the release it replaced; a
+        rollback's names its own target, so rolling back twice stays there."""
+        previous = self._read_id("previous")
+        return previous if previous and os.path.exists(self._path(f"{previous}.json")) else None
+
+    def set_previous(self, release_id: str | None) -> None:
+        if release_id is None:
+            _remove(self._path("previous"))
+        else:
+            state.write_atomic(self._path("previous"), release_id + "\n", mode=0o600)
 
     def summary(self, with_files_of: str | None = None) -> Record:
         """Everything the controller's Releases fact needs, in one document. `with_files_of`
@@ -299,7 +319,7 @@ class Store:
             return report
         try:
             if with_files_of == "previous" and report["previous"] is None:
-                raise ReleaseError(f"no ready release before the newest ready one in {self.dir}")
+                raise ReleaseError(f"no release ran before the current one in {self.dir} (nothing to roll back to)")
             record = self.get(report["previous"] if with_files_of == "previous" else with_files_of)
         except ReleaseError as error:
             report.update(target=None, error=str(error))

@@ -41,7 +41,8 @@ class SwitchError(RuntimeError):
     pass
 
 
-_ERRORS = (SwitchError, ReleaseError, spec_module.SpecError, systemd.SystemdError, subprocess.TimeoutExpired)
+# OSError: a restore that hits a full disk (ENOSPC) or a read-only file system fails the switch, no traceback
+_ERRORS = (SwitchError, ReleaseError, spec_module.SpecError, systemd.SystemdError, subprocess.TimeoutExpired, OSError)
 
 
 def _systemctl(*args: str, timeout: float | None = 60) -> subprocess.CompletedProcess[str]:
@@ -132,10 +133,15 @@ def _run(store: Store, release: Record, say: Say, timings: dict[str, float], tra
     return None
 
 
-def _make_current(store: Store, release: Record, say: Say, keep: int, venvs_dir: str | None) -> None:
+def _make_current(
+    store: Store, release: Record, say: Say, keep: int, venvs_dir: str | None, previous: str | None = None
+) -> None:
+    """`release` runs: it becomes current, and `previous` (when given) where a rollback goes."""
     release.update(status="ready", failure=None)
     store.save(release)
     store.set_current(release["id"])
+    if previous is not None:
+        store.set_previous(previous)
     removed = store.prune(keep, venvs_dir)
     say(
         f"release {release['id']} runs: {release['active_server'] or 'no server'} on SGLang {release['sglang_version']}"
@@ -186,7 +192,11 @@ def _same_and_ready(store: Store, current: Record, spec: Record) -> bool:
     return running == [lifecycle.unit] and state.read_status(lifecycle).get("verdict") == "ready"
 
 
-def switch(store: Store, release_id: str, say: Say, keep: int = 5, venvs_dir: str | None = None) -> int:
+def switch(
+    store: Store, release_id: str, say: Say, keep: int = 5, venvs_dir: str | None = None, rollback: bool = False
+) -> int:
+    """rollback: a switch back to a recorded release (tasks/rollback.py): it stays where a rollback
+    goes; otherwise the release that ran before does."""
     started = time.monotonic()
     timings: dict[str, float] = {}
     release, previous = store.get(release_id), store.current()
@@ -197,7 +207,8 @@ def switch(store: Store, release_id: str, say: Say, keep: int = 5, venvs_dir: st
         failure = str(error)
     timings["total_s"] = round(time.monotonic() - started, 2)
     if failure is None:
-        _make_current(store, release, say, keep, venvs_dir)
+        before = previous["id"] if previous is not None and previous["id"] != release["id"] else None
+        _make_current(store, release, say, keep, venvs_dir, release["id"] if rollback else before)
         store.set_pending(None)
         say("switch-timings " + json.dumps(timings, sort_keys=True))
         return exitcodes.OK
@@ -214,12 +225,26 @@ def switch(store: Store, release_id: str, say: Say, keep: int = 5, venvs_dir: st
     except _ERRORS as error:
         revert_failure = str(error)
     if revert_failure:
-        say(f"revert to release {previous['id']} failed too: {revert_failure}", error=True)
+        say(
+            f"revert to release {previous['id']} failed too: {revert_failure}. Runs now: "
+            f"{_now(release, previous)}; release {release['id']} stays pending. Fix: remove that cause (a full "
+            f"disk, GPUs held), then run the deploy again or tasks/rollback.py --data to={previous['id']}",
+            error=True,
+        )
         return exitcodes.SWITCH_FAILED
     store.set_pending(None)
     say(f"reverted: release {previous['id']} runs again. The switch to {release['id']} failed: {failure}", error=True)
     say("switch-timings " + json.dumps(timings, sort_keys=True))
     return exitcodes.SWITCH_REVERTED
+
+
+def _now(*records: Record) -> str:
+    """Which of the records' units run now, for the last line of a switch that could not revert."""
+    try:
+        running = systemd.in_states(sorted({u for r in records for u in r["units"]}), systemd.RUNNING)
+    except (systemd.SystemdError, OSError, subprocess.TimeoutExpired) as error:
+        return f"unknown ({error})"
+    return ", ".join(running) or "nothing"
 
 
 def transient(store: Store, server: str | None, say: Say, spec_dir: str = contract.SERVERS_DIR) -> int:

@@ -145,3 +145,33 @@ def test_switch_task_runs_another_configuration_and_back(on_a):
     assert code != 0 and "use one of baseline, eagle3-2step" in output
     pyinfra()  # the deploy switches back to the inventory's active_server
     assert current()["active_server"] == "baseline" and verdict() == "ready"
+
+
+def test_retention_keeps_the_way_back_and_a_rollback_goes_to_what_ran_before(on_a):
+    """releases_kept=2: baseline ready, a never-ready nightly reverted, eagle3-2step ready: the
+    failed release is pruned first, the default rollback returns to baseline and it serves. Then
+    rollback, deploy, rollback: back to what ran before that deploy, not to the release rolled back from."""
+    kept = ("--data", "releases_kept=2")
+    pyinfra(*kept)
+    baseline = current()
+    assert baseline["active_server"] == "baseline" and baseline["status"] == "ready"
+    code, _ = pyinfra(*kept, "--data", f'sglang_version="{layout.NEVER_READY_NIGHTLY}"', check=False)
+    assert code != 0 and releases()["releases"][-1]["status"] == "failed"
+    pyinfra(*kept, "--data", "active_server=eagle3-2step")
+    eagle = current()
+    report = releases()
+    assert [r["id"] for r in report["releases"]] == [baseline["id"], eagle["id"]]  # the failed one went first
+    assert report["previous"] == baseline["id"] and sh(f"test -d {baseline['venv']} && echo kept").strip() == "kept"
+
+    pyinfra(*kept, deploy="tasks/rollback.py")
+    assert releases()["current"] == baseline["id"] and verdict() == "ready"
+    assert unit_state(BASELINE)["ActiveState"] == "active" and server_version() == A
+    probe = "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:8000/health_generate').status)"
+    assert sh(f'python3 -c "{probe}"').strip() == "200"  # it serves
+
+    pyinfra(*kept, "--data", "nccl_profile=p2p-disabled")  # deploy R3 (baseline, another profile)
+    assert current()["nccl_profile"] == "p2p-disabled" and releases()["previous"] == baseline["id"]
+    pyinfra(*kept, deploy="tasks/rollback.py")  # back to baseline, not to eagle3-2step (rolled back from)
+    assert releases()["current"] == baseline["id"] and verdict() == "ready"
+    _, output = pyinfra(*kept, deploy="tasks/rollback.py")  # a second rollback stays
+    assert grand_total(output)["changed"] == 0, output

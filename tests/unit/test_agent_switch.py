@@ -25,7 +25,7 @@ def host(tmp_path, monkeypatch, agent_env):
     return FakeHost(tmp_path, monkeypatch, linger=2)
 
 
-def release(tmp_path, active: str | None, version: str = "1.0", gpu_free_timeout_s: float = 1) -> dict:
+def release(tmp_path, active: str | None, version: str = "1.0", gpu_free_timeout_s: float = 5) -> dict:
     """The spec `apply` records: two configurations (a, b), `active` the one that runs."""
     for server in ("a", "b"):
         write_spec(tmp_path, server=server, gpu_free_timeout_s=gpu_free_timeout_s)
@@ -378,3 +378,28 @@ def test_without_systemctl_or_a_readable_spec_the_switch_fails_with_the_reason(t
     monkeypatch.setenv("SGLANG_PVE_SYSTEMCTL", "")
     assert apply(tmp_path, release(tmp_path, "a", "2.0")) == exitcodes.SWITCH_FAILED
     assert latest(tmp_path)["failure"] == "systemctl not found"
+
+
+def test_a_revert_that_hits_a_full_disk_ends_with_one_line_naming_what_runs_and_what_to_do(
+    tmp_path, host, monkeypatch, capsys
+):
+    import errno
+
+    assert apply(tmp_path, release(tmp_path, "a")) == exitcodes.OK
+    previous = store(tmp_path).current_id()
+    host.change(fail_start={"sglang-b.service": {}})
+    restore = Store.restore
+
+    def full_disk(self, record):
+        if record["id"] == previous:  # the revert's restore
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return restore(self, record)
+
+    monkeypatch.setattr(Store, "restore", full_disk)
+    capsys.readouterr()
+    assert apply(tmp_path, release(tmp_path, "b", "2.0")) == exitcodes.SWITCH_FAILED
+    failed = latest(tmp_path)["id"]
+    assert store(tmp_path).pending() == failed and store(tmp_path).current_id() == previous
+    [last] = [line for line in capsys.readouterr().out.splitlines() if "failed too" in line]
+    assert f"revert to release {previous} failed too: [Errno 28] No space left on device. Runs now: nothing;" in last
+    assert f"release {failed} stays pending. Fix: " in last and f"tasks/rollback.py --data to={previous}" in last

@@ -140,12 +140,9 @@ def test_store_records_restores_byte_for_byte_and_prunes(tmp_path):
         record["status"] = "ready"
         store.save(record)
     store.set_current(second["id"])
+    assert store.previous_id() is None  # only a switch says what ran before
+    store.set_previous(first["id"])
     assert store.previous_id() == first["id"]
-    again = store.record(_spec(tmp_path, "2.0", unit="B\n", conf="x\n"))  # the same contents deployed again
-    again["status"] = "ready"
-    store.save(again)
-    assert again["fingerprint"] == second["fingerprint"] and store.previous_id() == first["id"]
-    os.unlink(os.path.join(store.dir, f"{again['id']}.json"))
     summary = store.summary("previous")
     assert (
         summary["target"] == first["id"]
@@ -154,6 +151,8 @@ def test_store_records_restores_byte_for_byte_and_prunes(tmp_path):
     assert "sglang==1.0" in summary["lock"]
     assert store.summary("20990101T000000Z-00000000")["error"].startswith("no release")
 
+    assert store.prune(1, str(tmp_path / "venvs")) == []  # the previous release is the way back: kept
+    store.set_previous(None)
     # keep 1 (the current one): the first release, its venv and lock and its blobs go
     assert store.prune(1, str(tmp_path / "venvs")) == [first["id"]]
     assert not os.path.exists(first["venv"]) and not os.path.exists(first["lock"]["path"])
@@ -314,7 +313,7 @@ def test_summary_of_a_named_release_needs_no_previous(tmp_path):
         "previous": None,
         "lease": None,
         "target": None,
-        "error": f"no ready release before the newest ready one in {store.dir}",
+        "error": f"no release ran before the current one in {store.dir} (nothing to roll back to)",
     }
 
 
@@ -570,3 +569,55 @@ def test_release_records_without_restart_when_only_an_idle_configuration_changed
         replace(WANTED, files=WANTED.files | {"/etc/systemd/system/sglang-b.service": "3"}), pending=RECORD["id"]
     )
     assert "--record-only" not in command
+
+
+# --- retention keeps the way back ----------------------------------------------------------------
+
+
+def _ready(store, tmp_path, version, status="ready", **files):
+    record = store.record(_spec(tmp_path, version, **files))
+    record["status"] = status
+    store.save(record)
+    return record
+
+
+def test_prune_removes_failed_and_duplicate_releases_first_and_keeps_the_last_good_ones(tmp_path):
+    """releases_kept=2: a baseline, a never-ready nightly (failed), eagle3 ready: the failed one
+    goes, the baseline (what a rollback needs) and its venv stay."""
+    store = Store(str(tmp_path / "releases"))
+    venvs = str(tmp_path / "venvs")
+    baseline = _ready(store, tmp_path, "1.0", unit="A\n")
+    nightly = _ready(store, tmp_path, "2.0", "failed", unit="N\n")
+    eagle = _ready(store, tmp_path, "1.0", unit="E\n")
+    store.set_current(eagle["id"])
+    assert store.prune(2, venvs) == [nightly["id"]]
+    assert store.ids() == [baseline["id"], eagle["id"]] and os.path.exists(baseline["venv"])
+    assert not os.path.exists(nightly["venv"])  # only the failed release used it
+
+    again = _ready(store, tmp_path, "1.0", unit="E\n")  # eagle deployed again: a duplicate
+    store.set_current(again["id"])
+    assert store.prune(2, venvs) == [eagle["id"]]  # the older copy goes, never the baseline
+    assert store.ids() == [baseline["id"], again["id"]]
+    newer = _ready(store, tmp_path, "1.0", unit="F\n")
+    store.set_current(newer["id"])
+    assert store.prune(2, venvs) == [baseline["id"]]  # then the oldest ready one
+    store.set_previous(again["id"])
+    assert store.prune(1, venvs) == []  # previous and current: the way back stays whatever keep says
+
+
+def test_the_default_rollback_goes_to_what_ran_before_and_a_second_stays(tmp_path, monkeypatch):
+    """Deploy R0, R1; roll back (to R0); deploy R3: the default rollback goes to R0, what ran
+    before R3, not to R1, the release rolled back from (ids order them R0 < R1 < R3)."""
+    from sglang_pve.agent import switch
+
+    monkeypatch.setattr(switch, "_run", lambda *_: None)  # every switch succeeds
+    store = Store(str(tmp_path / "releases"))
+    quiet = lambda *a, **k: None  # noqa: E731
+    r0, r1 = (store.record(_spec(tmp_path, v, unit=f"{v}\n")) for v in ("0", "1"))
+    assert switch.switch(store, r0["id"], quiet) == 0 and store.previous_id() is None
+    assert switch.switch(store, r1["id"], quiet) == 0 and store.previous_id() == r0["id"]
+    assert switch.switch(store, r0["id"], quiet, rollback=True) == 0
+    assert store.current_id() == r0["id"] and store.previous_id() == r0["id"]  # a second rollback stays
+    r3 = store.record(_spec(tmp_path, "3", unit="3\n"))
+    assert switch.switch(store, r3["id"], quiet) == 0
+    assert store.previous_id() == r0["id"] and store.summary("previous")["target"] == r0["id"]
