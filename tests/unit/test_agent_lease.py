@@ -207,3 +207,20 @@ def test_a_holder_whose_connection_ended_lets_go_only_after_its_runs_switch_ende
     assert until(lambda: flock_free(tmp_path)) and lease.read(str(tmp_path)) is None
     with store.locked(None):  # the next run goes ahead
         pass
+
+
+def test_the_lock_command_returns_at_once_its_holder_keeps_no_output_of_it(tmp_path, connection):
+    """pyinfra's command ends when its output ends: the holder must hold nothing of the command's
+    stdin, stdout or stderr (else the SSH channel stays open as long as the lock)."""
+    import sys
+
+    directory = tmp_path / "fresh" / "releases"
+    command = [sys.executable, "-m", "sglang_pve.agent", "lock", "--dir", str(directory), "--token", "aaa"]
+    command += ["--owner", "alice@laptop", "--watch-pid", str(connection.pid), "--max-hold", str(SAFETY_S)]
+    child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, _ = child.communicate(timeout=SAFETY_S)  # EOF on both pipes: no holder keeps them
+    assert child.returncode == exitcodes.OK and b"held for alice@laptop" in out
+    holder = lease.read(str(directory))["holder"]["pid"]
+    assert [os.readlink(f"/proc/{holder}/fd/{fd}") for fd in (0, 1, 2)] == [os.devnull] * 3
+    assert oct(os.stat(directory).st_mode & 0o777) == "0o700"  # root-only, made by the lock
+    assert lease.release(str(directory), "aaa")
