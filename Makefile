@@ -14,7 +14,7 @@ demo: venv system-packages lab-up deploy status
 # systemd, pip, deadlines), so their waits overlap even on 2 cores. Worker N drives lab slot
 # SGLANG_PVE_LAB_SLOT + N (tests/conftest.py; `lab-up` starts the first, a module's lab fixture
 # the others); a test module runs whole on one worker (--dist loadgroup), in collection order.
-TEST_WORKERS ?= 1
+TEST_WORKERS ?= 3
 test: venv system-packages lint lab-up
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 

@@ -27,6 +27,7 @@ from tests.lab.conftest import pyinfra
 
 pytestmark = [
     pytest.mark.lab,
+    pytest.mark.lab_down,
     pytest.mark.skipif(os.geteuid() != 0, reason="the lab needs root"),
     pytest.mark.skipif(not shutil.which("lxc-start"), reason="lxc-start missing (apt-get install lxc)"),
 ]
