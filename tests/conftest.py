@@ -39,7 +39,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     The modules that take the lab down (lab_down) are one unit, handed out after the other lab
     tests: the worker that runs them goes on with tests that need no lab, instead of bringing its
     lab up and provisioning sglang1 again (xdist hands units out in collection order)."""
-    if config.getoption("dist", "no") != "loadgroup":
+    if not config.getoption("loadgroup", False):  # a worker's: xdist sets it from --dist (xdist/remote.py setup_config)
         return
     for item in items:
         if item.get_closest_marker("lab_down"):
