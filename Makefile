@@ -13,10 +13,10 @@ demo: venv system-packages lab-up deploy status
 # The suite in TEST_WORKERS sessions side by side (pytest-xdist): the lab tests mostly wait (SSH,
 # systemd, pip, deadlines), so their waits overlap even on 2 cores. Worker N drives lab slot
 # SGLANG_PVE_LAB_SLOT + N (tests/conftest.py; `lab-up` starts the first, a module's lab fixture
-# the others); a test module runs whole on one worker (--dist loadgroup), in collection order.
+# the others); a test module runs whole on one worker (--dist loadscope), in collection order.
 TEST_WORKERS ?= 3
 test: venv system-packages lint lab-up
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 # One check a line (the layers: pyproject.toml's [tool.importlinter]).
 lint: venv

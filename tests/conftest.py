@@ -32,20 +32,14 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups (xdist/remote.py)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under `--dist loadgroup` a test module is one unit of work, on one worker (its module
-    fixtures, a deploy or a lab up, run once), unless its tests name an xdist_group themselves.
-    The modules that take the lab down (lab_down) are one unit, handed out after the other lab
-    tests: the worker that runs them goes on with tests that need no lab, instead of bringing its
-    lab up and provisioning sglang1 again (xdist hands units out in collection order)."""
-    if not config.getoption("loadgroup", False):  # a worker's: xdist sets it from --dist (xdist/remote.py setup_config)
+    """In `make test`'s workers (--dist loadscope: a test module is one unit of work, on one worker,
+    its module fixtures set up once), the modules that take the lab down (lab_down) are handed out
+    after the other lab modules: the worker that runs them goes on with tests that need no lab
+    instead of bringing its lab up and provisioning sglang1 again (xdist hands units out in
+    collection order; every worker collects the same order)."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
         return
-    for item in items:
-        if item.get_closest_marker("lab_down"):
-            item.add_marker(pytest.mark.xdist_group("lab-down"))
-        elif not any(item.iter_markers("xdist_group")):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
     lab = [i for i, item in enumerate(items) if item.get_closest_marker("lab")]
     if lab:
         last = lab[-1] + 1

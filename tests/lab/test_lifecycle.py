@@ -157,9 +157,6 @@ def clean(lifecycle_lab):
 PHASES = ["dist_init", "weights", "kv_cache", "draft", "cuda_graph", "http", "warmup"]
 
 
-# the seven hangs are a unit of work of their own under `make test`'s parallel sessions (tests/conftest.py):
-# the module is the suite's longest, and each half pays only lifecycle_lab's setup on its own slot
-@pytest.mark.xdist_group("tests/lab/test_lifecycle.py::startup-hangs")
 @pytest.mark.parametrize("phase", PHASES)
 def test_hang_in_startup_phase_fails_start_within_stall_deadline_and_frees_gpus(clean, phase):
     """`hang: <phase>`: the simulator stops for good right after the phase's begin line (log

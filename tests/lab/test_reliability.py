@@ -100,8 +100,6 @@ def deploy_killed_after(seconds: float, profile: str) -> None:
         child.wait()
 
 
-# the suite's longest test: a unit of work of its own under `make test`'s parallel sessions (tests/conftest.py)
-@pytest.mark.xdist_group("tests/lab/test_reliability.py::killed-deploys")
 def test_a_deploy_killed_anywhere_converges_on_the_next_run(deployed):
     """Killed at six points spread over a deploy that changes the NCCL profile (which changes the
     running server's unit, so it must restart): every managed file is whole (old or new, never a
