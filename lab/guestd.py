@@ -8,6 +8,10 @@ lab host (lab.guests does the work). It listens on GUESTD_SOCKET, bound into pve
     -> {"op": "start", "vmid": 129, "config_text": "..."}
     <- {"ok": true, "result": null}            or  {"ok": false, "error": "message"}
 
+A start builds the guest's LXC config from the node's own /etc/pve (guests.node_config), not
+from the request's config_text, passing only the raw keys lab/lxc_keys.py PASSED names and
+resolving device and mount sources without following links (lab/beneath.py).
+
 Ops: create, destroy, start, stop, shutdown, status, hotplug, snapshot, rollback, delete_snapshot (the
 emulator's backend interface, lab/pve/backend.py) and exec: the client passes its stdin,
 stdout and stderr with the request (SCM_RIGHTS) and the command runs on them through
@@ -38,7 +42,7 @@ ACTIONS = {
         a["vmid"], a["config"], a["template_volid"], a["rootfs_volume"], a.get("ssh_public_keys")
     ),
     "destroy": lambda a: guests.destroy(a["vmid"]),
-    "start": lambda a: guests.start(a["vmid"], a["config_text"]),
+    "start": lambda a: guests.start(a["vmid"]),  # from /etc/pve itself: the caller's config_text is not read
     "stop": lambda a: guests.stop(a["vmid"]),
     "shutdown": lambda a: guests.shutdown(a["vmid"], a["timeout"]),
     "status": lambda a: guests.status(a["vmid"]),

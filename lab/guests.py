@@ -13,10 +13,13 @@ update_lxc_config does it:
   with the entry's mode/uid/gid, the device list and the autodev hook that binds each copy into
   /dev (lab/devn.py, lab/autodev_hook.sh: pve-container's update_lxc_config, prestart and
   autodev hooks);
-- raw lxc.* lines: the keys pve-container takes (lab/lxc_keys.py) copied verbatim in config
-  order as ``key = value``, as update_lxc_config copies them; lab only: an absolute
+- raw lxc.* lines: of the keys pve-container takes (lab/lxc_keys.py), those guestd passes
+  (lxc_keys.PASSED: device rules, bind mounts, id maps, what acts inside the guest; a hook,
+  AppArmor override or include refuses the start) copied verbatim in config order as
+  ``key = value``, as update_lxc_config copies them; lab only: an absolute
   lxc.mount.entry source is a path on the node, so it is rewritten to where the lab host
-  reaches it, and every device rule gets its cgroup v1 twin (lab/container.py);
+  reaches it (no link on the node followed: lab/beneath.py), and every device rule gets its
+  cgroup v1 twin (lab/container.py);
 - unprivileged=1 -> lxc.idmap (0 -> 100000, 65536 ids) over a uid-shifted copy of the rootfs;
 - /etc/hostname and /etc/hosts written at every start, as PVE's setup code does.
 
@@ -35,7 +38,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lab import container, devn, layout, lxc_keys, lxcfs, network, node, rootfs
+from lab import beneath, container, devn, layout, lxc_keys, lxcfs, network, node, rootfs
 from lab.shell import LabError, run
 
 UID_SHIFT = 100000
@@ -56,13 +59,16 @@ def parse_config(text: str, vmid: int = 0) -> tuple[dict[str, str], list[tuple[s
     """The current section of a PVE container config: options and raw lxc.* lines, read as
     pve-container's src/PVE/LXC/Config.pm parse_pct_config reads them (non-strict, as a start
     loads the config): the section ends at [pve:pending] or a snapshot; ``lxc.KEY: value`` and
-    ``lxc.KEY = value`` both; a raw key PVE does not take is dropped with its warning (stderr).
+    ``lxc.KEY = value`` both; a raw key PVE does not take is dropped with its warning (stderr);
+    one PVE takes but guestd does not pass (lxc_keys.refused_by_guestd: hooks, AppArmor, includes)
+    refuses the start, every such key named at once, before anything runs.
 
     >>> parse_config("# note\\nhostname: ct1\\nlxc.mount.entry = /a a none bind 0 0\\n[snap]\\nhostname: old\\n")
     ({'hostname': 'ct1'}, [('lxc.mount.entry', '/a a none bind 0 0')])
     """
     options: dict[str, str] = {}
     raw: list[tuple[str, str]] = []
+    refused: list[str] = []
     for line in text.splitlines():
         if re.match(r"^\[(pve:pending|[a-z][a-z0-9_\-]+)\]\s*$", line, re.I):
             break
@@ -73,6 +79,8 @@ def parse_config(text: str, vmid: int = 0) -> tuple[dict[str, str], list[tuple[s
             validity = lxc_keys.validity(key, vmid)
             if key == "lxc.environment.runtime":
                 options["env"] = f"{options['env']}\0{value}" if "env" in options else value
+            elif validity is True and (reason := lxc_keys.refused_by_guestd(key)):
+                refused.append(reason)
             elif validity is True:
                 raw.append((key, value))
             else:
@@ -80,6 +88,8 @@ def parse_config(text: str, vmid: int = 0) -> tuple[dict[str, str], list[tuple[s
                 print(f"vm {vmid} - {key}: {reason}" if validity else f"vm {vmid} - {reason}", file=sys.stderr)
         elif match := re.match(r"^([a-z][a-z_]*\d*):\s*(.+?)\s*$", line):
             options[match.group(1)] = match.group(2)
+    if refused:
+        raise GuestError(f"CT {vmid}: refused by the lab's guestd: " + "; ".join(refused))
     return options, raw
 
 
@@ -118,13 +128,18 @@ def node_path(path: str) -> Path:
     if not path.startswith("/") or ".." in Path(path).parts:
         raise GuestError(f"'{path}' is not an absolute path on {layout.NODE} without '..'")
     binds = {mount: host for mount, host in layout.STORAGE_MOUNTS.items()}
-    for mount, host in binds.items():
-        if path == mount or path.startswith(mount + "/"):
-            return host / path[len(mount) :].lstrip("/")
-    pid = container.init_pid(layout.NODE)
-    if pid is None:
-        raise GuestError(f"{layout.NODE} is not running; run `python -m lab up`")
-    return Path(f"/proc/{pid}/root") / path.lstrip("/")
+    # no link below the root is followed (lab/beneath.py says why): through /proc/<pid>/root an
+    # absolute link on pve1 would name the lab host's own file
+    try:
+        for mount, host in binds.items():
+            if path == mount or path.startswith(mount + "/"):
+                return beneath.beneath(host, path[len(mount) :], f"'{path}' on {layout.NODE}")
+        pid = container.init_pid(layout.NODE)
+        if pid is None:
+            raise GuestError(f"{layout.NODE} is not running; run `python -m lab up`")
+        return beneath.beneath(Path(f"/proc/{pid}/root"), path, f"'{path}' on {layout.NODE}")
+    except beneath.LinkError as error:
+        raise GuestError(str(error)) from None
 
 
 def name(vmid: int) -> str:
@@ -310,9 +325,23 @@ def create(vmid: int, config: dict, template_volid: str, rootfs_volume: str, ssh
     (guest_dir(vmid) / "guest.json").write_text(json.dumps(record))
 
 
-def start(vmid: int, config_text: str) -> None:
+def node_config(vmid: int) -> str:
+    """The guest's PVE config as the node holds it: /etc/pve/nodes/<node>/lxc/<vmid>.conf in the
+    backing dir of pve1's pmxcfs (lab/pmxcfs.py), read without following a link, never the
+    caller's copy (a request on guestd's socket is no more trusted than pve1's root)."""
+    try:
+        return beneath.read_beneath(node.ETC_PVE, f"nodes/{layout.NODE}/lxc/{int(vmid)}.conf", f"CT {vmid}'s config")
+    except FileNotFoundError:
+        raise GuestError(f"CT {vmid}: no /etc/pve/nodes/{layout.NODE}/lxc/{vmid}.conf") from None
+    except beneath.LinkError as error:
+        raise GuestError(str(error)) from None
+
+
+def start(vmid: int) -> None:
+    """Start guest ``vmid`` from its config in /etc/pve (node_config)."""
     if status(vmid) == "running":
         raise GuestError(f"CT {vmid} already running")
+    config_text = node_config(vmid)
     config = build_config(vmid, config_text)
     options, _ = parse_config(config_text, vmid)
     record = _record(vmid)

@@ -87,3 +87,46 @@ def validity(key: str, vmid: int = 0) -> bool | str:
         print(f"vm {vmid} - {key} is deprecated, this will be a hard error in the future!", file=sys.stderr)
         return True
     return key.startswith(("lxc.cgroup2.", "lxc.prlimit.", "lxc.net."))
+
+
+# What guestd, root on the lab host, passes through of what PVE takes: what the toolkit and the
+# lab's own guests write (device rules, bind mounts, id maps) and what acts only inside the
+# guest. The rest runs or reads something on the lab host and is refused, naming the key:
+# lxc.hook.* run commands as root there, lxc.include / lxc.mount.fstab / lxc.seccomp.profile read
+# its files, lxc.log.file / lxc.console.* write them, lxc.apparmor.* / lxc.selinux.context /
+# lxc.cap.* / lxc.mount.auto / lxc.seccomp.* loosen the confinement, lxc.net.* attaches its
+# interfaces (netN is the one way onto the bridge), lxc.rootfs.mount / lxc.autodev / lxc.init.*
+# replace what guestd sets.
+PASSED = frozenset(
+    "lxc.mount.entry lxc.idmap lxc.environment lxc.cgroup2.devices.allow lxc.cgroup2.devices.deny"
+    " lxc.cgroup.devices.allow lxc.cgroup.devices.deny lxc.uts.name lxc.signal.halt lxc.signal.reboot"
+    " lxc.signal.stop lxc.tty.max lxc.pty.max lxc.start.auto lxc.start.delay lxc.start.order lxc.group".split()
+)
+PASSED_PREFIXES = ("lxc.prlimit.", "lxc.sysctl.")
+
+
+def refused_by_guestd(key: str) -> str | None:
+    """Why guestd refuses a raw key PVE takes, or None when it passes it through.
+
+    >>> [refused_by_guestd(k) for k in ("lxc.mount.entry", "lxc.prlimit.nofile")]
+    [None, None]
+    >>> refused_by_guestd("lxc.hook.pre-start")
+    'lxc.hook.pre-start: the lab passes no hook (it would run as root on the lab host)'
+    """
+    if key in PASSED or key.startswith(PASSED_PREFIXES):
+        return None
+    reasons = {
+        "lxc.hook.": "the lab passes no hook (it would run as root on the lab host)",
+        "lxc.apparmor.": "guestd sets the AppArmor profile itself",
+        "lxc.selinux.": "guestd sets the confinement itself",
+        "lxc.seccomp.": "guestd sets the confinement itself",
+        "lxc.cap.": "guestd sets the capabilities itself",
+        "lxc.include": "it would read a file of the lab host",
+        "lxc.mount.fstab": "it would read a file of the lab host",
+        "lxc.log.": "it would write a file of the lab host",
+        "lxc.console.": "it would write a file of the lab host",
+        "lxc.net.": "it would attach an interface of the lab host (use netN)",
+        "lxc.environment.hooks": "the lab passes no hook",
+    }
+    reason = next((text for prefix, text in reasons.items() if key.startswith(prefix)), None)
+    return f"{key}: {reason or 'not among the raw keys the lab passes (lab/lxc_keys.py PASSED)'}"
