@@ -25,6 +25,20 @@ def container_dir(name: str) -> Path:
     return layout.LXC_PATH / name
 
 
+def apparmor_lines() -> list[str]:
+    """The AppArmor profile pve-container gives a container without nesting (src/PVE/LXC.pm
+    make_apparmor_config, 94f5585): LXC's generated profile, mqueue allowed, no mount over /proc
+    or /sys (features: fuse adds `mount fstype=fuse`, as pve1's lines do: lab/node.py). On a lab
+    host whose kernel has no AppArmor, LXC runs with no LSM and these lines change nothing
+    (lxc src/lxc/lsm/apparmor.c lsm_apparmor_ops_init returns NULL); nothing is `unconfined`."""
+    return [
+        "lxc.apparmor.profile = generated",
+        "lxc.apparmor.raw = allow mqueue,",
+        "lxc.apparmor.raw = deny mount -> /proc/,",
+        "lxc.apparmor.raw = deny mount -> /sys/,",
+    ]
+
+
 def base_lines(name: str, hostname: str, rootfs_path: str) -> list[str]:
     """What every lab container's LXC config starts with."""
     cgroups = layout.cgroup_dirs(name)
@@ -33,7 +47,7 @@ def base_lines(name: str, hostname: str, rootfs_path: str) -> list[str]:
         "lxc.arch = linux64",
         f"lxc.uts.name = {hostname}",
         f"lxc.rootfs.path = {rootfs_path}",
-        "lxc.apparmor.profile = unconfined",
+        *apparmor_lines(),
         "lxc.tty.max = 2",
         "lxc.pty.max = 16",
         f"lxc.cgroup.dir.monitor = {cgroups['monitor']}",

@@ -168,6 +168,8 @@ def config_lines(schema: Path | None) -> list[str]:
         f"lxc.mount.entry = {ETC_PVE} {NODE_CFS_BACKING[1:]} none bind,create=dir 0 0",
         "# pmxcfs's device (common.conf allows c 10:229; LXC's autodev /dev has no fuse node)",
         "lxc.mount.entry = /dev/fuse dev/fuse none bind,create=file 0 0",
+        "# pmxcfs mounts it: pve-container's features: fuse=1 (src/PVE/LXC.pm update_lxc_config)",
+        "lxc.apparmor.raw = mount fstype=fuse,",
         f"lxc.mount.entry = {PROC_DEVICES} proc/devices none bind,ro 0 0",
         "# /dev/char as udev keeps it on a real node: nvidia-modprobe links /dev/char/MAJ:MIN to each node",
         "# it makes and fails when it cannot (NVIDIA/nvidia-modprobe nvidia-modprobe-utils.c symlink_char_dev)",
