@@ -1,6 +1,10 @@
 """The watchdog's restart history (state_dir/restarts/NAME.json) and the restart policy.
 
-    {"server": "baseline", "restarts": [{"boot": "5b1f...", "monotonic": 81234.5, "time": 1784541600.0}]}
+    {"server": "baseline", "release": "20261130T114354Z-3f2a9c1d",
+     "restarts": [{"boot": "5b1f...", "monotonic": 81234.5, "time": 1784541600.0}]}
+
+The history belongs to the release that was current when it was written: a new release (the fix
+deployed) starts with none, so its first wedge or crash does not meet the old release's cap.
 
 Ages are measured on CLOCK_MONOTONIC within one boot (the boot id tells), so a wall clock stepped
 back (NTP, an operator's `date -s`) can neither hide a restart from the cap nor skip a backoff;
@@ -16,6 +20,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from sglang_pve.agent import overrides, state
+from sglang_pve.agent.release_store import Store
 from sglang_pve.agent.spec import Spec
 
 
@@ -41,8 +46,14 @@ def age(entry: Moment, at: Moment) -> float:
     return max(at.time - entry.time, at.monotonic)  # before this boot: at least the uptime
 
 
+def _release() -> str | None:
+    return Store(overrides.releases_dir()).current_id()
+
+
 def history(spec: Spec) -> list[Moment]:
     record = state.read_json(spec.state_file("restarts")) or {}
+    if record.get("release") != _release():
+        return []  # another release's restarts
     entries = []
     for item in record.get("restarts", []):
         if isinstance(item, dict):
@@ -67,7 +78,8 @@ def record(spec: Spec, at: Moment | None = None) -> list[Moment]:
     Raises OSError when the state directory is not writable (the caller acted already)."""
     at = at or now()
     kept = in_window(spec, at) + [at]
-    state.write_json(spec.state_file("restarts"), {"server": spec.server, "restarts": [asdict(m) for m in kept]})
+    document = {"server": spec.server, "release": _release(), "restarts": [asdict(m) for m in kept]}
+    state.write_json(spec.state_file("restarts"), document)
     return kept
 
 

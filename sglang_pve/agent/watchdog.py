@@ -16,7 +16,8 @@ After `watchdog.failures` consecutive counted failures the server is wedged:
   reached (...)", SIGKILL the unit's main PID (`systemctl show -p MainPID --value UNIT`) so the
   unit fails and stays failed (Restart=no), exit 8.
 It exits 0 as soon as the main PID is gone or a stop is requested (a draining server answers
-503: never a reason to restart a unit that is stopping).
+503: never a reason to restart a unit that is stopping), checked again right before it acts: a
+switch that stops a wedged server must not have its stop job replaced by a restart.
 """
 
 import os
@@ -155,6 +156,9 @@ def _wedged(spec: Spec, main: procs.Proc, say: Say, summary: str, evidence: Evid
             f"watchdog restart cap reached ({count} restarts within {wd.window_s:g}s); {summary}",
         )
     record = diagnosis.collect(spec, kind, summary, **evidence)
+    if stopping.requested(spec):  # a stop came while the evidence was collected (a switch): it ends the server
+        say(f"{spec.unit} is being stopped: not acting on it ({summary})")
+        return exitcodes.OK
     with procs.sigterm_ignored():  # the restart stops this unit, this process included: record first
         restarted = restart and _restart(spec, say)
         if not restarted:
