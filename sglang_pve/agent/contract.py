@@ -16,6 +16,10 @@ STATE_DIR = "/var/lib/sglang-pve"
 RUN_DIR = "/run/sglang-pve"  # tmpfs: markers that must not depend on a writable state directory
 DIAGNOSES_DIR = f"{STATE_DIR}/diagnoses"
 RELEASES_DIR = f"{STATE_DIR}/releases"  # <id>.json records, blobs/ of the files they restore (release_store.py)
+# A benchmark in progress: {"run_id", "before" (the configuration that ran before it, or null),
+# "started"}, written by the controller's bench before its first start and removed after its
+# last; found by a later run (which holds the deploy lock, so that bench is dead): it restores "before".
+BENCH_MARK = f"{STATE_DIR}/bench/in-progress.json"
 SECRETS_DIR = f"{ETC_DIR}/secrets"  # root-only (0600) files: SGLang's config with its keys, secret environment
 # The first line of every file the toolkit writes whole carries this; a file or unit without it
 # (an operator's own sglang-router.service) is never changed or removed.

@@ -23,6 +23,7 @@ The same steps 2 and 3 for a configuration of the current release, recording not
 current or pruned. Not ready: what ran before runs again, the same way. The benchmark's starts.
 """
 
+import contextlib
 import json
 import os
 import subprocess
@@ -156,13 +157,29 @@ def adopt(store: Store, release_id: str, say: Say, keep: int = 5, venvs_dir: str
 
 
 def apply(
-    store: Store, spec: Record, say: Say, keep: int = 5, venvs_dir: str | None = None, record_only: bool = False
+    store: Store,
+    spec: Record,
+    say: Say,
+    keep: int = 5,
+    venvs_dir: str | None = None,
+    record_only: bool = False,
+    bench_mark: str = contract.BENCH_MARK,
 ) -> int:
     """Record the release `spec` describes (its files as rendered, checked on disk) and switch to it.
     Called under the deploy lock, so what it finds is what runs: a release with the current
     release's contents whose server is ready (a rerun after a controller dropped while another run's
     switch went on) is adopted as it runs, no new record, no restart; record_only (the controller
-    saw that only files no process reads changed) records it and makes it current, no restart."""
+    saw that only files no process reads changed) records it and makes it current, no restart.
+    A benchmark's mark left by a bench that died (this run holds the lock) goes: the deploy runs
+    its release's configuration again, and says so."""
+    dead = state.read_json(bench_mark)
+    if dead is not None:
+        say(
+            f"bench run {dead.get('run_id')} died mid-run ({dead.get('before') or 'no server'} ran before it): "
+            f"this deploy runs {spec['active_server'] or 'no server'}, its release's configuration"
+        )
+        with contextlib.suppress(OSError):
+            os.unlink(bench_mark)
     current = store.current()
     if current is not None and _same_and_ready(store, current, spec):
         say(f"release {current['id']} runs these contents already and its server is ready: adopted, not restarted")

@@ -3,6 +3,7 @@ what the agent also reads; this adds what only the deploy writes."""
 
 from sglang_pve.agent.contract import (  # noqa: F401 - re-exported for the deploy side
     AGENT,
+    BENCH_MARK,
     DIAGNOSES_DIR,
     ETC_DIR,
     LOG_DIR,

@@ -135,3 +135,35 @@ def test_an_interrupted_run_puts_the_previous_configuration_back(deployed):
     assert "interrupted" in output and "restoring baseline" in output and "baseline is running again" in output
     assert unit_state("sglang-baseline.service")["ActiveState"] == "active"
     assert unit_state("sglang-eagle3-2step.service")["ActiveState"] != "active"
+
+
+def _bench_killed_mid_run(results_dir) -> None:
+    """A bench of eagle3-2step SIGKILLed (our own child, by PID) once it measures: no finally runs."""
+    import subprocess
+
+    from tests.lab.conftest import PYINFRA
+
+    command = [PYINFRA, "-y", "inventory/lab.py", "tasks/bench.py", *SHORT, "--data", "configs=eagle3-2step"]
+    command += ["--data", f"bench_results_dir={results_dir}"]
+    proc = subprocess.Popen(
+        command, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL
+    )
+    for line in proc.stdout:
+        if "single-stream decode 1/3" in line:
+            proc.kill()
+            break
+    proc.wait(timeout=120)
+    assert unit_state("sglang-eagle3-2step.service")["ActiveState"] == "active"  # what the dead bench left
+
+
+def test_a_bench_killed_with_sigkill_is_recovered_by_the_next_bench_and_by_the_next_deploy(deployed):
+    _bench_killed_mid_run(deployed)
+    _, output = pyinfra(
+        *SHORT, "--data", "configs=eagle3-2step", "--data", f"bench_results_dir={deployed}", deploy="tasks/bench.py"
+    )
+    assert "died mid-run: baseline ran before it" in output and "baseline is running again" in output
+    assert unit_state("sglang-baseline.service")["ActiveState"] == "active"
+    _bench_killed_mid_run(deployed)
+    pyinfra()  # the agent says so in its output (pyinfra shows a command's output only when it fails)
+    assert unit_state("sglang-baseline.service")["ActiveState"] == "active"
+    assert on_target("test", "-e", paths.BENCH_MARK, check=False).returncode != 0  # the mark is gone

@@ -403,3 +403,19 @@ def test_a_revert_that_hits_a_full_disk_ends_with_one_line_naming_what_runs_and_
     [last] = [line for line in capsys.readouterr().out.splitlines() if "failed too" in line]
     assert f"revert to release {previous} failed too: [Errno 28] No space left on device. Runs now: nothing;" in last
     assert f"release {failed} stays pending. Fix: " in last and f"tasks/rollback.py --data to={previous}" in last
+
+
+def test_a_deploy_clears_the_mark_of_a_bench_that_died_and_says_so(tmp_path, host):
+    mark = tmp_path / "bench" / "in-progress.json"
+    mark.parent.mkdir()
+    mark.write_text(json.dumps({"run_id": "20261201T150000Z-sglang1", "before": "a", "started": "x"}))
+    said = []
+    code = switch.apply(
+        store(tmp_path), release(tmp_path, "a"), lambda text, error=False: said.append(text), bench_mark=str(mark)
+    )
+    assert code == exitcodes.OK and not mark.exists()
+    assert (
+        said[0]
+        == "bench run 20261201T150000Z-sglang1 died mid-run (a ran before it): "
+        + "this deploy runs a, its release's configuration"
+    )

@@ -31,6 +31,7 @@ from sglang_pve.deploy.operations import releases
 from sglang_pve.tools.bench import chart, metrics, results
 
 REMOTE_DIR = f"{paths.STATE_DIR}/bench"
+MARK = paths.BENCH_MARK  # under REMOTE_DIR: a bench in progress (agent/contract.py says who reads it)
 CLIENT = f"{REMOTE_DIR}/bench-client.py"
 TIMINGS = "switch-timings "  # the switch's last line (agent/switch.py)
 
@@ -90,7 +91,15 @@ def _say(host, text: str) -> None:
 def run(job: Job) -> None:
     from pyinfra import host
 
-    previous = _running_now(host, job.all_servers)
+    host.run_shell_command(StringCommand("mkdir", "-p", "-m", "700", REMOTE_DIR), print_output=False)
+    dead = _dead_bench(host)
+    if dead is not None:  # this run holds the deploy lock: the bench that wrote it is gone (SIGKILL, OOM)
+        previous = dead.get("before")
+        _say(host, f"bench run {dead.get('run_id')} died mid-run: {previous or 'nothing'} ran before it")
+        if _restore(host, previous, job.lease):
+            _unmark(host)
+    else:
+        previous = _running_now(host, job.all_servers)
     _say(
         host,
         f"run {job.run_id}: {len(job.configs)} configuration(s): {', '.join(job.configs)}; "
@@ -98,8 +107,8 @@ def run(job: Job) -> None:
     )
     records = []
     previous_handlers = _on_interrupt(gevent.getcurrent(), host)
+    _mark(host, job.run_id, previous)  # before the first start: a SIGKILL here runs no finally
     try:
-        host.run_shell_command(StringCommand("mkdir", "-p", "-m", "700", REMOTE_DIR), print_output=False)
         host.put_file(BytesIO(Path(client.__file__).read_bytes()), CLIENT, print_output=False)
         for index, name in enumerate(job.configs, 1):
             records.append(_measure(host, job, name, f"{index}/{len(job.configs)}"))
@@ -107,7 +116,8 @@ def run(job: Job) -> None:
         _say(host, f"interrupted by {interrupt}")
         raise
     finally:
-        _restore(host, previous, job.lease)
+        if _restore(host, previous, job.lease):
+            _unmark(host)  # else the next bench or deploy tries again
         for sig, handler in previous_handlers.items():
             signal.signal(sig, handler)
         if records:
@@ -130,13 +140,34 @@ def _on_interrupt(worker, host) -> dict:
     return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
 
 
-def _restore(host, previous: str | None, lease: str) -> None:
+def _dead_bench(host) -> dict | None:
+    """The mark of a bench in progress, left by one that died (paths.BENCH_MARK), or None."""
+    ok, output = host.run_shell_command(StringCommand("cat", MARK), print_output=False)
+    try:
+        mark = json.loads(output.stdout) if ok else None
+    except ValueError:
+        return None
+    return mark if isinstance(mark, dict) else None
+
+
+def _mark(host, run_id: str, before: str | None) -> None:
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    text = json.dumps({"run_id": run_id, "before": before, "started": started})
+    host.put_file(BytesIO(text.encode()), MARK, print_output=False)
+
+
+def _unmark(host) -> None:
+    host.run_shell_command(StringCommand("rm", "-f", MARK), print_output=False)
+
+
+def _restore(host, previous: str | None, lease: str) -> bool:
     _say(host, f"restoring {previous} (fresh start)" if previous else "nothing ran before: stopping what runs")
     started = _switch(host, previous, lease)
     if started.ok:
         _say(host, f"{previous} is running again" if previous else "nothing runs, as before")
     else:
         _say(host, f"{previous or 'the stop'} FAILED: {started.diagnosis}")
+    return started.ok
 
 
 def _running_now(host, servers: list[str]) -> str | None:
