@@ -33,7 +33,15 @@ from sglang_pve.deploys.full import full_deploy
 logger.info(f"sglang_pve imported from {package.__file__}")
 full_deploy()
 '''
-CONTAINER_DEPLOYS = ["SGLang venv", "NCCL environment", "Agent", "Servers"]  # sglang_pve/deploys/full.py, in order
+# sglang_pve/deploys/full.py, in order: the agent (whose lock command the rest is under), then under the lock
+CONTAINER_DEPLOYS = [
+    "Agent",
+    "Deploy lock (deploy)",
+    "SGLang venv",
+    "NCCL environment",
+    "Servers",
+    "Deploy lock given back (deploy)",
+]
 
 
 @pytest.fixture(scope="module")
@@ -98,14 +106,16 @@ def test_the_installed_wheel_plans_the_lab_deploy_from_a_users_repository(lab, i
     assert rows == planned(checkout)  # the same operations, and the same changes, as the checkout's own deploy.py
     assert all(change == "-" for _, *changes in rows for change in changes), rows  # rendered alike: nothing to change
     names = [row[0] for row in rows]
-    assert names[:5] == [
+    node_deploy = [
         "sglang-pve | Node preparation | NVIDIA modules at boot, device-node unit before pve-guests",
-        "sglang-pve | Node preparation | nvidia-persistenced enabled and running",
-        "sglang-pve | Node preparation | sglang-pve-nvidia-nodes.service enabled (runs at boot)",
+        "sglang-pve | Node preparation | nvidia-persistenced.service enabled and running",
+        "sglang-pve | Node preparation | sglang-pve-nvidia-nodes.service enabled and run",
+        "sglang-pve | Containers | NVIDIA device nodes as the driver numbers them",
         "sglang-pve | Containers | Container 129 (sglang1)",
         "sglang-pve | Nodes prepared and containers provisioned",
     ]
-    deploys = [name.split(" | ")[1] for name in names[5:]]
+    assert names[: len(node_deploy)] == node_deploy
+    deploys = [name.split(" | ")[1] for name in names[len(node_deploy) :]]
     assert sorted(set(deploys), key=deploys.index) == CONTAINER_DEPLOYS, names
 
 
