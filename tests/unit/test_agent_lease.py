@@ -12,18 +12,9 @@ import pytest
 
 from sglang_pve.agent import cli, exitcodes, lease, procs
 from sglang_pve.agent.release_store import Store
+from tests.unit.agent_support import messages
 
 SAFETY_S = 60.0  # every holder of these tests ends by itself after this
-
-
-def messages():
-    said = []
-
-    def say(text, error=False):
-        said.append(text)
-
-    say.said = said
-    return say
 
 
 @pytest.fixture
