@@ -266,16 +266,7 @@ def test_preflight_refuses_a_user_space_driver_other_than_the_nodes(from_nothing
 
 def on_node(*command: str, check: bool = True) -> subprocess.CompletedProcess:
     """A command on pve1 as root (what sanoid or an operator runs there)."""
-    result = subprocess.run(
-        [sys.executable, "-m", "lab", "exec", layout.NODE, "--", *command],
-        cwd=PROJECT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(f"{command} on {layout.NODE} exited {result.returncode}: {result.stdout}{result.stderr}")
-    return result
+    return on_target(*command, check=check, host=layout.NODE)
 
 
 def ours() -> list[str]:

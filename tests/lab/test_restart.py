@@ -4,13 +4,11 @@ a failed reboot leaves the restart owed on the node and the rerun does it, sayin
 [pve:pending] left by someone else is seen; a second run changes nothing and owes nothing."""
 
 import subprocess
-import sys
 
 import pytest
 
 from lab import container, guests, layout
-from tests.conftest import PROJECT
-from tests.lab.conftest import grand_total, lab_node, pyinfra, sh
+from tests.lab.conftest import grand_total, lab_node, on_target, pyinfra, sh
 from tests.lab.test_provision import VMID, api_calls_since, faults, log_entries, variant
 
 pytestmark = pytest.mark.lab
@@ -20,15 +18,7 @@ DEBT = f"/var/lib/sglang-pve/restart-owed/{VMID}.json"
 
 
 def on_node(*command: str, check: bool = True, host: str = layout.NODE) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        [sys.executable, "-m", "lab", "exec", host, "--", *command],
-        cwd=PROJECT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert not check or result.returncode == 0, result.stdout + result.stderr
-    return result
+    return on_target(*command, check=check, host=host)
 
 
 def in_guest(script: str) -> str:
