@@ -16,7 +16,8 @@ What makes it a node, beyond what every lab container has (systemd, sshd, the fa
 - /usr/sbin/pct, talking to the local API and, for exec/enter, to guestd on the lab host through
   the socket bound at /run/pve-lab (guestd creates the guests as sibling containers);
 - /usr/sbin/zfs, the snapshots of the emulator's zfspool datasets (lab/pve/zfs.py): what Proxmox
-  took and what sanoid or an operator would take beside it;
+  took and what sanoid or an operator would take beside it (their state bound from the host, so it
+  outlives a restart of pve1 as a pool outlives a reboot);
 - no NVIDIA device node from the lab: the device cgroup allows every NVIDIA major (mknod
   included) and /dev/char is a tmpfs, so the node's nvidia-modprobe (lab/sglang_sim, written from
   NVIDIA's source) makes them when the node preparation's unit runs, as on a real node; the
@@ -35,13 +36,17 @@ from pathlib import Path
 
 from lab import certs, container, credentials, gpus, layout
 from lab.files import write_file
-from lab.pve import pmxcfs
+from lab.pve import pmxcfs, zfs
 from lab.sglang_sim.nvidia_smi import PCI_BUS_IDS
 from lab.shell import LabError
 
 ETC_PVE = layout.NODE_DIR / "etc-pve"
 PROC_DEVICES = layout.NODE_DIR / "proc-devices"
 PROC_DRIVER = layout.NODE_DIR / "proc-driver"
+# the zfspool datasets' snapshots (lab/pve/zfs.py): on the host, so they outlive a restart of pve1
+# (its root is a fresh overlay upper dir each start) as a pool outlives a reboot, like the guests' volumes
+ZFS_STATE = layout.NODE_DIR / "zfs"
+NODE_ZFS_STATE = str(Path(zfs.DEFAULT_STATE).parent)
 NODE_SHARE_DIR = "/usr/share/pve-lab"
 NODE_EMULATOR = f"{NODE_SHARE_DIR}/pve-emulator.pyz"
 NODE_SCHEMA_DIR = f"{NODE_SHARE_DIR}/reference"
@@ -163,6 +168,7 @@ def config_lines(schema: Path | None) -> list[str]:
     if not Path("/dev/fuse").is_char_device():
         raise LabError("/dev/fuse is missing on this host: pve1's /etc/pve is a FUSE filesystem; run `modprobe fuse`")
     layout.PVE_REQUEST_LOG.parent.mkdir(parents=True, exist_ok=True)
+    ZFS_STATE.mkdir(parents=True, exist_ok=True)
     lines = [
         "# the node: /etc/pve (its backing), /proc as a node with the NVIDIA driver shows it, guestd's socket",
         f"lxc.mount.entry = {ETC_PVE} {NODE_CFS_BACKING[1:]} none bind,create=dir 0 0",
@@ -171,6 +177,7 @@ def config_lines(schema: Path | None) -> list[str]:
         "# pmxcfs mounts it: pve-container's features: fuse=1 (src/PVE/LXC.pm update_lxc_config)",
         "lxc.apparmor.raw = mount fstype=fuse,",
         f"lxc.mount.entry = {PROC_DEVICES} proc/devices none bind,ro 0 0",
+        f"lxc.mount.entry = {ZFS_STATE} {NODE_ZFS_STATE[1:]} none bind,create=dir 0 0",
         "# /dev/char as udev keeps it on a real node: nvidia-modprobe links /dev/char/MAJ:MIN to each node",
         "# it makes and fails when it cannot (NVIDIA/nvidia-modprobe nvidia-modprobe-utils.c symlink_char_dev)",
         "lxc.mount.entry = tmpfs dev/char tmpfs rw,nosuid,noexec,mode=755,create=dir 0 0",
