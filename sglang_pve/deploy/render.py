@@ -15,7 +15,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from sglang_pve.agent import contract, spec
 from sglang_pve.config import Deployment, ServerConfig
-from sglang_pve.deploy import escape, paths
+from sglang_pve.deploy import escape, paths, sandbox
 from sglang_pve.deploy.operations.files import ManagedFile
 from sglang_pve.deploy.operations.releases import Release
 
@@ -122,7 +122,8 @@ def _unit(deployment: Deployment, server: ServerConfig, venv: str) -> str:
         timeout_stop_s=math.ceil(life.stop_timeout_s + life.gpu_free_timeout_s + 40),
         limits=deployment.data.unit_limits,
         user=deployment.data.server_user,
-        groups=deployment.data.server_groups,
+        identity=sandbox.identity(deployment.data.server_user, deployment.data.server_groups),
+        sandbox=sandbox.PROPERTIES,
         runtime_dirs=deployment.data.server_runtime_dirs,
         home_name=paths.SERVER_HOME,
         home_env=paths.server_home_env(),
