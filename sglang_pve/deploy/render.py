@@ -173,6 +173,7 @@ def release(
         units=tuple(paths.unit_name(name) for name in deployment.servers),
         nccl_profile=data.nccl_profile,
         files={f.path: f.sha256 for f in files},
+        secrets=tuple(f.path for f in files if f.secret),
         blocks={data.shell_rc: {"marker": paths.NCCL_BLOCK_MARKER, "body": nccl_block(deployment)}},
         user=user,
         commit=commit,
