@@ -39,7 +39,8 @@ always present and unknown keys are refused (a typo must not silently fall back 
 - `gpu_idle_mib`: memory.used per GPU at or below which the GPU counts as free.
 - `state_dir`: offsets (`run/`), status records (`status/`), restart history (`restarts/`).
 - `diagnoses_dir`: where failure diagnoses are written (diagnosis.py).
-- `group`: null, or this server's place in a TP group (sglang_pve/config/tp_group.py):
+- `group`: null (or absent, as in specs rendered before it existed), or this server's place in
+  a TP group (sglang_pve/config/tp_group.py):
   `{"name": "kimi", "rank": 1, "nnodes": 2, "dist_init_port": 20000,
   "addresses": ["10.0.0.4", "10.0.0.5"]}` (every rank's address, by rank). Its agents watch
   their peers (peers.py): rank 0 fails when any rank is gone, a rank above 0 when rank 0 is;
@@ -223,6 +224,8 @@ class _Checker:
         if not isinstance(value, dict):
             self.fail(where.rstrip(".") or "<top level>", type(value).__name__, "a JSON object")
         known = [f.name for f in file_fields(cls)]
+        # a nullable key may be absent: the specs of releases rendered before it existed stay readable
+        value = {**{f.name: None for f in file_fields(cls) if f.metadata.get("nullable")}, **value}
         missing = [k for k in known if k not in value]
         unknown = sorted(set(value) - set(known))
         if missing:

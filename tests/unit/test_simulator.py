@@ -184,7 +184,7 @@ def models(tmp_path_factory):
 def lab(tmp_path, models):
     """Writes configs and faults, starts simulators, kills them all at teardown."""
     dev = tmp_path / "dev"
-    dev.mkdir()
+    dev.mkdir(exist_ok=True)  # agent_env (tests/unit/conftest.py) may have made it: the agent then sees these nodes
     for node in DEVICE_NODES:
         (dev / node).touch()
     sims = []
