@@ -40,7 +40,7 @@ SSH_CONFIG.write_text(  # the production shape: the guest behind its node (Proxy
 
 pve_nodes = [
     (
-        f"@pvenode/{layout.NODE}",  # pyinfra's @ssh with a keepalive (sglang_pve/provision/keepalive.py)
+        layout.NODE,
         {
             **_ssh,
             "proxmox_api": {

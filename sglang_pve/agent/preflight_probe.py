@@ -10,7 +10,15 @@ rendered config in a temporary directory that is removed again. Input is one JSO
 
 Spec keys: models (paths), configs ({name: {path, sha1, text, env}}), ports, venv, pinned,
 judge ("all", or "changed": only configs whose rendered sha1 differs from the host's file, all
-when the installed SGLang is not the pinned one), timeout_s (per SGLang parse).
+when the installed SGLang is not the pinned one), timeout_s (per SGLang parse), sandbox ([[name,
+value], ...]: the server unit's identity and sandbox, sglang_pve/deploy/sandbox.py), judge_env
+(the server's home and cache variables, pointed into the judge's private /tmp).
+
+SGLang's parser reads the model's config.json through transformers, which under trust_remote_code
+imports the configuration_*.py that config.json's auto_map names from the model folder: code of
+whoever can write that folder. So the judge never runs as root: each parse is a transient unit
+(systemd-run --pipe: stdin and stdout only) with the server's user and sandbox; without
+systemd-run, or without a sandbox in the spec, SGLang does not judge (the verdict says why).
 """
 
 from __future__ import annotations  # the annotations stay unevaluated on an older python3
@@ -21,12 +29,13 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import traceback
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 RESULT_PREFIX = "sglang-pve-preflight "  # the result line (facts/preflight.py finds it)
@@ -40,7 +49,7 @@ JUDGE = (
     f"VERDICT = {VERDICT!r}\n"
     + r"""
 import contextlib, io, json, os, sys, tempfile
-name, real_path, text = sys.argv[1:4]
+name, real_path, text = job["name"], job["path"], job["text"]
 try:
     from sglang.srt.server_args import prepare_server_args
 except Exception as exc:
@@ -67,6 +76,10 @@ print()
 print(VERDICT + json.dumps(verdict))
 """
 )
+# The judge's command line: its job (this script, the config's name, path and text) comes on stdin,
+# so no `$` or `%` of it reaches systemd-run's argv (which expands ${VAR} there since systemd 254).
+BOOT = "import json, sys; job = json.loads(sys.stdin.readline()); exec(job['script'])"
+SANDBOX_RUN = ("systemd-run", "--pipe", "--wait", "--quiet", "--collect", "--service-type=exec")
 VERSION = "import importlib.metadata as m\ntry: print(m.version('sglang'))\nexcept m.PackageNotFoundError: print()"
 
 
@@ -220,26 +233,67 @@ def installed_version(venv: str, timeout: float) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
-def judge(venv: str, configs: Mapping[str, Mapping[str, Any]], timeout: float) -> dict[str, object]:
+def judge_command(
+    venv: str, name: str, sandbox: Sequence[Sequence[str]], env: Mapping[str, str], timeout: float
+) -> list[str]:
+    """systemd-run of SGLang's parse of one config, as the server's user in the server's sandbox."""
+    unit = "sglang-pve-judge-%d-%s" % (os.getpid(), name)
+    properties = [*("%s=%s" % (key, value) for key, value in sandbox), "RuntimeMaxSec=%d" % (timeout + 5)]
+    return [
+        *SANDBOX_RUN,
+        "--unit=" + unit,
+        *("--property=" + p for p in properties),
+        *("--setenv=%s=%s" % item for item in env.items()),
+        "--",
+        os.path.join(venv, "bin", "python"),
+        "-c",
+        BOOT,
+    ]
+
+
+def unsandboxed(sandbox: Sequence[Sequence[str]]) -> str | None:
+    """Why the judge cannot run in `sandbox`, or None: it must name a user other than root."""
+    users = [value for key, value in sandbox if key == "User"]
+    if not users or users[-1] in ("root", "0"):
+        return "no sandbox with a user other than root was given (SGLang's parser never runs as root)"
+    if not shutil.which(SANDBOX_RUN[0]):
+        return "systemd-run is missing: SGLang's parser runs only in the server's sandbox, never as root"
+    return None
+
+
+def judge(
+    venv: str,
+    configs: Mapping[str, Mapping[str, Any]],
+    timeout: float,
+    sandbox: Sequence[Sequence[str]],
+    judge_env: Mapping[str, str],
+) -> dict[str, object]:
     """SGLang's own verdict on each config: all processes at once, each under `timeout`."""
-    python = os.path.join(venv, "bin", "python")
+    why_not = unsandboxed(sandbox)
+    if why_not:
+        return {name: {"ok": None, "error": why_not} for name in configs}
     running: dict[str, subprocess.Popen[str]] = {}
     for name, config in configs.items():
-        env = dict(os.environ, **config["env"])
+        env = dict(judge_env, **config["env"])
         running[name] = subprocess.Popen(
-            [python, "-c", JUDGE, name, config["path"], config["text"]],
-            stdin=subprocess.DEVNULL,
+            judge_command(venv, name, sandbox, env, timeout),
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
+            stderr=subprocess.PIPE,
             cwd="/",
             text=True,
             start_new_session=True,
-        )  # its own group: killed whole on timeout
+        )  # its own group: killed whole on timeout (the unit itself ends at RuntimeMaxSec)
+        job = {"script": JUDGE, "name": name, "path": config["path"], "text": config["text"]}
+        try:  # one line (communicate() closes the pipe later)
+            running[name].stdin.write(json.dumps(job) + "\n")  # type: ignore[union-attr]
+            running[name].stdin.flush()  # type: ignore[union-attr]
+        except BrokenPipeError:  # systemd-run refused at once: its stderr says why
+            pass
     verdicts: dict[str, object] = {}
     for name, proc in running.items():
         try:
-            out = proc.communicate(timeout=timeout)[0]
+            out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             try:  # a descendant that escaped the group may hold the pipe: abandon it, never wait on it
@@ -249,10 +303,15 @@ def judge(venv: str, configs: Mapping[str, Mapping[str, Any]], timeout: float) -
             verdicts[name] = {"ok": None, "error": "SGLang's parser did not finish within %d s" % timeout}
             continue
         lines = [line[len(VERDICT) :] for line in out.splitlines() if line.startswith(VERDICT)]
+        last = (err.strip().splitlines() or [""])[-1][:300]
         verdicts[name] = (
             json.loads(lines[-1])
             if lines
-            else {"ok": None, "error": "SGLang's parser exited with status %d without a verdict" % proc.returncode}
+            else {
+                "ok": None,
+                "error": "SGLang's parser (in the server's sandbox) exited with status %d without a verdict%s"
+                % (proc.returncode, ": " + last if last else ""),
+            }
         )
     return verdicts
 
@@ -275,7 +334,9 @@ def main(spec: dict[str, Any]) -> dict[str, object]:
             for name, config in spec["configs"].items()
             if spec["judge"] == "all" or sglang != spec["pinned"] or configs[name] != config["sha1"]
         }
-        found["verdicts"] = judge(spec["venv"], chosen, spec["timeout_s"])
+        found["verdicts"] = judge(
+            spec["venv"], chosen, spec["timeout_s"], spec.get("sandbox", []), spec.get("judge_env", {})
+        )
     else:
         found["verdicts"] = {}
     return found

@@ -5,6 +5,7 @@ import copy
 import hashlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -13,7 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sglang_pve.agent import preflight_probe
 from sglang_pve.config import load_deployment
+from sglang_pve.deploy import paths, sandbox
 from sglang_pve.deploy.facts.preflight import (
     Holder,
     HostSnapshot,
@@ -564,11 +567,33 @@ def fake_venv(root: Path, version: str) -> Path:
     return root / "venv"
 
 
+# systemd-run as this test sees it: records its argv, refuses a judge as root, runs the command after
+# `--` with only the --setenv environment (a transient unit gets PID 1's, not the caller's) and the
+# caller's stdin/stdout (--pipe). tests/lab/test_sandbox.py runs the real one.
+FAKE_SYSTEMD_RUN = """#!{python}
+import json, os, sys
+argv = sys.argv[1:]
+with open(os.environ["FAKE_SYSTEMD_RUN_LOG"], "a") as log:
+    log.write(json.dumps(argv) + "\\n")
+options, command = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
+if "--property=User=root" in options:
+    sys.exit("refused: User=root")
+env = dict(o.removeprefix("--setenv=").split("=", 1) for o in options if o.startswith("--setenv="))
+env.update(PATH=os.environ["PATH"], TMPDIR=os.environ["TMPDIR"], PYTHONPATH=os.environ.get("PYTHONPATH", ""))
+os.execve(command[0], command, env)
+"""
+SANDBOX = (("User", "sglang"), ("DynamicUser", "yes"), ("ProtectSystem", "strict"))
+
+
 def run_probe(spec: ProbeSpec, tmp: Path) -> HostSnapshot:
     command = PreflightProbe().command(spec=spec)
-    done = subprocess.run(
-        ["bash", "-c", command], capture_output=True, text=True, timeout=120, env=dict(os.environ, TMPDIR=str(tmp))
-    )
+    bin_dir = tmp.parent / "fake-bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "systemd-run").write_text(FAKE_SYSTEMD_RUN.format(python=sys.executable))
+    (bin_dir / "systemd-run").chmod(0o755)
+    env = dict(os.environ, TMPDIR=str(tmp), PATH=f"{bin_dir}:{os.environ['PATH']}")
+    env["FAKE_SYSTEMD_RUN_LOG"] = str(tmp.parent / "systemd-run.log")
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     return PreflightProbe().process(done.stdout.splitlines())
 
@@ -612,7 +637,7 @@ def host_files(tmp_path):
 def test_probe_reads_models_configs_and_sglang_verdicts(host_files):
     tmp_path, paths, configs = host_files
     venv = fake_venv(tmp_path, PINNED)
-    spec = ProbeSpec(paths, configs, (), str(venv), PINNED, judge_all=False)
+    spec = ProbeSpec(paths, configs, (), str(venv), PINNED, judge_all=False, sandbox=SANDBOX)
     found = run_probe(spec, tmp_path / "tmp")
     assert found.error is None
     target, draft_dir, empty, broken, absent = (found.models[p] for p in paths)
@@ -629,6 +654,13 @@ def test_probe_reads_models_configs_and_sglang_verdicts(host_files):
     assert found.verdicts["prefix"] == Verdict(True, "")
     assert found.verdicts["long"].ok is False and "262144" in found.verdicts["long"].error
     assert list((tmp_path / "tmp").iterdir()) == []  # the temporary --config copies are gone
+    # every parse ran through systemd-run, as the server's user in its sandbox, its job on stdin
+    runs = [json.loads(line) for line in (tmp_path / "systemd-run.log").read_text().splitlines()]
+    assert len(runs) == len(found.verdicts)
+    for argv in runs:
+        assert argv[:5] == ["--pipe", "--wait", "--quiet", "--collect", "--service-type=exec"]
+        assert {f"--property={k}={v}" for k, v in SANDBOX} <= set(argv)
+        assert argv[argv.index("--") + 1 :] == [f"{venv}/bin/python", "-c", preflight_probe.BOOT]
     assert set(found.limits) == {"nofile", "memlock"}  # this machine's PID 1
 
 
@@ -636,15 +668,53 @@ def test_probe_judges_everything_alone_or_under_another_sglang(host_files):
     tmp_path, paths, configs = host_files
     venv = fake_venv(tmp_path, "0.5.9")
     assert set(
-        run_probe(ProbeSpec(paths, configs, (), str(venv), PINNED, judge_all=False), tmp_path / "tmp").verdicts
+        run_probe(
+            ProbeSpec(paths, configs, (), str(venv), PINNED, judge_all=False, sandbox=SANDBOX), tmp_path / "tmp"
+        ).verdicts
     ) == set(configs)
     assert set(
-        run_probe(ProbeSpec(paths, configs, (), str(venv), "0.5.9", judge_all=True), tmp_path / "tmp").verdicts
+        run_probe(
+            ProbeSpec(paths, configs, (), str(venv), "0.5.9", judge_all=True, sandbox=SANDBOX), tmp_path / "tmp"
+        ).verdicts
     ) == set(configs)
     without = run_probe(
         ProbeSpec(paths, configs, (), str(tmp_path / "no-venv"), PINNED, judge_all=True), tmp_path / "tmp"
     )
     assert without.sglang is None and without.verdicts == {}
+
+
+@pytest.mark.parametrize("sandbox", [(), (("User", "root"), ("DynamicUser", "yes")), (("ProtectSystem", "strict"),)])
+def test_probe_never_lets_sglang_judge_as_root(host_files, sandbox):
+    tmp_path, paths, configs = host_files
+    spec = ProbeSpec(paths, configs, (), str(fake_venv(tmp_path, PINNED)), PINNED, judge_all=True, sandbox=sandbox)
+    found = run_probe(spec, tmp_path / "tmp")
+    assert set(found.verdicts) == set(configs) and not (tmp_path / "systemd-run.log").exists()
+    assert all(v.ok is None and "never runs as root" in v.error for v in found.verdicts.values())
+
+
+def test_probe_without_systemd_run_does_not_judge(host_files):
+    tmp_path, paths, configs = host_files
+    spec = ProbeSpec(paths, configs, (), str(fake_venv(tmp_path, PINNED)), PINNED, judge_all=True, sandbox=SANDBOX)
+    command = PreflightProbe().command(spec=spec)
+    (tmp_path / "empty-bin").mkdir()
+    env = {"PATH": str(tmp_path / "empty-bin"), "TMPDIR": str(tmp_path / "tmp")}  # no systemd-run on it
+    done = subprocess.run([shutil.which("bash"), "-c", command], capture_output=True, text=True, timeout=120, env=env)
+    found = PreflightProbe().process(done.stdout.splitlines())
+    assert {v.error for v in found.verdicts.values()} == {
+        "systemd-run is missing: SGLang's parser runs only in the server's sandbox, never as root"
+    }
+
+
+def test_the_judge_gets_the_units_identity_and_sandbox_and_a_private_home():
+    default = probe_spec(
+        load_deployment("sglang1", dict(group_data("all"), server_groups=["video"]), PROJECT), VENV, True
+    )
+    assert default.sandbox == (*sandbox.identity("sglang", ["video"]), *sandbox.PROPERTIES)
+    assert ("PrivateTmp", "yes") in default.sandbox
+    assert all(value.startswith("/tmp/") for value in default.judge_env.values())
+    assert set(default.judge_env) == set(paths.server_home_env())  # HOME, HF_HOME, ...: none of the server's dirs
+    root = probe_spec(load_deployment("sglang1", dict(group_data("all"), server_user="root"), PROJECT), VENV, True)
+    assert root.sandbox[:2] == (("User", sandbox.JUDGE_USER), ("DynamicUser", "yes"))
 
 
 def test_probe_tells_our_listeners_from_foreign_ones(host_files):

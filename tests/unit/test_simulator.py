@@ -184,7 +184,7 @@ def models(tmp_path_factory):
 def lab(tmp_path, models):
     """Writes configs and faults, starts simulators, kills them all at teardown."""
     dev = tmp_path / "dev"
-    dev.mkdir(exist_ok=True)  # agent_env (tests/unit/conftest.py) may have made it: the agent then sees these nodes
+    dev.mkdir()
     for node in DEVICE_NODES:
         (dev / node).touch()
     sims = []
@@ -214,7 +214,7 @@ def lab(tmp_path, models):
             "SGLANG_SIM_SIGTERM_POLL": "0.1",
             **extra_env,
         }
-        log = config_path.with_suffix(".log")
+        log = tmp_path / f"{config_path.stem}.log"
         with log.open("wb") as out:
             popen = subprocess.Popen(
                 [sys.executable, "-m", "sglang.launch_server", "--config", str(config_path)],
@@ -490,56 +490,6 @@ def test_wedge_after_ready_fails_health_but_stays_alive(lab):
 # ---- fake nvidia-smi --------------------------------------------------------------------------
 
 
-def _group_of_two(lab, tmp_path, **overrides):
-    """A TP group of two simulated nodes on this host: (rank 0's config, rank 1's), the same
-    configuration `tp` with SGLang's multi-node flags, each node its own GPU record dir."""
-    addr = f"127.0.0.1:{_free_port()}"
-    rank0 = lab.config("tp", nnodes=2, node_rank=0, dist_init_addr=addr, **overrides)
-    (tmp_path / "node1").mkdir()
-    rank1 = tmp_path / "node1" / "tp.yaml"
-    rank1.write_text(yaml.safe_dump({**yaml.safe_load(rank0.read_text()), "node-rank": 1, "port": _free_port()}))
-    return rank0, rank1
-
-
-def test_multi_node_rank0_waits_for_the_others_and_rank1_serves_only_health(lab, tmp_path):
-    rank0_config, rank1_config = _group_of_two(lab, tmp_path)
-    rank0 = lab.start(rank0_config)
-    rank0.wait_log(r"TP0\] Init torch distributed begin")
-    time.sleep(1.0)  # far longer than the tiny dist_init phase: TP0 waits on the dist-init port
-    assert "Init torch distributed ends" not in rank0.log() and not rank0.port_open()
-    rank1 = lab.start(rank1_config, SGLANG_SIM_RUN_DIR=str(tmp_path / "node1" / "run"))
-    rank0.wait_log(r"The server is fired up and ready to roll!")
-    line = rank1.wait_log(r"Dummy health check server started in background thread at \S+")
-    assert line.endswith(f"127.0.0.1:{rank1.port}")
-    log1 = rank1.log()
-    assert re.search(r"TP1\] Init torch distributed ends", log1) and re.search(r"TP1\] Capture cuda graph end", log1)
-    assert "TP0]" not in log1 and "Uvicorn running" not in log1 and "fired up" not in log1
-    assert "TP1]" not in rank0.log()
-    for path in ("/ping", "/health", "/health_generate"):
-        assert rank1.http(path) == (200, b"")
-    assert rank1.http("/generate", {"text": "x"})[0] in (404, 405) and rank1.http("/v1/models")[0] == 404
-    assert "GET /health" not in rank1.log()  # uvicorn at warning: no access lines
-    # each node holds its own GPU 0 (tp_rank % ranks per node)
-    assert [r["gpu"] for r in rank0.records() if r["role"].startswith("scheduler")] == [0]
-    assert [r["gpu"] for r in rank1.records() if r["role"].startswith("scheduler")] == [0]
-    status, body = rank0.http("/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 4}})
-    assert status == 200
-
-
-def test_a_hang_on_rank1_leaves_rank0_silent_in_the_collective(lab, tmp_path):
-    rank0_config, rank1_config = _group_of_two(lab, tmp_path)
-    lab.faults({"tp": {"hang": "weights", "node_rank": 1}})
-    rank0 = lab.start(rank0_config)
-    rank1 = lab.start(rank1_config, SGLANG_SIM_RUN_DIR=str(tmp_path / "node1" / "run"))
-    rank1.wait_log(r"TP1\] Load weight begin")
-    rank0.wait_log(r"TP0\] Load weight end")  # its own weights load; then the KV pool sizing waits for TP1
-    time.sleep(1.0)
-    assert "KV Cache is allocated" not in rank0.log() and not rank0.port_open()
-    os.killpg(rank1.popen.pid, signal.SIGKILL)  # the dead peer does not free rank 0: still blocked
-    time.sleep(0.5)
-    assert "KV Cache is allocated" not in rank0.log() and rank0.popen.poll() is None
-
-
 def test_nvidia_smi_formats(tmp_path):
     gpus = tmp_path / "gpus"
     gpus.mkdir()
@@ -626,3 +576,73 @@ def test_the_api_key_is_decided_as_sglangs_middleware_does(sglang, method, path,
     assert reply.status == code or (code == 200 and reply.status not in (401, 403, 404, 405)), body
     if code == 401:
         assert json.loads(body) == {"error": "Unauthorized"}
+
+
+# --- remote code (lab/sglang_sim/sglang/srt/remote_code.py), cases from transformers' AutoConfig.from_pretrained
+# and dynamic_module_utils: auto_map {"AutoConfig": "configuration_kimi_k25.KimiK25Config"}, as Kimi-K2.5 ships.
+KIMI_AUTO_MAP = {"AutoConfig": "configuration_kimi_k25.KimiK25Config"}
+CANARY_MODULE = (
+    "import os\n"
+    "from .kimi_helper import MARK\n"
+    "with open(os.environ['CANARY'], 'a') as f:\n"
+    "    f.write(f'{MARK} uid={os.getuid()}\\n')\n"
+    "class KimiK25Config:\n"
+    "    model_type = 'kimi_k25'\n"
+)
+
+
+@pytest.fixture
+def kimi(tmp_path, monkeypatch):
+    folder = tmp_path / "Kimi-K2.5-INT4"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(dict(TARGET_CONFIG, auto_map=KIMI_AUTO_MAP, model_type="kimi_k25")))
+    (folder / "configuration_kimi_k25.py").write_text(CANARY_MODULE)
+    (folder / "kimi_helper.py").write_text("MARK = 'loaded'\n")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("CANARY", str(tmp_path / "canary"))
+    yield folder
+    for name in [m for m in sys.modules if m.startswith("transformers_modules")]:
+        del sys.modules[name]
+    sys.path[:] = [p for p in sys.path if p != str(tmp_path / "hf" / "modules")]
+
+
+def test_trust_remote_code_runs_the_auto_map_module_from_its_modules_cache_copy(sglang, kimi, tmp_path):
+    config = sglang.model_config.ModelConfig(str(kimi), trust_remote_code=True)
+    assert config.model_type == "kimi_k25"  # the simulator keeps config.json's dict
+    assert (tmp_path / "canary").read_text() == f"loaded uid={os.getuid()}\n"  # ran, relative import too
+    copy = tmp_path / "hf" / "modules" / "transformers_modules" / "Kimi_hyphen_K2_dot_5_hyphen_INT4"
+    assert sorted(p.name for p in copy.iterdir()) == ["__init__.py", "configuration_kimi_k25.py", "kimi_helper.py"]
+    assert (copy.parent / "__init__.py").is_file()
+    module = sys.modules["transformers_modules.Kimi_hyphen_K2_dot_5_hyphen_INT4.configuration_kimi_k25"]
+    assert module.__file__ == str(copy / "configuration_kimi_k25.py")  # the copy ran, not the folder's file
+
+
+def test_without_trust_remote_code_the_module_does_not_run(sglang, kimi, tmp_path):
+    sglang.model_config.ModelConfig(str(kimi))
+    assert not (tmp_path / "canary").exists()
+
+
+def test_remote_code_refusals_are_transformers(sglang, kimi, tmp_path):
+    ModelConfig = sglang.model_config.ModelConfig
+    (kimi / "configuration_kimi_k25.py").write_text(
+        "try:\n    import flash_attn_absent\nexcept:\n    pass\nimport torch_absent.nn\nclass KimiK25Config: pass\n"
+    )
+    with pytest.raises(ImportError) as exc:  # check_imports: the try/except import is allowed
+        ModelConfig(str(kimi), trust_remote_code=True)
+    assert str(exc.value) == (
+        "This modeling file requires the following packages that were not found in your environment: "
+        "torch_absent. Run `pip install torch_absent`"
+    )
+    (kimi / "configuration_kimi_k25.py").unlink()
+    with pytest.raises(OSError, match="does not appear to have a file named configuration_kimi_k25.py"):
+        ModelConfig(str(kimi), trust_remote_code=True)
+    (kimi / "configuration_kimi_k25.py").write_text("class Other: pass\n")
+    with pytest.raises(AttributeError, match="KimiK25Config"):  # getattr(module, class_name)
+        ModelConfig(str(kimi), trust_remote_code=True)
+
+
+def test_server_args_pass_trust_remote_code_to_the_model_config(sglang, kimi, tmp_path):
+    path = tmp_path / "kimi.yaml"
+    path.write_text(yaml.safe_dump({"model-path": str(kimi), "trust-remote-code": True, "tp-size": 1}))
+    sglang.server_args.prepare_server_args(["--config", str(path)]).resolve_once()
+    assert (tmp_path / "canary").read_text().startswith("loaded uid=")

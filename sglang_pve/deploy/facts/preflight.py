@@ -39,6 +39,10 @@ class ProbeSpec:
     pinned: str  # the SGLang version the deploy pins
     judge_all: bool  # False: judge only configs that differ from the host's (or a different SGLang)
     timeout_s: int = 300
+    # The judge's systemd-run: the server's identity and sandbox properties (sglang_pve/deploy/sandbox.py),
+    # and its environment; without a non-root User the probe lets SGLang judge nothing.
+    sandbox: tuple[tuple[str, str], ...] = ()
+    judge_env: dict[str, str] = field(default_factory=dict)
 
     def encoded(self) -> str:
         spec = {
@@ -48,6 +52,8 @@ class ProbeSpec:
             "pinned": self.pinned,
             "judge": "all" if self.judge_all else "changed",
             "timeout_s": self.timeout_s,
+            "sandbox": [list(prop) for prop in self.sandbox],
+            "judge_env": self.judge_env,
             "configs": {name: asdict(config) for name, config in self.configs.items()},
         }
         return base64.b64encode(json.dumps(spec).encode()).decode()

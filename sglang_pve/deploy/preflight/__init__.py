@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from sglang_pve.agent import contract
 from sglang_pve.config import Deployment, Problem, ServerConfig
-from sglang_pve.deploy import paths
+from sglang_pve.deploy import paths, sandbox
 from sglang_pve.deploy.facts.preflight import HostSnapshot, ProbeSpec, RenderedConfig
 from sglang_pve.deploy.operations.files import ManagedFile
 from sglang_pve.deploy.preflight.auth import auth_problems, user_warnings
@@ -24,7 +24,7 @@ from sglang_pve.deploy.preflight.draft import eagle3_problems
 from sglang_pve.deploy.preflight.flags import rendered_problems, verdict_problems
 from sglang_pve.deploy.preflight.host import gpu_problems, gpus_needed, limit_problems, port, port_problems
 from sglang_pve.deploy.preflight.models import model_config
-from sglang_pve.deploy.render import server_yaml, tp_rank
+from sglang_pve.deploy.render import server_yaml
 
 
 @dataclass
@@ -71,14 +71,34 @@ def probe_spec(deployment: Deployment, venv: str, judge_all: bool) -> ProbeSpec:
     configs that differ from the host's copy (or every one, when the venv holds another version)."""
     configs = {}
     for name, server in deployment.servers.items():
-        text = server_yaml(server, tp=tp_rank(deployment, server))
+        text = server_yaml(server)
         rendered = ManagedFile(paths.server_config_path(name), text)
         configs[name] = RenderedConfig(rendered.path, text, rendered.sha1, dict(server.env))
     servers = deployment.servers.values()
     models = dict.fromkeys(p for s in servers for p in (s.args.model_path, s.args.speculative_draft_model_path) if p)
     return ProbeSpec(
-        tuple(models), configs, tuple(sorted({port(s) for s in servers})), venv, deployment.sglang_version, judge_all
+        tuple(models),
+        configs,
+        tuple(sorted({port(s) for s in servers})),
+        venv,
+        deployment.sglang_version,
+        judge_all,
+        sandbox=judge_sandbox(deployment),
+        judge_env=paths.server_home_env(state=JUDGE_HOME, cache=f"{JUDGE_HOME}/cache"),
     )
+
+
+# The judge's home and caches (transformers copies a model's remote code under HF_HOME/modules): in its
+# private /tmp, gone when it exits, so a preflight (also under --dry) leaves nothing on the host.
+JUDGE_HOME = "/tmp/sglang-pve-judge"
+
+
+def judge_sandbox(deployment: Deployment) -> tuple[tuple[str, str], ...]:
+    """The server unit's identity and sandbox for SGLang's parse; a root server's judge still runs as
+    a dynamic user (nothing read from a model folder runs as root at preflight)."""
+    data = deployment.data
+    user = data.server_user if data.server_user != "root" else sandbox.JUDGE_USER
+    return (*sandbox.identity(user, data.server_groups), *sandbox.PROPERTIES)
 
 
 def server_problems(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 from sglang.sim import env
+from sglang.srt.remote_code import load_remote_config_class
 
 logger = logging.getLogger(__name__)
 
@@ -93,11 +94,14 @@ class ModelConfig:
     model_path: str
     context_length: Optional[int] = None
     is_draft_model: bool = False
+    trust_remote_code: bool = False
     hf_config: dict = field(init=False)
     context_len: int = field(init=False)
 
     def __post_init__(self):
         self.hf_config = load_hf_config(self.model_path)
+        # get_config -> AutoConfig.from_pretrained: config.json's auto_map runs the folder's code here
+        load_remote_config_class(self.hf_config, self.model_path, self.trust_remote_code)
         self.context_len = self._derive_context_length(self.context_length)
 
     @property

@@ -317,7 +317,9 @@ class ServerArgs:
 
     def get_model_config(self) -> ModelConfig:
         """The target's ModelConfig (context check against the requested length included)."""
-        return ModelConfig(self.model_path, context_length=self.context_length)
+        return ModelConfig(
+            self.model_path, context_length=self.context_length, trust_remote_code=self.trust_remote_code
+        )
 
     def _handle_gpu_memory_settings(self) -> None:
         # Notes section 1: a 96 GB card falls in SGLang's "<160 GB" bucket.

@@ -55,7 +55,11 @@ def handle_speculative_decoding(server_args: "ServerArgs") -> None:
         raise ValueError(f"Unknown speculative algorithm: {server_args.speculative_algorithm}")
     if server_args.speculative_draft_model_path:
         # SGLang reads the draft's config here (_resolve_speculative_algorithm_alias).
-        ModelConfig(server_args.speculative_draft_model_path, is_draft_model=True)
+        ModelConfig(
+            server_args.speculative_draft_model_path,
+            is_draft_model=True,
+            trust_remote_code=server_args.trust_remote_code,
+        )
     if server_args.speculative_algorithm == "NEXTN":
         server_args.speculative_algorithm = "EAGLE"
     _handle_eagle_family(server_args)
