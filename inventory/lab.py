@@ -40,7 +40,7 @@ SSH_CONFIG.write_text(  # the production shape: the guest behind its node (Proxy
 
 pve_nodes = [
     (
-        layout.NODE,
+        f"@pvenode/{layout.NODE}",  # pyinfra's @ssh with a keepalive (sglang_pve/provision/keepalive.py)
         {
             **_ssh,
             "proxmox_api": {

@@ -43,7 +43,8 @@ _api = {
 env.check()
 
 pve_nodes = [
-    ("pve1", {**_ssh, "ssh_hostname": "192.0.2.10", "proxmox_api": _api}),
+    # @pvenode/NAME: pyinfra's @ssh with a keepalive (sglang_pve/provision/keepalive.py); the host is NAME
+    ("@pvenode/pve1", {**_ssh, "ssh_hostname": "192.0.2.10", "proxmox_api": _api}),
 ]
 
 # A profile measured by tasks/nccl_probe.py --data write=1 (group_data/nccl_measured.yml) becomes

@@ -1,7 +1,8 @@
 """Failure diagnoses: one JSON file per event, `diagnoses_dir/NAME-<UTC time>-<kind>.json`.
 
-Collected (bounded) when the gate fails the start (stall, deadline, crash) or the watchdog finds
-the server wedged (wedged, restart_cap); written atomically with mode 0640 after the action:
+Collected (bounded) when the gate fails the start (stall, deadline, crash), the watchdog finds
+the server wedged (wedged, restart_cap), or either loses a TP group peer (peer_gone); written
+atomically with mode 0640 after the action:
 
     {"server": "baseline", "unit": "sglang-baseline.service", "kind": "stall",
      "time": "2026-07-20T10:45:00Z", "phase": "cuda_graph", "seconds_in_phase": 1260.4,
@@ -27,7 +28,7 @@ from sglang_pve.agent import bounded, gpus, holders, logfollow, state
 from sglang_pve.agent.spec import Spec
 from sglang_pve.agent.state import Record
 
-KINDS = ("stall", "deadline", "crash", "wedged", "restart_cap")
+KINDS = ("stall", "deadline", "crash", "wedged", "restart_cap", "peer_gone")
 PY_SPY_TIMEOUT_S = 30.0
 TAIL_LINES = 50
 

@@ -15,6 +15,7 @@
 | 9    | switch: the new release did not become ready; the previous one runs again        |
 | 10   | switch: failed and could not revert (or there was nothing to revert to)          |
 | 11   | lock: another run holds the container's deploy lock (the message names it)       |
+| 12   | gate or watchdog: a TP group peer is gone (peers.py); the group fails as one      |
 | 70   | internal error of the agent (traceback on stderr)                                |
 """
 
@@ -29,4 +30,5 @@ RESTART_CAP = 8
 SWITCH_REVERTED = 9
 SWITCH_FAILED = 10
 LOCKED = 11
+PEER_GONE = 12
 INTERNAL = 70

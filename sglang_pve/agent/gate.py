@@ -14,10 +14,16 @@ POLL_S. Outcomes:
   traceback is read meanwhile; a stop's SIGTERM arriving then makes it a stop) -> exit 7, the
   diagnosis names the propagated exception (e.g. the context-length ValueError); a handled
   traceback is no crash;
+- peer gone (a TP group member, spec.group): a rank this one depends on lost its connection to
+  the dist-init port (peers.py: rank 0 watches every rank, the others rank 0) -> exit 12; a
+  stall or crash on one rank thus fails every rank (the others cannot go on without it);
 - SIGTERM: the unit is being stopped -> the stop is marked (stopping.py), exit 0.
 
-A failure collects its diagnosis (bounded), SIGKILLs the main PID on a stall or deadline (no
-drain for a server that never served), then writes the diagnosis and the status verdict, best
+Ranks above 0 of a TP group run no HTTP server of their own: they are ready at SGLang's
+`Dummy health check server started` line and GET /health 200 on it (phases.py).
+
+A failure collects its diagnosis (bounded), SIGKILLs the main PID on a stall, deadline or peer
+loss (no drain for a server that never served), then writes the diagnosis and the status verdict, best
 effort. A non-zero exit makes systemd fail the unit and kill its whole cgroup. Phase changes:
 
     [2026-07-20 10:05:12 sglang-pve gate] phase weights -> kv_cache after 301s in weights (312s since start)
@@ -30,7 +36,19 @@ from collections.abc import Callable
 from types import FrameType
 from typing import NoReturn
 
-from sglang_pve.agent import diagnosis, exitcodes, health, logfollow, output, phases, procs, state, stopping, watchdog
+from sglang_pve.agent import (
+    diagnosis,
+    exitcodes,
+    health,
+    logfollow,
+    output,
+    peers,
+    phases,
+    procs,
+    state,
+    stopping,
+    watchdog,
+)
 from sglang_pve.agent.output import Say
 from sglang_pve.agent.phases import PhaseTracker
 from sglang_pve.agent.spec import Spec
@@ -100,6 +118,8 @@ class _Gate:
         self.phase_seconds: dict[str, float] = {}  # startup time per phase, in the status record
         self.last_line: str | None = None
         self.health: health.Result | None = None
+        self.peers = peers.PeerWatch(spec.group) if spec.group else None
+        self.gone: list[int] = []
 
     def loop(self, poll_s: float, fatal_grace_s: float, on_ready: OnReady) -> int:
         spec = self.spec
@@ -117,6 +137,10 @@ class _Gate:
             if fatal_at is not None and now - fatal_at >= fatal_grace_s:
                 self._read()  # the last words
                 return self._fail("crash", main_alive)
+            if self.peers is not None and fatal_at is None:
+                self.gone = self.peers.gone()
+                if self.gone:
+                    return self._fail("peer_gone")
             if main_alive and self.tracker.ready:
                 self.health = health.get(spec.host, spec.port, "/health", HEALTH_TIMEOUT_S)
                 if self.health.ok:
@@ -181,13 +205,15 @@ class _Gate:
             startup_s=round(elapsed, 3),
         )
         pid = on_ready(self.spec, self.main_pid)
-        self.say(f"ready after {elapsed:.0f}s: 'fired up' seen and /health answered 200; watchdog PID {pid}")
+        group = self.spec.group
+        seen = "'fired up'" if group is None or group.rank == 0 else f"rank {group.rank}'s dummy health server line"
+        self.say(f"ready after {elapsed:.0f}s: {seen} seen and /health answered 200; watchdog PID {pid}")
         return exitcodes.OK
 
     def _fail(self, kind: str, main_alive: bool = True) -> int:
         _ignore_sigterm()  # a stop arriving now must not cut the diagnosis short
         spec, phase = self.spec, self.tracker.phase
-        now = time.monotonic()
+        now, decided = time.monotonic(), time.time()
         stalled, in_phase, elapsed = now - self.last_progress, now - self.phase_start, now - self.start
         reason = self.tracker.reason
         if kind == "stall":
@@ -200,6 +226,10 @@ class _Gate:
             elif self.last_line:
                 summary += f"; last line: {self.last_line.strip()[:160]}"
             code = exitcodes.STALL
+        elif kind == "peer_gone":
+            assert self.peers is not None
+            summary = f"{self.peers.describe(self.gone)}; in {phase} {elapsed:.0f}s after start"
+            code = exitcodes.PEER_GONE
         elif kind == "deadline":
             summary = (
                 f"startup deadline {spec.startup_timeout_s:g}s exceeded in {phase} ({in_phase:.0f}s in that phase)"
@@ -226,7 +256,7 @@ class _Gate:
             reason=reason,
             main_pid=self.main_pid,
         )
-        killed = kind != "crash" and self._kill_main()
+        killed = kind != "crash" and self._kill_main()  # a stall, deadline or lost peer: nothing to drain
         path = diagnosis.save(spec, record)
         self.phase_seconds[phase] = round(in_phase, 3)
         state.update_status(
@@ -235,6 +265,8 @@ class _Gate:
             diagnosis=path,
             startup_phases=self.phase_seconds,
             startup_s=round(elapsed, 3),
+            failed_at=decided,  # epoch seconds: when the gate decided, and the last progress it saw
+            last_progress_at=decided - stalled,
         )
         note = f"\nsent SIGKILL to main PID {self.main_pid}: nothing to drain before ready" if killed else ""
         self.say(

@@ -21,7 +21,10 @@ no prefix at all. Phases, in order (real excerpts: tests/unit/fixtures/sglang_lo
 | http       | `max_total_num_tokens=...` (scheduler ready), `Started server process`,            |
 |            | `Application startup complete.`, `Uvicorn running on http://...`                   |
 | warmup     | the scheduler's `Prefill batch` / `Decode batch` lines (the warm-up request's)      |
-| ready      | `The server is fired up and ready to roll!` (terminal)                             |
+| ready      | `The server is fired up and ready to roll!` (terminal); a TP group rank above 0:     |
+|            | `Dummy health check server started in background thread at HOST:PORT` (its only    |
+|            | server: sgl-project/sglang engine.py Engine._launch_subprocesses, node_rank >= 1,  |
+|            | commit 001067ff; utils/common.py launch_dummy_health_check_server)                 |
 
 Ranks log in parallel, so a late line of an earlier phase (TP7's `Load weight end` after TP0's
 `KV Cache is allocated`) never moves the phase back. Draft is the exception: it can follow
@@ -59,7 +62,11 @@ _PREFIX = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d+)?(?: ([^\]]
 _SIGNALS = [
     (sig, re.compile(pattern))
     for sig, pattern in (
-        ("ready", r"The server is fired up and ready to roll"),
+        (
+            "ready",
+            r"The server is fired up and ready to roll"
+            r"|Dummy health check server (?:started|scheduled)|Starting dummy health check server",
+        ),
         ("draft_graph", r"Capture draft.*(?:cuda|CUDA) graph (?:begin|end)"),
         ("graph_begin", r"Capture .*(?:cuda|CUDA) graph begin"),
         ("graph_end", r"Capture .*(?:cuda|CUDA) graph end"),

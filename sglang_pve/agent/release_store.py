@@ -19,9 +19,14 @@ A record (ids sort by time; the suffix is the release's fingerprint):
      "lock": {"path": ".../sglang-0.5.16.dev20260720+g8905cbd42.lock", "sha256": "9f2c..."},
      "active_server": "baseline", "lifecycle": "/etc/sglang/servers/baseline.lifecycle.json",
      "units": ["sglang-baseline.service", ...], "nccl_profile": "pcie-tuned",
-     "files": {"/etc/nccl.conf": {"sha256": "...", "mode": "644", "user": "root", "group": "root"}, ...},
+     "files": {"/etc/nccl.conf": {"sha256": "...", "mode": "644", "user": "root", "group": "root"},
+               "/etc/sglang/secrets/baseline.yaml": {"sha256": "...", "mode": "600", ..., "secret": true}, ...},
      "blocks": {"/root/.zshrc": {"marker": "nccl-profile", "body": "export NCCL_PROTO=LL\\n..."}},
      "fingerprint": "3f2a9c1d...", "status": "recorded" | "ready" | "failed", "failure": null}
+
+A secret file (`"secret": true`: the spec's "secrets", and anything under contract.SECRETS_DIR in
+records older than the mark) never leaves the host: summary() gives its sha1, never its content,
+and a rollback restores it here from its blob.
 
 `status`: ready once its server passed the readiness gate; failed (with `failure`, the reason and
 the diagnosis) when the switch to it was reverted.
@@ -44,7 +49,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Self
 
-from sglang_pve.agent import lease, state
+from sglang_pve.agent import contract, lease, state
 from sglang_pve.agent.output import Say
 from sglang_pve.agent.state import Record
 
@@ -59,7 +64,12 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def fingerprint(spec: Record, files: Mapping[str, Mapping[str, str]]) -> str:
+def is_secret(path: str, entry: Mapping[str, object]) -> bool:
+    """A recorded file whose content stays on the host (marked, or in the secrets directory)."""
+    return bool(entry.get("secret")) or path.startswith(contract.SECRETS_DIR + "/")
+
+
+def fingerprint(spec: Record, files: Mapping[str, Mapping[str, object]]) -> str:
     """What makes two releases the same: version, configuration, profile and file contents."""
     keys = {k: spec.get(k) for k in ("sglang_version", "active_server", "nccl_profile", "blocks")}
     keys["files"] = {path: entry["sha256"] for path, entry in sorted(files.items())}
@@ -152,7 +162,8 @@ class Store:
         """Record the release `spec` describes: the files it rendered, each checked on disk.
 
         spec: {"sglang_version", "venv", "lock", "active_server", "lifecycle" (its spec file),
-               "units", "nccl_profile", "files": {path: sha256 as rendered}, "blocks", "user", "commit"}
+               "units", "nccl_profile", "files": {path: sha256 as rendered}, "secrets": [paths of
+               files that hold secrets], "blocks", "user", "commit"}
 
         A file whose content on disk is not what the run rendered (another run or a person wrote
         it since) is refused, naming it: a release never labels files it does not hold.
@@ -170,7 +181,8 @@ class Store:
                 f"the files on disk are not the ones this run rendered: {'; '.join(differs)}. Another run or a "
                 "person changed them meanwhile; fix: run the deploy again"
             )
-        files: dict[str, dict[str, str]] = {}
+        files: dict[str, dict[str, str | bool]] = {}
+        secrets = set(spec.get("secrets") or ())
         for path in sorted(spec["files"]):
             entry = found[path]
             assert entry is not None  # checked above
@@ -181,6 +193,8 @@ class Store:
                 "user": _user(info.st_uid),
                 "group": _group(info.st_gid),
             }
+            if path in secrets or is_secret(path, {}):
+                files[path]["secret"] = True
         try:
             with open(spec["lock"], "rb") as handle:
                 lock = {"path": spec["lock"], "sha256": self._keep_blob(handle.read())}
@@ -307,7 +321,8 @@ class Store:
 
     def summary(self, with_files_of: str | None = None) -> Record:
         """Everything the controller's Releases fact needs, in one document. `with_files_of`
-        (an id, or "previous") adds that release's file contents (base64) and lock."""
+        (an id, or "previous") adds that release's file contents (base64) and lock; of its secret
+        files only their sha1 (`secret_sha1`), which is all a --diff needs to say one changes."""
         report: Record = {
             "current": self.current_id(),
             "pending": self.pending(),
@@ -325,8 +340,16 @@ class Store:
             report.update(target=None, error=str(error))
         else:
             report["target"] = record["id"]
+            files = record["files"]
             report["contents"] = {
-                path: base64.b64encode(self.blob(e["sha256"])).decode() for path, e in record["files"].items()
+                path: base64.b64encode(self.blob(e["sha256"])).decode()
+                for path, e in files.items()
+                if not is_secret(path, e)
+            }
+            report["secret_sha1"] = {
+                path: hashlib.sha1(self.blob(e["sha256"])).hexdigest()
+                for path, e in files.items()
+                if is_secret(path, e)
             }
             report["lock"] = self.blob(record["lock"]["sha256"]).decode()
         return report

@@ -14,7 +14,8 @@ always present and unknown keys are refused (a typo must not silently fall back 
  "watchdog": {"interval_s": 30, "timeout_s": 60, "failures": 3, "max_restarts": 3,
               "window_s": 3600, "backoff_s": 30, "backoff_max_s": 600},
  "gpu_free_timeout_s": 120, "gpu_idle_mib": 1024,
- "state_dir": "/var/lib/sglang-pve", "diagnoses_dir": "/var/lib/sglang-pve/diagnoses"}
+ "state_dir": "/var/lib/sglang-pve", "diagnoses_dir": "/var/lib/sglang-pve/diagnoses",
+ "group": null}
 ```
 
 - `server`: configuration name, contract.SERVER_NAME (used in unit and file names).
@@ -38,6 +39,13 @@ always present and unknown keys are refused (a typo must not silently fall back 
 - `gpu_idle_mib`: memory.used per GPU at or below which the GPU counts as free.
 - `state_dir`: offsets (`run/`), status records (`status/`), restart history (`restarts/`).
 - `diagnoses_dir`: where failure diagnoses are written (diagnosis.py).
+- `group`: null (or absent, as in specs rendered before it existed), or this server's place in
+  a TP group (sglang_pve/config/tp_group.py):
+  `{"name": "kimi", "rank": 1, "nnodes": 2, "dist_init_port": 20000,
+  "addresses": ["10.0.0.4", "10.0.0.5"]}` (every rank's address, by rank). Its agents watch
+  their peers (peers.py): rank 0 fails when any rank is gone, a rank above 0 when rank 0 is;
+  ranks above 0 are ready at SGLang's dummy health server (phases.py); a wedged member fails
+  instead of restarting alone (a lone rank cannot rejoin its group).
 
 Durations are seconds, int or float, > 0 (`max_restarts` and `gpu_idle_mib` may be 0).
 
@@ -50,7 +58,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import Field, asdict, dataclass, field, fields, is_dataclass
-from typing import Any, ClassVar, NoReturn, Protocol, TypeVar
+from typing import Any, ClassVar, NoReturn, Protocol, TypeVar, get_args, get_origin
 
 from sglang_pve.agent import contract
 
@@ -119,6 +127,24 @@ class Lifecycle:
     gpu_idle_mib: int = count(1024, ge=0)
 
 
+@dataclass(frozen=True)
+class Group:
+    """A TP group member's place (config/tp_group.py TpRank): what its peer watch needs."""
+
+    name: str
+    rank: int = field(metadata={"ge": 0})
+    nnodes: int = field(metadata={"ge": 2})
+    dist_init_port: int = field(metadata={"ge": 1, "le": 65535})
+    addresses: list[str]  # by rank
+
+    @property
+    def peers(self) -> dict[int, str]:
+        """The ranks this one watches, with their addresses: every other rank for rank 0, else rank 0."""
+        if self.rank == 0:
+            return dict(list(enumerate(self.addresses))[1:])
+        return {0: self.addresses[0]}
+
+
 STALL_PHASES = tuple(f.name for f in fields(StallTimeouts))
 # Phases that borrow another phase's stall timeout (see phases.PHASES).
 STALL_ALIASES = {"launch": "dist_init", "ready": "warmup"}
@@ -136,6 +162,7 @@ class Spec(Lifecycle):
     speculative: bool
     state_dir: str = field(metadata=_ABSOLUTE)
     diagnoses_dir: str = field(metadata=_ABSOLUTE)
+    group: Group | None = field(default=None, metadata={"nullable": True})
     path: str = field(default="<spec>", metadata={"file": False})  # where it was read from
 
     def stall_timeout(self, phase: str) -> float:
@@ -162,6 +189,9 @@ def load(path: str) -> Spec:
 
 def parse(data: object, path: str = "<spec>") -> Spec:
     spec = _Checker(path).build(Spec, data, "")
+    group = spec.group
+    if group is not None and (len(group.addresses) != group.nnodes or group.rank >= group.nnodes):
+        _Checker(path).fail("group", asdict(group), "nnodes addresses, one per rank, and a rank below nnodes")
     if not (spec.unit.startswith(spec.unit_prefix) and spec.unit.endswith(".service")):
         _Checker(path).fail(
             "unit", spec.unit, f"a unit name starting with unit_prefix {spec.unit_prefix!r} and ending in .service"
@@ -194,6 +224,8 @@ class _Checker:
         if not isinstance(value, dict):
             self.fail(where.rstrip(".") or "<top level>", type(value).__name__, "a JSON object")
         known = [f.name for f in file_fields(cls)]
+        # a nullable key may be absent: the specs of releases rendered before it existed stay readable
+        value = {**{f.name: None for f in file_fields(cls) if f.metadata.get("nullable")}, **value}
         missing = [k for k in known if k not in value]
         unknown = sorted(set(value) - set(known))
         if missing:
@@ -212,6 +244,14 @@ class _Checker:
 
     def value(self, spec_field: Field[Any], value: object, key: str) -> object:
         kind, bounds = spec_field.type, spec_field.metadata
+        if bounds.get("nullable"):
+            if value is None:
+                return None
+            kind = next(k for k in get_args(kind) if k is not type(None))
+        if get_origin(kind) is list:  # of strings
+            if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+                self.fail(key, value, "a list of non-empty strings")
+            return value
         if isinstance(kind, type) and is_dataclass(kind):  # a nested block
             return self.build(kind, value, key + ".")
         if kind is bool:

@@ -15,6 +15,10 @@ After `watchdog.failures` consecutive counted failures the server is wedged:
 - otherwise: write a `restart_cap` diagnosis, set the verdict "failed: watchdog restart cap
   reached (...)", SIGKILL the unit's main PID (`systemctl show -p MainPID --value UNIT`) so the
   unit fails and stays failed (Restart=no), exit 8.
+A TP group member (spec.group) is never restarted alone (a lone rank cannot rejoin its group):
+wedged, it is failed as at the cap; and between probes, every tick, it watches its peers
+(peers.py: rank 0 every rank, the others rank 0): a peer gone -> a `peer_gone` diagnosis, the
+main PID SIGKILLed, exit 12, so every rank of the group stops when one is gone.
 It exits 0 as soon as the main PID is gone or a stop is requested (a draining server answers
 503: never a reason to restart a unit that is stopping), checked again right before it acts: a
 switch that stops a wedged server must not have its stop job replaced by a restart.
@@ -26,7 +30,19 @@ import sys
 import time
 from typing import BinaryIO, TypedDict
 
-from sglang_pve.agent import diagnosis, exitcodes, health, logfollow, phases, procs, restarts, state, stopping, systemd
+from sglang_pve.agent import (
+    diagnosis,
+    exitcodes,
+    health,
+    logfollow,
+    peers,
+    phases,
+    procs,
+    restarts,
+    state,
+    stopping,
+    systemd,
+)
 from sglang_pve.agent.output import Say
 from sglang_pve.agent.spec import Spec
 
@@ -101,8 +117,18 @@ def run(spec: Spec, main_pid: int | None, say: Say, *, tick_s: float = TICK_S) -
         f"watching {spec.unit} (main PID {main.pid}): GET /health_generate every {wd.interval_s:g}s, "
         f"timeout {wd.timeout_s:g}s; {wd.failures} consecutive failures with a silent log = wedged"
     )
+    watch = peers.PeerWatch(spec.group, connected_now=True) if spec.group else None
     while True:
-        if not _sleep_while_alive(main, wd.interval_s, tick_s):
+        alive, gone = _sleep_while_alive(main, wd.interval_s, tick_s, watch)
+        if alive and gone and watch is not None and not stopping.requested(spec):
+            evidence: Evidence = {
+                "phase": "ready",
+                "seconds_in_phase": time.time() - ready_at,
+                "seconds_stalled": time.monotonic() - last_growth,
+                "main_pid": main.pid,
+            }
+            return _peer_gone(spec, main, say, watch.describe(gone), evidence)
+        if not alive:
             say(f"main PID {main.pid} is gone; watchdog exits")
             return exitcodes.OK
         if stopping.requested(spec):
@@ -132,7 +158,7 @@ def run(spec: Spec, main_pid: int | None, say: Say, *, tick_s: float = TICK_S) -
                 f"wedged: /health_generate failed {failures} times in a row (last: {result.describe()}) "
                 f"with no log progress for {time.monotonic() - last_growth:.0f}s"
             )
-            evidence: Evidence = {
+            evidence = {
                 "phase": "ready",
                 "seconds_in_phase": time.time() - ready_at,
                 "seconds_stalled": time.monotonic() - last_growth,
@@ -146,10 +172,12 @@ def _wedged(spec: Spec, main: procs.Proc, say: Say, summary: str, evidence: Evid
     or full state directory must not leave a wedged server unwatched. The evidence is collected
     before acting (bounded: nvidia-smi and py-spy cannot hang us) while the wedged ranks exist."""
     wd, at = spec.watchdog, restarts.now()
-    restart = restarts.may_restart(spec, at)
+    restart = spec.group is None and restarts.may_restart(spec, at)
     count = len(restarts.in_window(spec, at)) + restart
     if restart:
         kind, summary = "wedged", f"{summary}; restart {count}/{wd.max_restarts} within {wd.window_s:g}s"
+    elif spec.group is not None:
+        kind, summary = "wedged", f"{summary}; a member of TP group {spec.group.name} is failed, never restarted alone"
     else:
         kind, summary = (
             "restart_cap",
@@ -173,6 +201,19 @@ def _wedged(spec: Spec, main: procs.Proc, say: Say, summary: str, evidence: Evid
         state.update_status(spec, verdict=verdict, diagnosis=path)
         say(f"{summary}\ndiagnosis: {path or 'not written (state directory not writable)'}", error=True)
     return exitcodes.OK if restarted else exitcodes.RESTART_CAP
+
+
+def _peer_gone(spec: Spec, main: procs.Proc, say: Say, summary: str, evidence: Evidence) -> int:
+    """A TP group peer is gone: this rank is blocked (or soon will be) in a collective that can
+    never complete. Evidence first, then SIGKILL (nothing can be drained), then the records."""
+    decided = time.time()
+    record = diagnosis.collect(spec, "peer_gone", summary, **evidence)
+    with procs.sigterm_ignored():
+        _kill_main(spec, main, say)
+        path = diagnosis.save(spec, record)
+        state.update_status(spec, verdict=f"failed: {summary}", diagnosis=path, failed_at=decided)
+        say(f"{summary}\ndiagnosis: {path or 'not written (state directory not writable)'}", error=True)
+    return exitcodes.PEER_GONE
 
 
 def _restart(spec: Spec, say: Say) -> bool:
@@ -203,11 +244,18 @@ def _progressed(update: logfollow.Update) -> bool:
     return update.partial_grew or any(phases.is_progress(line) for line in update.lines)
 
 
-def _sleep_while_alive(main: procs.Proc, seconds: float, tick_s: float) -> bool:
+def _sleep_while_alive(
+    main: procs.Proc, seconds: float, tick_s: float, watch: peers.PeerWatch | None = None
+) -> tuple[bool, list[int]]:
+    """Sleep `seconds` while the main PID lives and (with `watch`) no peer is gone:
+    (main alive, the peers gone)."""
     deadline = time.monotonic() + seconds
     while procs.alive(main):
+        gone = watch.gone() if watch is not None else []
+        if gone:
+            return True, gone
         left = deadline - time.monotonic()
         if left <= 0:
-            return True
+            return True, []
         time.sleep(min(tick_s, left))
-    return False
+    return False, []  # our own end closes our connections: no peer is to blame

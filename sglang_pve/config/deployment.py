@@ -16,6 +16,7 @@ from sglang_pve.config.secrets import SecretsData, ServerSecrets, read_secrets
 from sglang_pve.config.servers import ServerConfig, build_servers, env_name_problem, read_servers_file
 from sglang_pve.config.ssh import SshAccess
 from sglang_pve.config.supply import SHA256, UV_PIN, PackageName, supply_problems
+from sglang_pve.config.tp_group import HostsData, TpRank, member_of
 
 _LIMIT = r"^(infinity|[0-9]+[KMGT]?)$"
 _VERSION = r"^[A-Za-z0-9.+!_-]{1,128}$"  # PEP 440's alphabet: a version is part of the venv path
@@ -130,6 +131,9 @@ class HostData(SshAccess):
     server_groups: list[Annotated[str, Field(pattern=_USER)]] = []
     # Runtime directories (/run/NAME) each server unit may write, as its own.
     server_runtime_dirs: list[Name] = []
+    # TP groups: one configuration over containers on several nodes (config/tp_group.py, checked
+    # across the members when the deploy has the whole inventory).
+    tp_groups: dict[Name, dict[Any, Any]] = {}
 
     @field_validator("server_groups")
     @classmethod
@@ -161,6 +165,7 @@ class Deployment(BaseModel):
     nccl_env: dict[str, str]  # the active profile, values as strings
     servers: dict[str, ServerConfig]
     secrets: ServerSecrets = ServerSecrets()
+    tp: TpRank | None = None  # this host's rank in its TP group, None in none
 
 
 _VERSION_HINT = "quote it so it stays a string, e.g. --data 'sglang_version=\"0.5.10\"'"
@@ -177,10 +182,12 @@ def load_deployment(
     data: Mapping[str, object],
     project_dir: Path,
     resolve: Callable[[HostData], str] = lambda d: d.sglang_version,
+    hosts: HostsData | None = None,
 ) -> Deployment:
     """Validate everything the deploy needs from `data` (host.data as a dict); raise ConfigError
     listing every problem, before any remote command runs. `resolve(host_data)` gives the exact
-    SGLang version (context._resolve: sglang_pve.deploy.index for nightly specs; it may raise ConfigError)."""
+    SGLang version (context._resolve: sglang_pve.deploy.index for nightly specs; it may raise ConfigError).
+    `hosts` (every inventory host's data, by name) places the host in its TP group, if any."""
     try:
         host_data = HostData.model_validate(data)
     except ValidationError as exc:
@@ -219,6 +226,12 @@ def load_deployment(
     problems += supply_problems(host_data)
     secrets, found = read_secrets(host_data.sglang_secrets)
     problems += found + secret_env_problems(host_data.sglang_secrets)
+    if hosts is not None:
+        defaults = {key: HostData.model_fields[key].default for key in ("sglang_version", "nccl_profile")}
+        tp, found = member_of(host_name, {**hosts, host_name: data}, project_dir, defaults)
+        problems += found
+    else:
+        tp = None
     if problems:
         raise ConfigError(host_name, problems)
 
@@ -229,4 +242,5 @@ def load_deployment(
         nccl_env={k: str(v) for k, v in profile.items()},
         servers=servers,
         secrets=secrets,
+        tp=tp,
     )

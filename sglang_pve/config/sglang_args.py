@@ -27,6 +27,7 @@ RENAMED = {
     "admin-api-key": f"secrets.admin-api-key {_SECRET_SOURCE}",
 }
 SECRET_FLAGS = ("api-key", "admin-api-key")  # refused here, never echoed; given through secrets:
+MULTI_NODE_FLAGS = ("nnodes", "node-rank", "dist-init-addr")  # a TP group's, rendered per member
 
 
 class SGLangArgs(BaseModel):
@@ -108,16 +109,17 @@ def check_supported(args: SGLangArgs, key: str) -> list[Problem]:
                 "use info (the default) or debug",
             )
         )
-    if args.nnodes is not None and args.nnodes > 1:
-        problems.append(
-            Problem(
-                f"{key}.nnodes",
-                args.nnodes,
-                "multi-node serving is not supported yet: ranks on nodes above 0 never print the "
-                "ready line, so their gate would fail every start",
-                "serve from one node (remove nnodes, node-rank and dist-init-addr)",
+    for flag in MULTI_NODE_FLAGS:
+        if flag in args.as_flags():
+            problems.append(
+                Problem(
+                    f"{key}.{flag}",
+                    args.as_flags()[flag],
+                    "set from the inventory for the members of a TP group (config/tp_group.py), never here: "
+                    "a configuration is the same on every rank",
+                    "remove it, and name the members in tp_groups",
+                )
             )
-        )
     return problems
 
 

@@ -68,3 +68,6 @@ class SshAccess(BaseModel):
     ssh_key: SshFile | None = None
     ssh_known_hosts_file: SshFile | None = None
     ssh_config_file: SshFile | None = None
+    # seconds between SSH keepalives on the connection and its jump hosts (provision/keepalive.py):
+    # a silent gate wait of an hour must not let a NAT or firewall drop the session
+    ssh_keepalive_s: int = Field(30, ge=1, le=3600)

@@ -22,7 +22,8 @@ def deployment() -> Deployment:
     if host.name not in _deployments:
         project = Path(state.cwd or os.getcwd())
         try:
-            _deployments[host.name] = load_deployment(host.name, host.data.dict(), project, _resolve)
+            hosts = {other.name: other.data.dict() for other in state.inventory}  # TP groups span hosts
+            _deployments[host.name] = load_deployment(host.name, host.data.dict(), project, _resolve, hosts)
         except ConfigError as error:
             raise PyinfraError(str(error)) from None  # pyinfra prints it plainly, no traceback
     return _deployments[host.name]

@@ -15,6 +15,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from sglang_pve.agent import contract, spec
 from sglang_pve.config import Deployment, ServerConfig
+from sglang_pve.config.tp_group import TpRank
 from sglang_pve.deploy import escape, paths, sandbox
 from sglang_pve.deploy.operations.files import ManagedFile
 from sglang_pve.deploy.operations.releases import Release
@@ -62,9 +63,20 @@ def logrotate_file() -> ManagedFile:
     return ManagedFile(paths.LOGROTATE, render("logrotate.j2", log_dir=paths.LOG_DIR, max_size="1G", keep=4))
 
 
-def server_yaml(server: ServerConfig, secrets: dict | None = None) -> str:
-    """SGLang's --config YAML; with `secrets` ({"api-key": Secret}) the root-only copy the unit loads."""
-    flags = server.args.as_flags() | {flag: secret.value for flag, secret in (secrets or {}).items()}
+def tp_rank(deployment: Deployment, server: ServerConfig) -> TpRank | None:
+    """The host's rank in the TP group that runs `server`, if it is one."""
+    tp = deployment.tp
+    return tp if tp is not None and tp.server == server.name else None
+
+
+def server_yaml(server: ServerConfig, secrets: dict | None = None, tp: TpRank | None = None) -> str:
+    """SGLang's --config YAML; with `secrets` ({"api-key": Secret}) the root-only copy the unit loads;
+    a TP group member's with its --nnodes, --node-rank and rank 0's --dist-init-addr."""
+    flags = (
+        server.args.as_flags()
+        | (tp.flags if tp else {})
+        | {flag: secret.value for flag, secret in (secrets or {}).items()}
+    )
     flags_yaml = yaml.safe_dump(flags, sort_keys=False, default_flow_style=False).rstrip("\n")
     return render("server.yaml.j2", server=server.name, flags_yaml=flags_yaml)
 
@@ -75,10 +87,21 @@ def secret_env_text(secrets: dict) -> str:
     return f"# {contract.MARKER}: secret environment of the server units (root-only).\n" + "".join(lines)
 
 
-def lifecycle_spec(server: ServerConfig) -> spec.Spec:
+def lifecycle_spec(server: ServerConfig, tp: TpRank | None = None) -> spec.Spec:
     """The agent's view of one server, passed through the agent's own parser (so the deploy can
     never write a spec the agent refuses; sglang_pve/agent/spec.py documents the format)."""
     args = server.args
+    group = (
+        {
+            "name": tp.group,
+            "rank": tp.rank,
+            "nnodes": tp.nnodes,
+            "dist_init_port": tp.dist_init_port,
+            "addresses": list(tp.addresses),
+        }
+        if tp
+        else None
+    )
     return spec.parse(
         {
             "server": server.name,
@@ -91,6 +114,7 @@ def lifecycle_spec(server: ServerConfig) -> spec.Spec:
             **server.lifecycle.model_dump(),
             "state_dir": paths.STATE_DIR,
             "diagnoses_dir": paths.DIAGNOSES_DIR,
+            "group": group,
         },
         paths.lifecycle_path(server.name),
     )
@@ -149,6 +173,7 @@ def release(
         units=tuple(paths.unit_name(name) for name in deployment.servers),
         nccl_profile=data.nccl_profile,
         files={f.path: f.sha256 for f in files},
+        secrets=tuple(f.path for f in files if f.secret),
         blocks={data.shell_rc: {"marker": paths.NCCL_BLOCK_MARKER, "body": nccl_block(deployment)}},
         user=user,
         commit=commit,
@@ -157,17 +182,20 @@ def release(
 
 def server_files(deployment: Deployment, server: ServerConfig, venv: str) -> list[ManagedFile]:
     """Unit, SGLang config and lifecycle spec of one server configuration, and its secret files."""
-    secrets = deployment.secrets
+    secrets, tp = deployment.secrets, tp_rank(deployment, server)
     return (
         [
             ManagedFile(paths.unit_path(server.name), _unit(deployment, server, venv)),
-            ManagedFile(paths.server_config_path(server.name), server_yaml(server)),
-            ManagedFile(paths.lifecycle_path(server.name), spec.to_json(lifecycle_spec(server))),
+            ManagedFile(paths.server_config_path(server.name), server_yaml(server, tp=tp)),
+            ManagedFile(paths.lifecycle_path(server.name), spec.to_json(lifecycle_spec(server, tp))),
         ]
         + (
             [
                 ManagedFile(
-                    paths.secret_config_path(server.name), server_yaml(server, secrets.flags), mode="600", secret=True
+                    paths.secret_config_path(server.name),
+                    server_yaml(server, secrets.flags, tp),
+                    mode="600",
+                    secret=True,
                 )
             ]
             if secrets.flags

@@ -26,7 +26,7 @@ from sglang_pve.config.bench import bench_options
 from sglang_pve.deploy.context import deployment, task_options
 from sglang_pve.deploy.facts.releases import Releases
 from sglang_pve.deploy.provenance import run_token
-from sglang_pve.deploy.render import lifecycle_spec
+from sglang_pve.deploy.render import lifecycle_spec, tp_rank
 from sglang_pve.deploys.locked import locked
 from sglang_pve.provision.roles import is_node
 from sglang_pve.tools.bench import prompts, runner
@@ -44,7 +44,7 @@ def bench() -> None:
     results_dir = Path(options.bench_results_dir)
     if not results_dir.is_absolute():
         results_dir = Path(state.cwd or ".") / results_dir
-    specs = {name: lifecycle_spec(server) for name, server in config.servers.items()}
+    specs = {name: lifecycle_spec(server, tp_rank(config, server)) for name, server in config.servers.items()}
 
     python.call(
         name=f"Benchmark {', '.join(names)} (a fresh start each; the running configuration again at the end)",

@@ -20,7 +20,6 @@ from pathlib import Path
 
 from pyinfra import logger
 from pyinfra.api.exceptions import ConnectError
-from pyinfra.connectors.ssh import SSHConnector
 from pyinfra.connectors.sshuserclient.client import get_host_keys
 
 from sglang_pve.config import load_deployment
@@ -28,6 +27,7 @@ from sglang_pve.config.errors import ConfigError, Problem
 from sglang_pve.config.proxmox import load_container
 from sglang_pve.provision import hostkeys
 from sglang_pve.provision.client import ProxmoxError
+from sglang_pve.provision.keepalive import KeepAliveSSH
 from sglang_pve.provision.nodes import node_for
 
 NODE_GROUP = "pve_nodes"
@@ -109,8 +109,9 @@ def why_pending(host) -> str | None:
     return None
 
 
-class GuestConnector(SSHConnector):
-    """SSH to a provisioned container; pending (not connected) until its node provisioned it."""
+class GuestConnector(KeepAliveSSH):
+    """SSH to a provisioned container (kept alive, with its jump host: keepalive.py); pending (not
+    connected) until its node provisioned it."""
 
     pending: str | None = None
 

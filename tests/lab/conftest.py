@@ -68,7 +68,7 @@ def lab_node():
     from sglang_pve.provision.nodes import Node, node_for
 
     name, data = runpy.run_path(str(PROJECT / "inventory" / "lab.py"))["pve_nodes"][0]
-    node = node_for(name, data)
+    node = node_for(name.rsplit("/", 1)[-1], data)  # "@pvenode/pve1": the host is pve1
     return Node(node.host_name, node.settings)  # a fresh one: nothing cached between calls
 
 

@@ -84,6 +84,14 @@ def test_an_operators_router_unit_and_its_files_survive_every_deploy(deployed):
         sh(f"systemctl stop sglang-router.service; rm -f {ROUTER} {ROUTER_CONFIG}; systemctl daemon-reload")
 
 
+def test_every_ssh_connection_and_its_jump_host_is_kept_alive(deployed):
+    """The node's connection, the guest's and the guest's ProxyJump hop through the node each send a
+    keepalive every ssh_keepalive_s (default 30 s: sglang_pve/provision/keepalive.py)."""
+    _, output = pyinfra(deploy="tests/lab/keepalive_probe.py")
+    assert "keepalive pve1 NodeConnector [30]" in output, output
+    assert "keepalive sglang1 GuestConnector [30, 30]" in output, output
+
+
 def deploy_killed_after(seconds: float, profile: str) -> None:
     """Start a deploy and SIGKILL it (our own child, by its PID) after `seconds`."""
     child = subprocess.Popen(

@@ -1,6 +1,7 @@
 """The watchdog: consecutive counted failures, no counting while the log grows, restart, cap."""
 
 import json
+import socket
 import threading
 from pathlib import Path
 
@@ -156,3 +157,47 @@ def test_answers_again_after_failures_reset_the_recorded_count(tmp_path):
         stop(main)
     assert code == exitcodes.OK and any("answers again after 2 failure(s)" in m for m in said)
     assert state.read_status(spec)["watchdog"] == {"failures": 0, "failing_since": None}
+
+
+def _group(port: int, rank: int = 0) -> dict:
+    return {"name": "g", "rank": rank, "nnodes": 2, "dist_init_port": port, "addresses": ["127.0.0.1"] * 2}
+
+
+def test_a_tp_group_member_whose_peer_is_gone_is_killed_not_restarted(tmp_path):
+    listener = socket.create_server(("127.0.0.1", 0))  # rank 0's TCPStore; the test is rank 1
+    spec = write_spec(tmp_path, group=_group(listener.getsockname()[1]))
+    peer = socket.create_connection(listener.getsockname())
+    accepted, _ = listener.accept()
+    main = sleeper()
+    threading.Timer(0.5, lambda: (peer.close(), accepted.close())).start()  # rank 1 dies
+    try:
+        with HealthServer(spec.port, {"/health_generate": [200]}):
+            code, said = run(spec, main)
+        main.wait(timeout=10)
+    finally:
+        stop(main)
+        listener.close()
+    assert code == exitcodes.PEER_GONE and main.returncode == -9
+    assert not any(call[0] == "restart" for call in systemctl_calls(tmp_path))
+    (diag,) = diagnoses(spec)
+    assert diag["kind"] == "peer_gone" and "rank 1 (127.0.0.1) gone" in diag["summary"]
+    assert state.read_status(spec)["verdict"].startswith("failed: TP group g")
+
+
+def test_a_wedged_tp_group_member_is_failed_never_restarted_alone(tmp_path):
+    listener = socket.create_server(("127.0.0.1", 0))
+    spec = write_spec(tmp_path, group=_group(listener.getsockname()[1]))
+    peer = socket.create_connection(listener.getsockname())  # rank 1 stays connected: only the wedge
+    main = sleeper()
+    try:
+        with HealthServer(spec.port, {"/health_generate": [503]}):
+            code, said = run(spec, main)
+        main.wait(timeout=10)
+    finally:
+        stop(main)
+        peer.close()
+        listener.close()
+    assert code == exitcodes.RESTART_CAP and main.returncode == -9
+    assert not any(call[0] == "restart" for call in systemctl_calls(tmp_path))
+    (diag,) = diagnoses(spec)
+    assert "never restarted alone" in diag["summary"]

@@ -3,6 +3,7 @@ on real files, and the decisions of the venv and release operations against cann
 
 import base64
 import functools
+import hashlib
 import http.server
 import json
 import os
@@ -621,3 +622,80 @@ def test_the_default_rollback_goes_to_what_ran_before_and_a_second_stays(tmp_pat
     r3 = store.record(_spec(tmp_path, "3", unit="3\n"))
     assert switch.switch(store, r3["id"], quiet) == 0
     assert store.previous_id() == r0["id"] and store.summary("previous")["target"] == r0["id"]
+
+
+# --- secret files stay on the host -------------------------------------------------------------
+
+SECRET_CANARY = "canary-secret-release-5b1e"
+
+
+def _secret_release(tmp_path, value):
+    store = Store(str(tmp_path / "releases"))
+    spec = _spec(tmp_path, unit="A\n", key=f"api-key: {value}\n")
+    spec["secrets"] = [str(tmp_path / "etc" / "key")]
+    return store, store.record(spec)
+
+
+def test_a_secret_file_is_marked_and_its_content_never_in_the_summary(tmp_path):
+    store, old = _secret_release(tmp_path, SECRET_CANARY + "-old")
+    key, unit = str(tmp_path / "etc" / "key"), str(tmp_path / "etc" / "unit")
+    assert old["files"][key]["secret"] is True and "secret" not in old["files"][unit]
+    (tmp_path / "etc" / "key").write_text(f"api-key: {SECRET_CANARY}-new\n")
+    new = store.record(_spec(tmp_path, "2.0", unit="B\n", key=f"api-key: {SECRET_CANARY}-new\n") | {"secrets": [key]})
+    store.set_current(new["id"])
+    store.set_previous(old["id"])
+    summary = store.summary("previous")
+    sent = json.dumps(summary)
+    assert sent.count(SECRET_CANARY) == 0  # not as text...
+    assert not any(SECRET_CANARY.encode() in base64.b64decode(v) for v in summary["contents"].values())  # ...nor base64
+    assert list(summary["contents"]) == [unit]
+    assert summary["secret_sha1"] == {key: hashlib.sha1(f"api-key: {SECRET_CANARY}-old\n".encode()).hexdigest()}
+    assert store.restore(old) == sorted([key, unit])  # the host restores it from its own blob
+    assert (tmp_path / "etc" / "key").read_text().count(SECRET_CANARY + "-old") == 1
+
+
+def test_an_unmarked_record_of_a_file_in_the_secrets_dir_is_kept_back_too(monkeypatch, tmp_path):
+    store, record = _secret_release(tmp_path, SECRET_CANARY)
+    key = str(tmp_path / "etc" / "key")
+    del record["files"][key]["secret"]  # a record from before the mark
+    store.save(record)
+    monkeypatch.setattr(release_store.contract, "SECRETS_DIR", str(tmp_path / "etc"))
+    summary = store.summary(record["id"])
+    assert summary["contents"] == {} and sorted(summary["secret_sha1"]) == sorted(record["files"])
+
+
+def test_the_rollback_diff_says_a_secret_changes_never_how(tmp_path, caplog):
+    import logging
+
+    from pyinfra.api import Config, State
+    from pyinfra.api.connect import connect_all
+    from pyinfra.api.inventory import Inventory
+    from pyinfra.api.operation import add_op
+
+    store, record = _secret_release(tmp_path, SECRET_CANARY + "-old")
+    record["status"] = "ready"
+    store.save(record)
+    key, unit = str(tmp_path / "etc" / "key"), str(tmp_path / "etc" / "unit")
+    report = store.summary(record["id"]) | {"current": None, "running": []}
+    entry = record["files"][unit]
+    digests = (
+        f"{key}\t600\troot\troot\t{'0' * 40}\n"  # the secret differs on the host, the unit is the record's
+        f"{unit}\t{entry['mode']}\t{entry['user']}\t{entry['group']}\t{hashlib.sha1(b'A' + bytes([10])).hexdigest()}"
+    )
+    inventory = Inventory(
+        (
+            ["@fake/t"],
+            {
+                "fake_delay": 0,
+                "fake_delay_jitter": 0,
+                "fake_responses": {"releases --dir": json.dumps(report), "sha1sum": digests},
+            },
+        )
+    )
+    state = State(inventory=inventory, config=Config(DIFF=True))
+    connect_all(state)
+    with caplog.at_level(logging.DEBUG):
+        add_op(state, releases.rolled_back, to=record["id"], keep=5, venvs_dir="/opt/v", lease="r1")
+    assert f"Will replace {key} (holds secrets: content not shown)" in caplog.text
+    assert f"Will modify {unit}" not in caplog.text  # unchanged: not shown
+    assert caplog.text.count(SECRET_CANARY) == 0

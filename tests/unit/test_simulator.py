@@ -184,7 +184,7 @@ def models(tmp_path_factory):
 def lab(tmp_path, models):
     """Writes configs and faults, starts simulators, kills them all at teardown."""
     dev = tmp_path / "dev"
-    dev.mkdir()
+    dev.mkdir(exist_ok=True)  # agent_env (tests/unit/conftest.py) may have made it: the agent then sees these nodes
     for node in DEVICE_NODES:
         (dev / node).touch()
     sims = []
@@ -214,7 +214,7 @@ def lab(tmp_path, models):
             "SGLANG_SIM_SIGTERM_POLL": "0.1",
             **extra_env,
         }
-        log = tmp_path / f"{config_path.stem}.log"
+        log = config_path.with_suffix(".log")
         with log.open("wb") as out:
             popen = subprocess.Popen(
                 [sys.executable, "-m", "sglang.launch_server", "--config", str(config_path)],
@@ -488,6 +488,56 @@ def test_wedge_after_ready_fails_health_but_stays_alive(lab):
 
 
 # ---- fake nvidia-smi --------------------------------------------------------------------------
+
+
+def _group_of_two(lab, tmp_path, **overrides):
+    """A TP group of two simulated nodes on this host: (rank 0's config, rank 1's), the same
+    configuration `tp` with SGLang's multi-node flags, each node its own GPU record dir."""
+    addr = f"127.0.0.1:{_free_port()}"
+    rank0 = lab.config("tp", nnodes=2, node_rank=0, dist_init_addr=addr, **overrides)
+    (tmp_path / "node1").mkdir()
+    rank1 = tmp_path / "node1" / "tp.yaml"
+    rank1.write_text(yaml.safe_dump({**yaml.safe_load(rank0.read_text()), "node-rank": 1, "port": _free_port()}))
+    return rank0, rank1
+
+
+def test_multi_node_rank0_waits_for_the_others_and_rank1_serves_only_health(lab, tmp_path):
+    rank0_config, rank1_config = _group_of_two(lab, tmp_path)
+    rank0 = lab.start(rank0_config)
+    rank0.wait_log(r"TP0\] Init torch distributed begin")
+    time.sleep(1.0)  # far longer than the tiny dist_init phase: TP0 waits on the dist-init port
+    assert "Init torch distributed ends" not in rank0.log() and not rank0.port_open()
+    rank1 = lab.start(rank1_config, SGLANG_SIM_RUN_DIR=str(tmp_path / "node1" / "run"))
+    rank0.wait_log(r"The server is fired up and ready to roll!")
+    line = rank1.wait_log(r"Dummy health check server started in background thread at \S+")
+    assert line.endswith(f"127.0.0.1:{rank1.port}")
+    log1 = rank1.log()
+    assert re.search(r"TP1\] Init torch distributed ends", log1) and re.search(r"TP1\] Capture cuda graph end", log1)
+    assert "TP0]" not in log1 and "Uvicorn running" not in log1 and "fired up" not in log1
+    assert "TP1]" not in rank0.log()
+    for path in ("/ping", "/health", "/health_generate"):
+        assert rank1.http(path) == (200, b"")
+    assert rank1.http("/generate", {"text": "x"})[0] in (404, 405) and rank1.http("/v1/models")[0] == 404
+    assert "GET /health" not in rank1.log()  # uvicorn at warning: no access lines
+    # each node holds its own GPU 0 (tp_rank % ranks per node)
+    assert [r["gpu"] for r in rank0.records() if r["role"].startswith("scheduler")] == [0]
+    assert [r["gpu"] for r in rank1.records() if r["role"].startswith("scheduler")] == [0]
+    status, body = rank0.http("/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 4}})
+    assert status == 200
+
+
+def test_a_hang_on_rank1_leaves_rank0_silent_in_the_collective(lab, tmp_path):
+    rank0_config, rank1_config = _group_of_two(lab, tmp_path)
+    lab.faults({"tp": {"hang": "weights", "node_rank": 1}})
+    rank0 = lab.start(rank0_config)
+    rank1 = lab.start(rank1_config, SGLANG_SIM_RUN_DIR=str(tmp_path / "node1" / "run"))
+    rank1.wait_log(r"TP1\] Load weight begin")
+    rank0.wait_log(r"TP0\] Load weight end")  # its own weights load; then the KV pool sizing waits for TP1
+    time.sleep(1.0)
+    assert "KV Cache is allocated" not in rank0.log() and not rank0.port_open()
+    os.killpg(rank1.popen.pid, signal.SIGKILL)  # the dead peer does not free rank 0: still blocked
+    time.sleep(0.5)
+    assert "KV Cache is allocated" not in rank0.log() and rank0.popen.poll() is None
 
 
 def test_nvidia_smi_formats(tmp_path):

@@ -44,3 +44,4 @@ def test_the_connector_entry_point_is_registered(wheel, names):
     with zipfile.ZipFile(wheel) as archive:
         entry_points = archive.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
     assert "pveguest = sglang_pve.provision.connector:GuestConnector" in entry_points
+    assert "pvenode = sglang_pve.provision.keepalive:NodeConnector" in entry_points

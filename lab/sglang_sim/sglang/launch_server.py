@@ -28,7 +28,7 @@ def run_server(server_args: ServerArgs, name: Optional[str]) -> None:
 
     configure_logger(server_args.log_level)
     configure_uvicorn_loggers(server_args.log_level_http or server_args.log_level)
-    faults = load_faults(name)
+    faults = load_faults(name, server_args.node_rank)
     server_args.resolve_once()
     launch_server(server_args, faults)
 

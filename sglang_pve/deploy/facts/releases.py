@@ -18,7 +18,8 @@ class ReleaseReport:
     previous: str | None = None  # where a rollback goes by default
     running: list = field(default_factory=list)  # units of the current release that run
     target: str | None = None  # the release whose contents were asked for
-    contents: dict = field(default_factory=dict)  # its files: path -> bytes
+    contents: dict = field(default_factory=dict)  # its files: path -> bytes (secret files never)
+    secret_sha1: dict = field(default_factory=dict)  # its secret files: path -> sha1 (the content stays there)
     lock: str | None = None  # its lock
     error: str | None = None  # why the asked-for release has no contents (no such id, no previous)
     lease: dict | None = None  # the deploy lock's holder (agent/lease.py), None when free
@@ -33,7 +34,8 @@ class ReleaseReport:
 
 class Releases(FactBase[ReleaseReport]):
     """Release records, the current and previous ids, which units run, and (files_of: an id or
-    "previous") one release's file contents and lock; empty before the agent is installed.
+    "previous") one release's file contents and lock, of its secret files only their sha1;
+    empty before the agent is installed.
 
     host.get_fact(Releases, files_of="previous").target  # "20261130T114354Z-3f2a9c1d"
     """
@@ -60,6 +62,7 @@ class Releases(FactBase[ReleaseReport]):
             running=document["running"],
             target=document.get("target"),
             contents={path: base64.b64decode(data) for path, data in (document.get("contents") or {}).items()},
+            secret_sha1=document.get("secret_sha1") or {},
             lock=document.get("lock"),
             error=document.get("error"),
             lease=document.get("lease"),

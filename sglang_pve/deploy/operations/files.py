@@ -24,6 +24,7 @@ class ManagedFile:
     user: str = "root"
     group: str = "root"
     secret: bool = False  # never read back, never diffed: --diff says that it changed, not how
+    known_sha1: str | None = None  # a secret file whose content stays on the host (a release's): its sha1
 
     @property
     def data(self) -> bytes:
@@ -31,7 +32,7 @@ class ManagedFile:
 
     @property
     def sha1(self) -> str:
-        return hashlib.sha1(self.data).hexdigest()
+        return self.known_sha1 or hashlib.sha1(self.data).hexdigest()
 
     @property
     def sha256(self) -> str:  # what release records use

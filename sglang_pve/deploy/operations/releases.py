@@ -40,6 +40,7 @@ class Release:
     nccl_profile: str
     files: dict[str, str]  # path -> sha256 of the rendered content
     blocks: dict = field(default_factory=dict)  # path -> {"marker", "body"}
+    secrets: tuple[str, ...] = ()  # files holding secrets: their records say so, their content never leaves the host
     user: str | None = None
     commit: str | None = None
 
@@ -72,6 +73,7 @@ class Release:
         spec.update(
             files=dict(sorted(self.files.items())),
             units=list(self.units),
+            secrets=sorted(self.secrets),
             lock=paths.lock_path(self.venv),
             lifecycle=self.lifecycle,
         )
@@ -182,6 +184,7 @@ def _switch_spec(current: dict, server: str) -> dict:
         active_server=server,
         lifecycle=paths.lifecycle_path(server),
         files={path: entry["sha256"] for path, entry in sorted(current["files"].items())},
+        secrets=sorted(path for path, entry in current["files"].items() if entry.get("secret")),
         lock=current["lock"]["path"],
         user=who(),
         commit=current.get("commit"),
@@ -205,8 +208,10 @@ def rolled_back(to: str | None, keep: int, venvs_dir: str, lease: str):
     + to: a release id (`tasks/rollback.py --data list=1` lists them) or None
     + keep, venvs_dir, lease: as for release()
 
-    Under --diff every file that would change is shown as a unified diff. The release's venv
-    must exist (tasks/rollback.py reinstalls it from the release's lock first).
+    Under --diff every file that would change is shown as a unified diff, a secret file only as
+    changing: its content never leaves the host (the Releases fact gives its sha1; the agent
+    restores it from the release's blob). The release's venv must exist (tasks/rollback.py
+    reinstalls it from the release's lock first).
 
     **Example:**
 
@@ -221,7 +226,9 @@ def rolled_back(to: str | None, keep: int, venvs_dir: str, lease: str):
     assert target is not None  # the agent reports its target among the releases
     states = host.get_fact(FileDigests, paths=sorted(target["files"]))
     wanted = [
-        ManagedFile(path, _text_or_bytes(report.contents[path]), e["mode"], e["user"], e["group"])
+        ManagedFile(path, b"", e["mode"], e["user"], e["group"], secret=True, known_sha1=report.secret_sha1[path])
+        if path in report.secret_sha1
+        else ManagedFile(path, _text_or_bytes(report.contents[path]), e["mode"], e["user"], e["group"])
         for path, e in sorted(target["files"].items())
     ]
     changed = [f for f in wanted if f.needs_write(states.get(f.path))]

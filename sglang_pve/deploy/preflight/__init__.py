@@ -24,7 +24,7 @@ from sglang_pve.deploy.preflight.draft import eagle3_problems
 from sglang_pve.deploy.preflight.flags import rendered_problems, verdict_problems
 from sglang_pve.deploy.preflight.host import gpu_problems, gpus_needed, limit_problems, port, port_problems
 from sglang_pve.deploy.preflight.models import model_config
-from sglang_pve.deploy.render import server_yaml
+from sglang_pve.deploy.render import server_yaml, tp_rank
 
 
 @dataclass
@@ -71,7 +71,7 @@ def probe_spec(deployment: Deployment, venv: str, judge_all: bool) -> ProbeSpec:
     configs that differ from the host's copy (or every one, when the venv holds another version)."""
     configs = {}
     for name, server in deployment.servers.items():
-        text = server_yaml(server)
+        text = server_yaml(server, tp=tp_rank(deployment, server))
         rendered = ManagedFile(paths.server_config_path(name), text)
         configs[name] = RenderedConfig(rendered.path, text, rendered.sha1, dict(server.env))
     servers = deployment.servers.values()

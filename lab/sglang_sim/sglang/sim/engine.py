@@ -4,6 +4,14 @@ Spawns one scheduler per TP rank and the detokenizer (multiprocessing spawn), wa
 rank's ready message with no overall deadline (a hung rank keeps the port closed forever, as in
 SGLang), then opens the HTTP port and runs the warm-up thread.
 
+Multi-node (dist.py): each node runs its own TP ranks; only node rank 0 runs the detokenizer,
+the tokenizer manager and the HTTP server. A node above rank 0 waits for its schedulers' ready
+messages, starts SGLang's dummy health check server (GET /ping, /health, /health_generate: 200,
+/metrics with --enable-metrics; uvicorn at level warning, so no access lines) and blocks until
+its schedulers exit, as sgl-project/sglang python/sglang/srt/entrypoints/engine.py (commit
+001067ff) Engine._launch_subprocesses does when node_rank >= 1, with
+python/sglang/srt/utils/common.py launch_dummy_health_check_server.
+
 Signals, as in SGLang:
 - before HTTP: SIGQUIT from a failed child -> "Received sigquit from a child process. ..." and
   the whole tree is SIGKILLed; SIGTERM has its default action (children follow by PDEATHSIG).
@@ -25,8 +33,9 @@ from typing import List, Tuple
 from sglang.sim import env
 from sglang.sim.channels import Channels
 from sglang.sim.detokenizer import run_detokenizer_process
+from sglang.sim.dist import local_tp_ranks
 from sglang.sim.faults import Faults
-from sglang.sim.http_server import SimHTTPServer
+from sglang.sim.http_server import DummyHealthServer, SimHTTPServer
 from sglang.sim.logs import UVICORN_ERROR
 from sglang.sim.phases import phase_durations
 from sglang.sim.procutil import kill_process_tree
@@ -53,7 +62,7 @@ def _launch_subprocesses(args: ServerArgs, faults: Faults, chans: Channels) -> T
     """Start the schedulers, then the detokenizer; return ([(proc, reader)], [all procs])."""
     ctx = mp.get_context("spawn")
     schedulers = []
-    for tp_rank in range(args.tp_size):
+    for tp_rank in local_tp_ranks(args.tp_size, args.nnodes, args.node_rank):
         reader, writer = ctx.Pipe(duplex=False)
         proc = ctx.Process(
             target=run_scheduler_process,
@@ -63,6 +72,8 @@ def _launch_subprocesses(args: ServerArgs, faults: Faults, chans: Channels) -> T
         proc.start()
         writer.close()
         schedulers.append((proc, reader))
+    if args.node_rank >= 1:
+        return schedulers, [proc for proc, _ in schedulers]
     detokenizer = ctx.Process(target=run_detokenizer_process, args=(args.log_level, chans), name="sglang::detokenizer")
     detokenizer.start()
     return schedulers, [proc for proc, _ in schedulers] + [detokenizer]
@@ -123,6 +134,16 @@ def _sigterm_watchdog(tm: TokenizerManager) -> None:
     kill_process_tree(os.getpid())
 
 
+def _serve_nonzero_rank(args: ServerArgs, procs: List[mp.Process]) -> None:
+    """A node above rank 0: the dummy health check server, then wait for the schedulers."""
+    server = DummyHealthServer((args.host, args.port), args.enable_metrics)
+    _start_thread(server.serve_forever)
+    logger.info(f"Dummy health check server started in background thread at {args.host}:{args.port}")
+    for proc in procs:
+        proc.join()
+        logger.error(f"Scheduler or DataParallelController {proc.pid} terminated with {proc.exitcode}")
+
+
 def _start_thread(target, *args) -> None:
     threading.Thread(target=target, args=args, daemon=True).start()
 
@@ -136,6 +157,9 @@ def launch_server(args: ServerArgs, faults: Faults) -> None:
     chans = Channels(mp.get_context("spawn"))
     schedulers, procs = _launch_subprocesses(args, faults, chans)
     scheduler_info = _wait_for_scheduler_ready(schedulers)
+    if args.node_rank >= 1:
+        _serve_nonzero_rank(args, procs)
+        return
     tm = TokenizerManager(args, chans, model_config, scheduler_info)
 
     if faults.hangs_at("http"):

@@ -6,7 +6,9 @@ The file maps a server configuration name (the stem of the --config file) to its
     baseline: {wedge_after_ready: true, phase_seconds: {weights: 20}}
 
 Keys: hang (a phase name), crash (context_length), wedge_after_ready, leak_child, phase_seconds,
-and the configuration's speed: decode_tok_s, accept_length (default: perf.SEED_RATES by name).
+and the configuration's speed: decode_tok_s, accept_length (default: perf.SEED_RATES by name);
+node_rank: hang, crash, wedge_after_ready and leak_child act only on the node of that
+--node-rank (one rank of a multi-node group); the durations and speed apply everywhere.
 A missing file means no faults; a malformed one stops the start with a message naming it.
 
 A build of the simulator may carry a regression: a module `sglang.sim.regression` whose `FAULTS`
@@ -30,10 +32,20 @@ except ImportError:
     REGRESSION = None
 
 CRASH_KINDS = ("context_length",)
+_NODE_FAULTS = ("hang", "crash", "wedge_after_ready", "leak_child")  # what node_rank restricts
 
 
 WEDGE_DELAY_S = 3.0
-FILE_KEYS = ("hang", "crash", "wedge_after_ready", "leak_child", "phase_seconds", "decode_tok_s", "accept_length")
+FILE_KEYS = (
+    "hang",
+    "crash",
+    "wedge_after_ready",
+    "leak_child",
+    "phase_seconds",
+    "decode_tok_s",
+    "accept_length",
+    "node_rank",
+)
 
 
 @dataclass(frozen=True)
@@ -51,8 +63,9 @@ class Faults:
         return self.hang == phase
 
 
-def load_faults(config_name: Optional[str]) -> Faults:
-    """Faults for `config_name` from the fault file, else this build's regression, else none."""
+def load_faults(config_name: Optional[str], node_rank: int = 0) -> Faults:
+    """Faults for `config_name` (on node `node_rank`) from the fault file, else this build's
+    regression, else none."""
     path = Path(env.FAULTS_FILE.get())
     if config_name is None:
         return Faults()
@@ -64,7 +77,10 @@ def load_faults(config_name: Optional[str]) -> Faults:
         raise ValueError(f"{path}: expected a mapping of configuration name -> faults")
     if data.get(config_name) is None and REGRESSION is not None:
         return _parse_entry(REGRESSION, "sglang.sim.regression", SEED_RATES.get(config_name))
-    return _parse_entry(data.get(config_name) or {}, f"{path}: {config_name}", SEED_RATES.get(config_name))
+    entry = data.get(config_name) or {}
+    if isinstance(entry, dict) and entry.get("node_rank", node_rank) != node_rank:
+        entry = {k: v for k, v in entry.items() if k not in _NODE_FAULTS}  # another node's faults
+    return _parse_entry(entry, f"{path}: {config_name}", SEED_RATES.get(config_name))
 
 
 def _decode_rate(entry: dict, where: str, seed: Optional[DecodeRate]) -> Optional[DecodeRate]:
@@ -91,6 +107,8 @@ def _parse_entry(entry: object, where: str, seed: Optional[DecodeRate] = None) -
         raise ValueError(f"{where}: hang must be one of {', '.join(PHASES)}, got {hang!r}")
     if crash is not None and crash not in CRASH_KINDS:
         raise ValueError(f"{where}: crash must be one of {', '.join(CRASH_KINDS)}, got {crash!r}")
+    if not isinstance(entry.get("node_rank", 0), int) or isinstance(entry.get("node_rank"), bool):
+        raise ValueError(f"{where}: node_rank must be an integer, got {entry['node_rank']!r}")
     if not isinstance(entry.get("leak_child", False), bool):
         raise ValueError(f"{where}: leak_child must be true or false, got {entry['leak_child']!r}")
     wedge = entry.get("wedge_after_ready", False)

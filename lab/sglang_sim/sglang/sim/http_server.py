@@ -219,3 +219,48 @@ class SimHTTPServer(ThreadingHTTPServer):
     def __init__(self, address: Tuple[str, int], tm: TokenizerManager):
         super().__init__(address, RequestHandler)
         self.tm = tm
+
+
+class _DummyHandler(BaseHTTPRequestHandler):
+    """SGLang's launch_dummy_health_check_server (python/sglang/srt/utils/common.py, commit
+    001067ff): GET /ping, /health and /health_generate answer 200 with an empty body, whatever
+    the schedulers do; /metrics exists with --enable-metrics (its prometheus middleware; here
+    an empty exposition, a guess); uvicorn runs at level warning, so no access lines."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "uvicorn"
+    sys_version = ""
+    server: "DummyHealthServer"
+
+    def do_GET(self):
+        path = urlsplit(self.path).path
+        if path in ("/ping", "/health", "/health_generate") or (path == "/metrics" and self.server.metrics):
+            self._send(Reply(200, "text/plain; charset=utf-8", b""))
+        else:
+            self._send(_json({"detail": "Not Found"}, 404))
+
+    def do_POST(self):
+        path = urlsplit(self.path).path
+        known = path in ("/ping", "/health", "/health_generate") or (path == "/metrics" and self.server.metrics)
+        self._send(_json({"detail": "Method Not Allowed"}, 405) if known else _json({"detail": "Not Found"}, 404))
+
+    def _send(self, reply: Reply) -> None:
+        self.send_response(reply.status)
+        self.send_header("content-type", reply.content_type)
+        self.send_header("content-length", str(len(reply.body)))
+        self.end_headers()
+        self.wfile.write(reply.body)
+
+    def log_message(self, format, *args) -> None:
+        """uvicorn at log level warning: no access lines."""
+
+
+class DummyHealthServer(ThreadingHTTPServer):
+    """The health server of a node above rank 0 (engine.py)."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: Tuple[str, int], metrics: bool):
+        super().__init__(address, _DummyHandler)
+        self.metrics = metrics

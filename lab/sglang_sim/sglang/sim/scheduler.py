@@ -15,6 +15,7 @@ import time
 import traceback
 
 from sglang.sim.channels import Channels
+from sglang.sim.dist import Rendezvous, local_gpu_id
 from sglang.sim.faults import Faults
 from sglang.sim.gpu import TOTAL_GIB, GpuHolder, physical_gpu
 from sglang.sim.leak import spawn_leaked_child
@@ -72,7 +73,10 @@ class Scheduler:
         max_bs = min(args.cuda_graph_max_bs_decode, args.max_running_requests or 1 << 20)
         self.graph_bs = capture_batch_sizes(max_bs) if args.cuda_graph_enabled else []
         self.plan = plan_memory(args, self.target, self.draft_probe, tp_rank, len(self.graph_bs))
-        gpu_index = physical_gpu(args.base_gpu_id + tp_rank * args.gpu_id_step)
+        gpu_index = physical_gpu(local_gpu_id(tp_rank, args.tp_size, args.nnodes, args.base_gpu_id, args.gpu_id_step))
+        self.dist = (
+            Rendezvous(args.dist_init_addr, args.tp_size, tp_rank, args.dist_timeout) if args.nnodes > 1 else None
+        )
         self.gpu = GpuHolder(gpu_index, role=f"scheduler_TP{tp_rank}")
         self.perf = PerfModel(args, os.environ, faults.decode_rate)
         # SGLang's default request-slot count when --max-running-requests is unset.
@@ -100,6 +104,7 @@ class Scheduler:
         if self.args.is_speculative:
             self._init_draft_worker()
         self._capture_graphs()
+        self._collective("ready")
         return self._ready_info(load_weights_time)
 
     def _sleep(self, phase: str, fraction: float = 1.0) -> None:
@@ -120,6 +125,8 @@ class Scheduler:
         self.gpu.acquire()
         self.gpu.publish(used_gib=0.5, phase="dist_init")
         self._hang_if("dist_init")
+        if self.dist is not None:
+            self.dist.join()
         if self.args.tp_size > 2 and not self.args.disable_custom_all_reduce:
             logger.warning(
                 "CustomAllreduce is disabled because it's not supported on more than two "
@@ -171,9 +178,15 @@ class Scheduler:
         )
         return elapsed
 
+    def _collective(self, name: str) -> None:
+        """Where SGLang's startup waits for every rank (dist.py)."""
+        if self.dist is not None:
+            self.dist.barrier(name)
+
     def _init_memory_pool(self) -> None:
         self.gpu.publish(phase="kv_cache")
         self._hang_if("kv_cache")
+        self._collective("kv_cache")  # the KV pool is sized by the minimum free memory over all ranks
         if self.plan.kv_tokens <= 0:
             raise RuntimeError("Not enough memory. Please try to increase --mem-fraction-static.")
         self._sleep("kv_cache")
@@ -221,6 +234,7 @@ class Scheduler:
         )
         self._hang_if("cuda_graph")
         self.gpu.publish(utilization=CAPTURE_UTILIZATION)
+        self._collective("cuda_graph")  # a capture runs the forward's collectives
         steps = self._graph_steps()
         share_total = sum(GRAPH_SHARE[name] for name in steps)
         for name, gib in steps.items():

@@ -87,6 +87,8 @@ class ServeLoop:
             if self.chans.wedged.is_set():
                 self._wedge()
             admitted = self.waiting[: max(0, self.max_running - len(self.running))]
+            if (admitted or self.running) and self.s.dist is not None and self.s.dist.lost():
+                self._hang_in_forward()  # the batch's collectives wait for a rank that is gone
             if admitted:
                 del self.waiting[: len(admitted)]
                 self._prefill(admitted)
