@@ -1,12 +1,14 @@
 """What the lab (inventory/lab.py) does differently from production, and why."""
 
-from lab.layout import API_KEY, INDEX_URL
+from lab.layout import API_KEY, BRIDGE_ADDRESS, INDEX_URL
 from sglang_pve.agent.spec import STALL_PHASES
 
 # The lab's own package index on the bridge serves the SGLang simulator under SGLang's real
 # distribution name and pinned version; nothing else is reachable from the containers.
 sglang_index_url = INDEX_URL
 sglang_extra_index_urls = []
+# It serves plain http on the lab's own bridge, which only the lab's containers share.
+sglang_index_http_hosts = [BRIDGE_ADDRESS]
 # The simulator's wheel needs no torch and no kernel, and the lab ships neither (a stand-in named
 # like them would only prove that an import of an empty package works): it checks what it ships.
 sglang_import_check = ["sglang", "yaml"]

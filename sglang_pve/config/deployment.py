@@ -9,6 +9,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sglang_pve.config.errors import ConfigError, Problem
+from sglang_pve.config.indexes import Hostname, IndexCredential, IndexLogin, index_problems, read_index_logins
 from sglang_pve.config.nccl import DEFAULT_PROFILE, PROFILES, check_profile
 from sglang_pve.config.problems import problems_from
 from sglang_pve.config.safe import HostPath, Name, Text
@@ -80,6 +81,11 @@ class HostData(SshAccess):
     sglang_version: str = Field(SGLANG_VERSION, pattern=_VERSION)
     sglang_index_url: str = Field("https://pypi.org/simple", pattern=_URL)
     sglang_extra_index_urls: list[Annotated[str, Field(pattern=_URL)]] = ["https://docs.sglang.ai/whl/cu130/"]
+    # The indexes' logins, by host, the password from a secret source (config/indexes.py), never
+    # in a URL: {"pypi.example": {"login": "__token__", "password": {"env": "PYPI_TOKEN"}}}.
+    # http:// only to the hosts named here (a mirror on a trusted network; the lab's index).
+    sglang_index_credentials: dict[Hostname, IndexCredential] = {}
+    sglang_index_http_hosts: list[Hostname] = []
     sglang_venvs_dir: HostPath = "/opt/sglang/venvs"
     # Where each distribution comes from (config/supply.py): the packages named here only from the
     # extra index (uv: an explicit index, [tool.uv.sources]; each becomes a requirement of the
@@ -165,6 +171,7 @@ class Deployment(BaseModel):
     nccl_env: dict[str, str]  # the active profile, values as strings
     servers: dict[str, ServerConfig]
     secrets: ServerSecrets = ServerSecrets()
+    index_logins: tuple[IndexLogin, ...] = ()  # sglang_index_credentials, their passwords read
     tp: TpRank | None = None  # this host's rank in its TP group, None in none
 
 
@@ -223,7 +230,9 @@ def load_deployment(
                 f"use one of {', '.join(map(str, document['servers']))}, or null to run none",
             )
         )
-    problems += supply_problems(host_data)
+    problems += supply_problems(host_data) + index_problems(host_data)
+    index_logins, found = read_index_logins(host_data)
+    problems += found
     secrets, found = read_secrets(host_data.sglang_secrets)
     problems += found + secret_env_problems(host_data.sglang_secrets)
     if hosts is not None:
@@ -242,5 +251,6 @@ def load_deployment(
         nccl_env={k: str(v) for k, v in profile.items()},
         servers=servers,
         secrets=secrets,
+        index_logins=index_logins,
         tp=tp,
     )

@@ -6,8 +6,10 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from sglang_pve.config.errors import HIDDEN, Problem
+from sglang_pve.config.indexes import masked
 
-_NAME_FIELDS = {"env": "environment variable name", "file": "path", "ssh_key": "path"}  # and *_env, *_file
+# and *_env, *_file; a login names an account (a token pasted there must not be echoed either)
+_NAME_FIELDS = {"env": "environment variable name", "file": "path", "ssh_key": "path", "login": "login name"}
 
 
 def _fix(error: ErrorDetails, known: list[str]) -> str:
@@ -67,6 +69,8 @@ def problems_from(exc: ValidationError, model: type[BaseModel], prefix: str = ""
             continue
         key = ".".join(str(part) for part in loc)
         value = error.get("input") if error["type"] != "missing" else None
+        if isinstance(value, str) and "://" in value:  # a URL with user:token@ is shown masked
+            value = masked(value)
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
             message = "unknown key"

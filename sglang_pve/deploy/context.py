@@ -9,6 +9,7 @@ from pyinfra.api.exceptions import PyinfraError
 
 from sglang_pve.config import ConfigError, Deployment, Problem, load_deployment
 from sglang_pve.config.deployment import NIGHTLY, HostData
+from sglang_pve.config.indexes import read_index_logins
 from sglang_pve.deploy import index, paths
 from sglang_pve.deploy.facts.python import VenvSitePackages
 from sglang_pve.deploy.operations import venvs
@@ -45,21 +46,23 @@ def _resolve(data: HostData) -> str:
     if not NIGHTLY.fullmatch(spec):
         return spec
     urls = (data.sglang_index_url, *data.sglang_extra_index_urls)
+    logins, _ = read_index_logins(data)  # load_deployment reported their problems before it resolves
     cached = index.resolve_nightly.cache_info().currsize
     try:
-        version = index.resolve_nightly(spec, urls)
+        version = index.resolve_nightly(spec, urls, logins)
     except index.IndexLookupError as error:
         raise ConfigError(
             host.name, [Problem("sglang_version", spec, str(error), "pin an exact version, or check the index URLs")]
         ) from None
     if index.resolve_nightly.cache_info().currsize > cached:
-        logger.info(f"sglang_version {spec} resolved to {version} ({', '.join(map(index.masked, urls))})")
+        logger.info(f"sglang_version {spec} resolved to {version} ({', '.join(urls)})")
     return version
 
 
 def package_source(hooks: Iterable[ManagedFile] = ()) -> venvs.Source:
     """Indexes, installer and import check of this host's SGLang venvs (hooks: files each gets)."""
-    data = deployment().data
+    config = deployment()
+    data = config.data
     return venvs.Source(
         index_url=data.sglang_index_url,
         extra_index_urls=tuple(data.sglang_extra_index_urls),
@@ -70,6 +73,7 @@ def package_source(hooks: Iterable[ManagedFile] = ()) -> venvs.Source:
         sdist_allowed=tuple(data.sglang_sdist_allowed),
         import_check=tuple(data.sglang_import_check),
         hooks=tuple(hooks),
+        logins=config.index_logins,
     )
 
 

@@ -5,10 +5,11 @@ run, against the configured indexes' PEP 503 pages: SGLang's nightlies are versi
 `<next patch>.devYYYYMMDD+g<sha>` (sgl-project/sglang .github/workflows/release-pypi-nightly.yml), so the exact version
 names the commit and sorts above the last release.
 
-    resolve_nightly("nightly", ["https://docs.sglang.ai/whl/cu130/"])  # "0.5.16.dev20260723+gc0ffee123"
-    masked("https://user:token@pypi.example/simple/")                 # "https://***@pypi.example/simple/"
-    netrc_text(["https://user:token@pypi.example/simple/"])
-    # "machine pypi.example login user password token\n"
+    resolve_nightly("nightly", ("https://docs.sglang.ai/whl/cu130/",))  # "0.5.16.dev20260723+gc0ffee123"
+    netrc_text(deployment.index_logins)  # "machine pypi.example login __token__ password ...\n"
+
+The controller's own reads (nightly resolution) send an index's login only to that index's
+host: never in the URL, and never on to another origin on a redirect (_OwnOriginRedirects).
 """
 
 import base64
@@ -16,10 +17,13 @@ import html
 import re
 import urllib.parse
 import urllib.request
+from collections.abc import Iterable
 from functools import cache
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
+
+from sglang_pve.config.indexes import IndexLogin, masked
 
 TIMEOUT_S = 30
 _HREF = re.compile(r"""<a\s[^>]*href=["']([^"']+)["']""", re.IGNORECASE)
@@ -29,46 +33,11 @@ class IndexLookupError(RuntimeError):
     """An index could not be read, or holds no matching nightly; the message says which."""
 
 
-def masked(url: str) -> str:
-    """The URL with any user:password@ replaced by ***@ (for output, logs and locks)."""
-    parts = urllib.parse.urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urllib.parse.urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
-
-
-def without_credentials(url: str) -> str:
-    """The URL with any user:password@ removed: what goes on a command line (netrc_text has them)."""
-    parts = urllib.parse.urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
-
-
-_NETRC_TOKEN = re.compile(r"[!$%&()*+,\-./0-9:;<=>?@A-Z\[\]^_`a-z{|}~]+")  # printable, no blank, quote, backslash or #
-
-
-def netrc_text(urls) -> str:
-    """A netrc with the credentials of `urls` (one entry per host: pip, through requests, and uv
-    look them up by host name). Credentials the format cannot carry literally, or two different
-    ones for one host, raise ValueError (naming the masked URL, never the value)."""
-    entries: dict[str, tuple[str, str]] = {}
-    for url in urls:
-        parts = urllib.parse.urlsplit(url)
-        if parts.username is None:
-            continue
-        login, password = urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or "")
-        if not all(_NETRC_TOKEN.fullmatch(token) for token in (login, password)):
-            raise ValueError(
-                f"{masked(url)}: the user or password is empty or has a blank, quote, backslash, # or "
-                "non-ASCII character, which a netrc file cannot hold; use a token without them"
-            )
-        if entries.setdefault(parts.hostname, (login, password)) != (login, password):
-            raise ValueError(
-                f"{masked(url)}: another index on {parts.hostname} has other credentials; "
-                "a netrc holds one login per host: use the same token for both"
-            )
-    return "".join(f"machine {host} login {login} password {password}\n" for host, (login, password) in entries.items())
+def netrc_text(logins: Iterable[IndexLogin]) -> str:
+    """A netrc with one entry per index host (pip, through requests, and uv look them up by host
+    name, so a login goes only to its own host, on a redirect too). The config model checked
+    every token (config/indexes.py NETRC_TOKEN)."""
+    return "".join(f"machine {i.host} login {i.login} password {i.password.value}\n" for i in logins)
 
 
 def wheel_versions(page: str, project: str = "sglang") -> list[Version]:
@@ -102,27 +71,67 @@ def pick(spec: str, versions: list[Version]) -> Version | None:
     return max(nightlies, default=None)
 
 
-def _get(url: str) -> str:
-    """GET a page; credentials in the URL go into a Basic header, never into an error message."""
-    parts = urllib.parse.urlsplit(url)
-    headers = {"Accept": "text/html"}
-    if "@" in parts.netloc:
-        credentials, host = parts.netloc.rsplit("@", 1)
-        headers["Authorization"] = "Basic " + base64.b64encode(urllib.parse.unquote(credentials).encode()).decode()
-        url = urllib.parse.urlunsplit(parts._replace(netloc=host))
+def same_origin(old: str, new: str) -> bool:
+    """Whether a redirect from `old` to `new` may keep the Authorization header: the rule of
+    requests (psf/requests src/requests/sessions.py SessionRedirectMixin.should_strip_auth, 2.34):
+    the same host, and the same scheme and port, except http:80 -> https:443 on the same host."""
+    before, after = urllib.parse.urlsplit(old), urllib.parse.urlsplit(new)
+    if before.hostname != after.hostname:
+        return False
+    if (before.scheme, before.port, after.scheme, after.port) in {
+        ("http", None, "https", None),
+        ("http", 80, "https", None),
+        ("http", None, "https", 443),
+        ("http", 80, "https", 443),
+    }:
+        return True
+    defaults = {"http": 80, "https": 443}
+    return before.scheme == after.scheme and (before.port or defaults.get(before.scheme)) == (
+        after.port or defaults.get(after.scheme)
+    )
+
+
+class _OwnOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """CPython's redirect_request copies every header of the request to the next one, Authorization
+    included, whatever host the Location names (python/cpython Lib/urllib/request.py
+    HTTPRedirectHandler.redirect_request: `newheaders = {k: v for k, v in req.headers.items() ...}`).
+    _get sends the login as an unredirected header (which that copy leaves out) and this gives it
+    back only where same_origin says so."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        login = req.unredirected_hdrs.get("Authorization")
+        if new is not None and login and same_origin(req.full_url, new.full_url):
+            new.add_unredirected_header("Authorization", login)
+        return new
+
+
+_OPENER = urllib.request.build_opener(_OwnOriginRedirects)
+
+
+def _get(url: str, logins: Iterable[IndexLogin] = ()) -> str:
+    """GET a page, with the login of its host (Basic) when there is one; errors name the URL only."""
+    request = urllib.request.Request(url, headers={"Accept": "text/html"})
+    host = urllib.parse.urlsplit(url).hostname
+    for login in logins:
+        if login.host == host:
+            token = base64.b64encode(f"{login.login}:{login.password.value}".encode()).decode()
+            request.add_unredirected_header("Authorization", f"Basic {token}")
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=TIMEOUT_S) as response:
+        with _OPENER.open(request, timeout=TIMEOUT_S) as response:
             return response.read().decode("utf-8", "replace")
     except OSError as error:
         raise IndexLookupError(f"cannot read {masked(url)}: {getattr(error, 'reason', error)}") from None
 
 
 @cache
-def resolve_nightly(spec: str, index_urls: tuple[str, ...], project: str = "sglang") -> str:
+def resolve_nightly(
+    spec: str, index_urls: tuple[str, ...], logins: tuple[IndexLogin, ...] = (), project: str = "sglang"
+) -> str:
     """The exact version `spec` names on the indexes (cached: resolved once per run)."""
     versions = []
     for url in index_urls:
-        versions += wheel_versions(_get(url.rstrip("/") + f"/{project}/"), project)
+        versions += wheel_versions(_get(url.rstrip("/") + f"/{project}/", logins), project)
     chosen = pick(spec, versions)
     if chosen is None:
         nightlies = sorted(str(v) for v in versions if is_nightly(v))

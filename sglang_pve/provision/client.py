@@ -11,6 +11,7 @@ never a secret.
 import logging
 import re
 import time
+import urllib.parse
 from collections import Counter
 
 import requests
@@ -105,6 +106,30 @@ class _PinnedTicketAuth(ProxmoxHTTPAuth):
         self.csrf_prevention_token = ticket["CSRFPreventionToken"]
 
 
+class RedirectRefused(requests.exceptions.RequestException):
+    """The node answered with a redirect, which the client never follows (_NoRedirects)."""
+
+    def __init__(self, status: int, location: str, **kwargs):
+        self.status, self.location = status, location
+        super().__init__(f"HTTP {status} redirect", **kwargs)
+
+
+class _NoRedirects(ProxmoxHttpSession):
+    """proxmoxer's session, following no redirect. requests follows them (Session.resolve_redirects)
+    and strips only the Authorization header on the way to another host (psf/requests
+    src/requests/sessions.py SessionRedirectMixin.rebuild_auth / should_strip_auth): the ticket
+    cookie proxmoxer sends with every request is made without a domain (proxmoxer
+    proxmoxer/backends/https.py ProxmoxHTTPAuth.get_cookies: cookiejar_from_dict), so every host
+    matches it; the CSRFPreventionToken header stays; a 307/308 re-sends the POST body, which for
+    /access/ticket is the password. The node's API answers every call itself: a redirect is an error."""
+
+    def resolve_redirects(self, resp, req, *args, **kwargs):
+        location = self.get_redirect_target(resp)
+        if location:
+            raise RedirectRefused(resp.status_code, location, request=req, response=resp)
+        return iter(())
+
+
 class Api:
     """Calls by path ("nodes/pve1/lxc"), counted per method in `calls` (the benchmark reads them)."""
 
@@ -169,6 +194,14 @@ class Api:
 
 def transport_error(call: str, settings: ApiSettings, error: requests.exceptions.RequestException) -> ProxmoxError:
     where = f"{settings.host}:{settings.port}"
+    if isinstance(error, RedirectRefused):
+        target = urllib.parse.urlsplit(error.location)
+        return ProxmoxError(
+            call,
+            f"{where} answered {error.status} with a redirect to {target.hostname or 'the same host'}: not followed "
+            "(the API password, ticket and token go to the node's API only). Fix: proxmox_api.host and port must "
+            "name the node's API itself (pveproxy, 8006), not a proxy in front of it",
+        )
     if isinstance(error, requests.exceptions.SSLError):
         return ProxmoxError(
             call,
@@ -199,7 +232,7 @@ def connect(settings: ApiSettings, credential: Credential) -> Api:
             f"{settings.host}:{settings.port}: TLS verification is off (proxmox_api.verify: false): whoever sits "
             "on the path sees the API password or token; pin the fingerprint instead (pvenode cert info)"
         )
-    session = ProxmoxHttpSession()
+    session = _NoRedirects()
     trust(session, f"https://{settings.host}:{settings.port}/", settings.ca_file, settings.fingerprint, settings.verify)
     session.headers["accept"] = JsonSerializer().get_accept_types()
     if credential.token_name:

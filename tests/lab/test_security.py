@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from sglang_pve.config import ConfigError, load_deployment
+from sglang_pve.config.deployment import SGLANG_VERSION
 from sglang_pve.deploy import paths
 from sglang_pve.deploy.render import server_files
 from tests.conftest import PROJECT
@@ -210,6 +211,85 @@ def test_no_canary_in_output_argv_journal_units_or_anything_a_user_can_read(keye
         f"stat -c '%a %U' {paths.secret_config_path('baseline')} {paths.secret_env_path('baseline')} {paths.LOG_DIR}"
     ).split() == ["600", "root", "600", "root", "700", "root"]
     assert API_KEY in sh(f"grep -h server_args {paths.log_path('baseline')} | tail -1")
+
+
+API_KEY2, INDEX_TOKEN = "canary-api2-4f0e6b19", "canary-index-b7d2c530"
+
+
+def _canaries() -> tuple[str, ...]:
+    """Every secret of the rollback run: the keys of both releases, the HF token, the index login's
+    password and the node's API password (root@pam, used by deploy.py's node tasks)."""
+    from lab import layout
+
+    password = json.loads(layout.PVE_CREDENTIALS.read_text())["users"]["root@pam"]["password"]
+    return (*CANARIES, API_KEY2, INDEX_TOKEN, password)
+
+
+def _leaks(text: str) -> list[int]:
+    """Which canaries (by index, never by value) `text` holds, as text or base64-encoded."""
+    import base64
+
+    return [i for i, c in enumerate(_canaries()) if c in text or base64.b64encode(c.encode()).decode()[:16] in text]
+
+
+def _quiet(*args: str, deploy: str = "deploy.py", ok: bool = True) -> str:
+    """pyinfra's output; a failure shows it with every canary replaced (never printed)."""
+    code, output = pyinfra(*args, deploy=deploy, check=False)
+    if ok and code != 0:
+        for i, canary in enumerate(_canaries()):
+            output = output.replace(canary, f"<canary {i}>")
+        raise AssertionError(f"pyinfra {deploy} exited {code}:\n{output[-6000:]}")
+    return output
+
+
+@pytest.fixture(scope="module")
+def rolled_back(keyed, tmp_path_factory):
+    """After `keyed`'s release (A): a deploy -vvv --diff of release B (another api-key), the index
+    login from its secret source (sglang_version nightly-<day>: the controller reads the lab's
+    index with it, resolving to the pinned build, so no venv is built), then a rollback to A with
+    -vvv --diff, the agent's Releases payload as the fact asks for it, a refused URL with the
+    login in it and debug-inventory: every output the canaries could reach."""
+    from lab import layout
+
+    key_file = tmp_path_factory.mktemp("secrets-b") / "api-key"
+    key_file.write_text(API_KEY2 + "\n")
+    key_file.chmod(0o600)
+    secrets = json.loads(keyed["data"][1].split("=", 1)[1]) | {"api-key": {"file": str(key_file)}}
+    day = SGLANG_VERSION.split(".dev", 1)[1][:8]  # the lab's build: nightly-<its day> resolves to it
+    login = {layout.BRIDGE_ADDRESS: {"login": "lab", "password": {"env": "SGLANG_PVE_TEST_INDEX_TOKEN"}}}
+    index = ["--data", f"sglang_index_credentials={json.dumps(login)}", "--data", f"sglang_version=nightly-{day}"]
+    os.environ["SGLANG_PVE_TEST_INDEX_TOKEN"] = INDEX_TOKEN
+    try:
+        outputs = {
+            "deploy B -vvv --diff": _quiet("-vvv", "--diff", "--data", f"sglang_secrets={json.dumps(secrets)}", *index)
+        }
+        b_runs = http_status("/v1/models", API_KEY2)
+        outputs["rollback -vvv --diff"] = _quiet("-vvv", "--diff", *keyed["data"], *index, deploy="tasks/rollback.py")
+        outputs["releases fact"] = on_target(
+            "python3", "-I", paths.AGENT, "releases", "--dir", paths.RELEASES_DIR, "--files-of", "previous"
+        ).stdout
+        bad_url = f"http://lab:{INDEX_TOKEN}@{layout.BRIDGE_ADDRESS}:{layout.INDEX_PORT}/simple/"
+        outputs["refused URL"] = _quiet("--data", f"sglang_index_url={bad_url}", ok=False)
+        outputs["debug-inventory"] = _quiet(*index, deploy="debug-inventory")
+    finally:
+        del os.environ["SGLANG_PVE_TEST_INDEX_TOKEN"]
+    yield {"outputs": outputs, "b ran": b_runs}
+
+
+def test_a_rollback_says_a_secret_changed_and_no_channel_carries_one(rolled_back):
+    outputs = rolled_back["outputs"]
+    assert rolled_back["b ran"] == 200 and http_status("/v1/models", API_KEY) == 200  # A's key again...
+    assert http_status("/v1/models", API_KEY2) == 401  # ...restored on the host, byte for byte
+    rollback = outputs["rollback -vvv --diff"]
+    assert f"Will replace {paths.secret_config_path('baseline')} (holds secrets: content not shown)" in rollback
+    assert "sglang_version nightly-" in outputs["deploy B -vvv --diff"]  # the index was read with the login
+    report = json.loads(outputs["releases fact"])
+    assert paths.secret_config_path("baseline") in report["secret_sha1"]  # its digest...
+    assert report["contents"] and paths.secret_config_path("baseline") not in report["contents"]  # ...not its content
+    assert "holds credentials (user:password@)" in outputs["refused URL"] and "***@" in outputs["refused URL"]
+    assert "sglang_index_credentials" in outputs["debug-inventory"]  # the data is there, by name
+    for name, output in outputs.items():
+        assert _leaks(output) == [], f"canaries {_leaks(output)} in the {name} output"
 
 
 def test_the_benchmark_authenticates_with_the_key_it_reads_on_the_target(keyed, tmp_path):

@@ -40,6 +40,8 @@ from pyinfra.api import FactBase, FileUploadCommand, FunctionCommand, OperationE
 from pyinfra.context import ctx_host, ctx_state
 
 import sglang_pve
+from sglang_pve.config.indexes import IndexLogin
+from sglang_pve.config.secrets import Secret
 from sglang_pve.deploy.facts import files as file_facts
 from sglang_pve.deploy.facts import gpu as gpu_facts
 from sglang_pve.deploy.facts import lock as lock_facts
@@ -97,7 +99,14 @@ ELSEWHERE = {
 }
 ARGUMENT_TYPES = {
     cls.__name__: cls
-    for cls in (releases.Release, venvs.Source, preflight_facts.ProbeSpec, preflight_facts.RenderedConfig)
+    for cls in (
+        releases.Release,
+        venvs.Source,
+        IndexLogin,
+        Secret,
+        preflight_facts.ProbeSpec,
+        preflight_facts.RenderedConfig,
+    )
 }
 
 

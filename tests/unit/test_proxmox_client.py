@@ -81,6 +81,12 @@ def server(tmp_path_factory):
 
         def do_GET(self):
             seen.append(("GET", self.path, self.headers.get("Cookie", "")))
+            if self.path.endswith("/moved"):  # a proxy in front of the node, sending the client elsewhere
+                self.send_response(307)
+                self.send_header("Location", f"https://localhost:{self.server.server_address[1]}/api2/json/elsewhere")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             if "/tasks/" in self.path:
                 return self.reply(
                     200,
@@ -156,6 +162,15 @@ def test_a_wrong_password_names_the_call_and_user_not_the_password(server):
     with pytest.raises(ProxmoxError) as caught:
         login(server, password="wrong-password-x", fingerprint=server["fingerprint"])
     assert str(caught.value) == "POST /access/ticket: 401 authentication failed for root@pam"
+
+
+def test_a_redirect_is_not_followed_so_the_ticket_goes_nowhere_else(server):
+    api = login(server, fingerprint=server["fingerprint"])
+    with pytest.raises(ProxmoxError) as caught:
+        api.get("nodes/pve1/moved")
+    shown = str(caught.value)
+    assert shown.startswith("GET /nodes/pve1/moved: ") and "307 with a redirect to localhost: not followed" in shown
+    assert not [entry for entry in server["seen"] if entry[1].endswith("/elsewhere")]  # nothing reached the target
 
 
 def test_errors_name_method_path_and_proxmox_message(server):

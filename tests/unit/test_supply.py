@@ -18,7 +18,7 @@ from tests.conftest import PROJECT, group_data
 SGLANG_INDEX = "https://docs.sglang.ai/whl/cu130/"
 SOURCE = venvs.Source(
     index_url="https://pypi.org/simple",
-    extra_index_urls=("https://u:tok@idx.example/whl/",),
+    extra_index_urls=("https://idx.example/whl/",),
     installer="uv",
     uv_version=UV_PIN.version,
     uv_sha256=UV_PIN.sha256,
@@ -75,7 +75,7 @@ def test_resolve_pins_sglangs_packages_to_an_explicit_index_and_nothing_else():
         "sglang": {"index": "sglang-index"},
         "sgl-kernel": {"index": "sglang-index"},
     }
-    # explicit: read only for the pinned names; the URL without its credentials (they are in NETRC=)
+    # explicit: read only for the pinned names; the URL has no credentials (they are in NETRC=)
     assert pyproject["tool"]["uv"]["index"] == [
         {"name": "sglang-index", "url": "https://idx.example/whl/", "explicit": True}
     ]

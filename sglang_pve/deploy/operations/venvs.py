@@ -10,10 +10,11 @@ from io import BytesIO
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, OperationError, QuoteString, StringCommand, operation
 
+from sglang_pve.config.indexes import IndexLogin
 from sglang_pve.config.supply import normalized
 from sglang_pve.deploy import paths
 from sglang_pve.deploy.facts.venvs import SglangVenv, VenvParents
-from sglang_pve.deploy.index import masked, netrc_text, without_credentials
+from sglang_pve.deploy.index import netrc_text
 from sglang_pve.deploy.operations.files import ManagedFile, converge
 
 LOCK_IN_BUILD = "sglang-pve.lock"  # the lock's name inside the venv being built
@@ -47,10 +48,11 @@ class Source:
     sdist_allowed: tuple[str, ...] = ()  # built from their sdist; everything else wheels only
     import_check: tuple[str, ...] = ("sglang", "torch", "sgl_kernel")
     hooks: tuple[ManagedFile, ...] = field(default=())  # files every venv gets (the NCCL startup hook)
+    logins: tuple[IndexLogin, ...] = ()  # the indexes' logins (their passwords are Secrets: never shown)
 
     def index_args(self, uv: bool = False, resolve: bool = False) -> list:
-        """Index options, the URLs without credentials: those reach the installer through NETRC=,
-        never its argv (visible to every user in ps).
+        """Index options; the URLs hold no credentials (config/indexes.py refuses them): the logins
+        reach the installer through NETRC=, never its argv (visible to every user in ps).
 
         uv resolves (`resolve`) from the default index alone, with first-index: the extra index is
         an explicit one in the pyproject it resolves (resolve_pyproject), read only for the packages
@@ -58,10 +60,10 @@ class Source:
         and nothing is resolved (--no-deps), so where a file comes from cannot change what is
         installed. pip merges all indexes it is given; the config model allows it one
         (config/supply.py)."""
-        args: list = ["--index-url", QuoteString(without_credentials(self.index_url))]
+        args: list = ["--index-url", QuoteString(self.index_url)]
         if not (uv and resolve):
             for url in self.extra_index_urls:
-                args += ["--extra-index-url", QuoteString(without_credentials(url))]
+                args += ["--extra-index-url", QuoteString(url)]
         if uv:
             strategy = "first-index" if resolve or not self.extra_index_urls else "unsafe-best-match"
             args += ["--index-strategy", strategy, "--prerelease", "allow"]
@@ -85,7 +87,7 @@ class Source:
             requirements += [name for name in self.index_packages if normalized(name) != "sglang"]
             lines += ["dependencies = " + json.dumps(requirements), "", "[tool.uv.sources]"]
             lines += [f"{json.dumps(name)} = {{ index = {json.dumps(_EXTRA_INDEX)} }}" for name in self.index_packages]
-            url = without_credentials(self.extra_index_urls[0])
+            url = self.extra_index_urls[0]
             lines += ["", "[[tool.uv.index]]", f"name = {json.dumps(_EXTRA_INDEX)}", f"url = {json.dumps(url)}"]
             lines += ["explicit = true"]
         else:
@@ -98,11 +100,8 @@ class Source:
 
     @property
     def netrc(self) -> ManagedFile | None:
-        """The root-only netrc holding the indexes' credentials; None when they need none."""
-        try:
-            text = netrc_text((self.index_url, *self.extra_index_urls))
-        except ValueError as error:
-            raise OperationError(f"sglang_index_url / sglang_extra_index_urls: {error}") from None
+        """The root-only netrc holding the indexes' logins; None when they need none."""
+        text = netrc_text(self.logins)
         return ManagedFile(paths.INDEX_NETRC, text, mode="600", secret=True) if text else None
 
     @property
@@ -111,9 +110,7 @@ class Source:
         return [f"NETRC={paths.INDEX_NETRC}"] if self.netrc else []
 
     def lock_header(self, version: str) -> str:
-        urls = [f"# index-url {masked(self.index_url)}"] + [
-            f"# extra-index-url {masked(u)}" for u in self.extra_index_urls
-        ]
+        urls = [f"# index-url {self.index_url}"] + [f"# extra-index-url {u}" for u in self.extra_index_urls]
         if self.extra_index_urls and self.index_packages:
             urls.append(f"# from the extra index only: {', '.join(self.index_packages)}")
         return (
@@ -286,7 +283,7 @@ def venv(path: str, version: str, source: Source, run: str, lock: str | None = N
                     "--only-binary",
                     QuoteString(":all:"),
                     "--index-url",
-                    QuoteString(without_credentials(source.index_url)),
+                    QuoteString(source.index_url),
                     "-r",
                     QuoteString(UV_REQUIREMENT),
                 ],
