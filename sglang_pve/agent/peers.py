@@ -24,6 +24,7 @@ import ipaddress
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
+from sglang_pve.agent.preflight_probe import tcp_address
 from sglang_pve.agent.spec import Group
 
 PROC_NET_TCP = ("/proc/net/tcp", "/proc/net/tcp6")
@@ -38,10 +39,8 @@ class Connection(NamedTuple):
 
 
 def _address(hex_address: str) -> str:
-    """/proc/net/tcp's address: the raw bytes in host order per 32-bit word (little-endian here)."""
-    raw = bytes.fromhex(hex_address)
-    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-    address = ipaddress.ip_address(words)
+    """/proc/net/tcp's address, an IPv4-mapped IPv6 one as IPv4."""
+    address = ipaddress.ip_address(tcp_address(hex_address))
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
         return str(address.ipv4_mapped)  # a dual-stack socket's IPv4 peer
     return str(address)

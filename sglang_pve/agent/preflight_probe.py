@@ -12,7 +12,9 @@ Spec keys: models (paths), configs ({name: {path, sha1, text, env}}), ports, ven
 judge ("all", or "changed": only configs whose rendered sha1 differs from the host's file, all
 when the installed SGLang is not the pinned one), timeout_s (per SGLang parse), sandbox ([[name,
 value], ...]: the server unit's identity and sandbox, sglang_pve/deploy/sandbox.py), judge_env
-(the server's home and cache variables, pointed into the judge's private /tmp).
+(the server's home and cache variables, pointed into the judge's private /tmp), reach ([host,
+port] pairs this host must reach: a TP group rank's rank-0 dist-init address; a refused
+connection counts as reached, nothing listens there before the server starts).
 
 SGLang's parser reads the model's config.json through transformers, which under trust_remote_code
 imports the configuration_*.py that config.json's auto_map names from the model folder: code of
@@ -124,7 +126,8 @@ def gpus() -> list[str]:
     )
 
 
-def _address(hex_address: str) -> str:
+def tcp_address(hex_address: str) -> str:
+    """An address as /proc/net/tcp{,6} print it: raw bytes in host order per 32-bit word."""
     raw = bytes.fromhex(hex_address)
     if len(raw) == 4:
         return socket.inet_ntop(socket.AF_INET, raw[::-1])
@@ -146,8 +149,22 @@ def listening(ports: Collection[int]) -> dict[str, tuple[int, str]]:
                 continue
             hex_address, hex_port = fields[1].split(":")
             if int(hex_port, 16) in ports:
-                sockets[fields[9]] = (int(hex_port, 16), _address(hex_address))
+                sockets[fields[9]] = (int(hex_port, 16), tcp_address(hex_address))
     return sockets
+
+
+REACH_TIMEOUT_S = 3.0
+
+
+def reach(host: str, port: int) -> str | None:
+    """None when `host` answers on `port` (connected, or refused: nothing listens yet), else why not."""
+    try:
+        socket.create_connection((host, port), timeout=REACH_TIMEOUT_S).close()
+    except ConnectionRefusedError:
+        return None
+    except OSError as exc:
+        return str(exc) or type(exc).__name__
+    return None
 
 
 def _read(path: str) -> str:
@@ -327,6 +344,7 @@ def main(spec: dict[str, Any]) -> dict[str, object]:
         "python": [sys.executable, *sys.version_info[:3]],  # the agent runs on this interpreter
     }
     found.update(limits())
+    found["reach"] = {"%s:%d" % (host, port): reach(host, port) for host, port in spec.get("reach", [])}
     found["sglang"] = sglang = installed_version(spec["venv"], spec["timeout_s"])
     if sglang:
         chosen = {

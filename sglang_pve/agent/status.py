@@ -17,7 +17,7 @@ one /proc scan, and per server a look at its log, state files and (if the port l
                   "health": {"status": 200, "error": null, "seconds": 0.9} | null,
                   "last_log_line": "...", "restarts": {"in_window": 0, "window_s": 3600, "last": null},
                   "diagnosis": "/var/lib/sglang-pve/diagnoses/baseline-20260720T081500Z-stall.json" | null,
-                  "verdict": "ready"}]}
+                  "group": {"name": "kimi", "rank": 1, "nnodes": 2} | null, "verdict": "ready"}]}
 
 Verdicts: `ready`; `starting (<phase>, Ns)`; `stalled (<phase>, no progress for Ns)` (silent
 longer than the phase's stall timeout; the gate is about to fail it); `zombie since <ISO time>`
@@ -114,6 +114,10 @@ def server(spec: Spec, unit: dict[str, str] | None) -> Record:
         "last_log_line": next((t for t in reversed(logfollow.tail(spec.log, 50)) if not output.is_own(t)), None),
         "restarts": _restarts(spec),
         "diagnosis": diagnosis.latest(spec),
+        # a TP group member: its rank, so every rank's phase reads side by side across the hosts
+        "group": {"name": spec.group.name, "rank": spec.group.rank, "nnodes": spec.group.nnodes}
+        if spec.group
+        else None,
     }
     started = _epoch(unit.get("ExecMainStartTimestampMonotonic"), now)
     if active in systemd.HOLDING and health.listening(spec.host, spec.port):

@@ -14,7 +14,12 @@ from sglang_pve.deploy.facts.gpu import UserSpaceDriver
 from sglang_pve.deploy.facts.preflight import PreflightProbe
 from sglang_pve.deploy.preflight import check, probe_spec
 from sglang_pve.deploy.preflight.driver import driver_problems
+from sglang_pve.deploy.preflight.tp_group import RankFacts, disagreement, rank_facts
 from sglang_pve.provision.roles import is_node, node_driver
+
+# TP group members' facts by group, as their probes come in this run: pyinfra prepares every host's
+# operations before it runs any, so the last member's refusal still comes before any change.
+_ranks: dict[str, dict[str, RankFacts]] = {}
 
 
 @deploy("Preflight")
@@ -33,6 +38,11 @@ def preflight(judge_all: bool = False) -> None:
         raise PyinfraError(f"preflight could not read {host.name}: its probe failed (output above)")
 
     report = check(config, spec, snapshot)
+    facts = rank_facts(host.name, config, snapshot)
+    if facts is not None and config.tp is not None:  # a TP group member: against the members read before it
+        group = _ranks.setdefault(config.tp.group, {})
+        report.problems += disagreement(config.tp, facts, [f for f in group.values() if f.host != host.name])
+        group[host.name] = facts
     if (node := node_driver()) is not None:  # a container provisioned by the toolkit, its node in this run
         report.problems += driver_problems(node[0], node[1], host.get_fact(UserSpaceDriver))
     for warning in report.warnings:

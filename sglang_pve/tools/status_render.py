@@ -36,9 +36,11 @@ def render(host: str, report: dict | None) -> str:
     for server in report["servers"]:
         state = server.get("state") or {}
         health = server.get("health") or {}
+        group = server.get("group")
+        rank = f" [{group['name']} rank {group['rank']}/{group['nnodes']}]" if group else ""
         rows.append(
             (
-                server.get("server", "?"),
+                server.get("server", "?") + rank,
                 f"{state.get('ActiveState', '?')}/{state.get('SubState', '?')}",
                 server.get("phase") or "-",
                 _seconds(server.get("seconds_in_phase")),

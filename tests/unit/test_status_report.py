@@ -73,3 +73,10 @@ def test_strings_from_the_host_are_printed_with_control_characters_escaped():
     assert not any(c in text for c in "\x1b\r\x07") and len(text.splitlines()) == 7  # no forged line
     assert "PID 4242 python3 x.py\\x1b[2J\\x1b[1;1Hsglang1: all good\\nfake line" in text
     assert "last log line: boom\\r\\x1b]0;pwned\\x07" in text
+
+
+def test_a_tp_group_members_row_names_its_rank():
+    member = {**REPORT["servers"][0], "server": "tp", "group": {"name": "kimi", "rank": 1, "nnodes": 2}}
+    text = render("sglang5", {**REPORT, "servers": [member]})
+    row = next(line for line in text.splitlines() if line.strip().startswith("tp "))
+    assert row.strip().startswith("tp [kimi rank 1/2]") and row.endswith("ready")

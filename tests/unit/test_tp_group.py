@@ -121,3 +121,61 @@ def test_a_spec_group_with_too_few_addresses_is_refused():
 def _spec_data() -> dict:
     deployment = load_deployment("sglang1", group_data("all"), PROJECT)
     return json.loads(spec.to_json(render.lifecycle_spec(deployment.servers["baseline"])))
+
+
+def test_preflight_asks_rank_1_to_reach_rank_0_and_rank_0_for_its_port(hosts):
+    from sglang_pve.deploy.preflight import probe_spec
+
+    rank0, rank1 = _load("@pveguest/sglang4", hosts), _load("@pveguest/sglang5", hosts)
+    assert probe_spec(rank1, "/v", judge_all=False).reach == (("10.0.0.4", 20000),)
+    spec0 = probe_spec(rank0, "/v", judge_all=False)
+    assert spec0.reach == () and 20000 in spec0.ports
+
+
+def test_preflight_refuses_an_unreachable_rank_0_and_a_taken_dist_init_port(hosts):
+    from sglang_pve.deploy.facts.preflight import Holder, HostSnapshot, Listener
+    from sglang_pve.deploy.preflight.tp_group import member_problems
+
+    rank0, rank1 = _load("@pveguest/sglang4", hosts).tp, _load("@pveguest/sglang5", hosts).tp
+    unreachable = HostSnapshot(reach={"10.0.0.4:20000": "timed out"})
+    (problem,) = member_problems(rank1, unreachable)
+    assert (
+        problem.key == "tp_groups.kimi.dist_init_port" and "cannot reach rank 0's dist-init address" in problem.message
+    )
+    assert member_problems(rank1, HostSnapshot(reach={"10.0.0.4:20000": None})) == []
+    rogue = Listener(20000, "0.0.0.0", (Holder(99, "nc", "nc -l 20000", None),))
+    (problem,) = member_problems(rank0, HostSnapshot(listeners=[rogue]))
+    assert "pid 99 (nc -l 20000) listens there" in problem.message
+    ours = Listener(20000, "0.0.0.0", (Holder(98, "python", "sglang", "sglang-tp.service"),))
+    assert member_problems(rank0, HostSnapshot(listeners=[ours])) == []  # the group's own rank 0, running
+
+
+def test_preflight_refuses_ranks_whose_model_config_differs(hosts):
+    from sglang_pve.deploy.facts.preflight import HostSnapshot, ModelDir
+    from sglang_pve.deploy.preflight.tp_group import disagreement, rank_facts
+
+    rank0, rank1 = _load("@pveguest/sglang4", hosts), _load("@pveguest/sglang5", hosts)
+    model = rank0.servers["tp"].args.model_path
+    facts0 = rank_facts("sglang4", rank0, HostSnapshot(models={model: ModelDir(True, {"model_type": "a"}, None)}))
+    same = rank_facts("sglang5", rank1, HostSnapshot(models={model: ModelDir(True, {"model_type": "a"}, None)}))
+    other = rank_facts("sglang5", rank1, HostSnapshot(models={model: ModelDir(True, {"model_type": "b"}, None)}))
+    assert disagreement(rank1.tp, same, [facts0]) == []
+    (problem,) = disagreement(rank1.tp, other, [facts0])
+    assert "model config.json (sha256) differ" in problem.message and "rank 0 (sglang4)" in str(problem.value)
+
+
+def test_the_probe_counts_a_refused_connection_as_reached(monkeypatch):
+    import socket
+
+    from sglang_pve.agent import preflight_probe
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]  # bound, not listening: refused
+    assert preflight_probe.reach("127.0.0.1", closed) is None
+
+    def no_answer(address, timeout):
+        raise TimeoutError("timed out")  # a firewall that drops: socket.create_connection's timeout
+
+    monkeypatch.setattr(preflight_probe.socket, "create_connection", no_answer)
+    assert preflight_probe.reach("10.0.0.4", 20000) == "timed out"

@@ -43,6 +43,7 @@ class ProbeSpec:
     # and its environment; without a non-root User the probe lets SGLang judge nothing.
     sandbox: tuple[tuple[str, str], ...] = ()
     judge_env: dict[str, str] = field(default_factory=dict)
+    reach: tuple[tuple[str, int], ...] = ()  # (host, port) this host must reach: a TP rank's rank 0
 
     def encoded(self) -> str:
         spec = {
@@ -54,6 +55,7 @@ class ProbeSpec:
             "timeout_s": self.timeout_s,
             "sandbox": [list(prop) for prop in self.sandbox],
             "judge_env": self.judge_env,
+            "reach": [list(target) for target in self.reach],
             "configs": {name: asdict(config) for name, config in self.configs.items()},
         }
         return base64.b64encode(json.dumps(spec).encode()).decode()
@@ -102,6 +104,7 @@ class HostSnapshot:
     sglang: str | None = None  # version in the venv; None: no venv, "": venv without sglang
     verdicts: dict[str, Verdict] = field(default_factory=dict)  # only the configs SGLang judged
     python: tuple = ()  # (path, major, minor, micro) of contract.TARGET_PYTHON, which ran the probe
+    reach: dict[str, str | None] = field(default_factory=dict)  # "host:port" -> None (reached) or why not
     error: str | None = None  # the probe itself failed
 
 
@@ -120,6 +123,7 @@ def parse_snapshot(document: dict) -> HostSnapshot:
         init_userns=document["init_userns"],
         sglang=document["sglang"],
         python=tuple(document.get("python", ())),
+        reach=document.get("reach", {}),
         verdicts={name: Verdict(v["ok"], v["error"]) for name, v in document["verdicts"].items()},
     )
 

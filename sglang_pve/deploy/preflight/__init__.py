@@ -24,6 +24,7 @@ from sglang_pve.deploy.preflight.draft import eagle3_problems
 from sglang_pve.deploy.preflight.flags import rendered_problems, verdict_problems
 from sglang_pve.deploy.preflight.host import gpu_problems, gpus_needed, limit_problems, port, port_problems
 from sglang_pve.deploy.preflight.models import model_config
+from sglang_pve.deploy.preflight.tp_group import member_problems, reach_targets
 from sglang_pve.deploy.render import server_yaml, tp_rank
 
 
@@ -76,15 +77,18 @@ def probe_spec(deployment: Deployment, venv: str, judge_all: bool) -> ProbeSpec:
         configs[name] = RenderedConfig(rendered.path, text, rendered.sha1, dict(server.env))
     servers = deployment.servers.values()
     models = dict.fromkeys(p for s in servers for p in (s.args.model_path, s.args.speculative_draft_model_path) if p)
+    tp = deployment.tp
+    ports = {port(s) for s in servers} | ({tp.dist_init_port} if tp is not None and tp.rank == 0 else set())
     return ProbeSpec(
         tuple(models),
         configs,
-        tuple(sorted({port(s) for s in servers})),
+        tuple(sorted(ports)),
         venv,
         deployment.sglang_version,
         judge_all,
         sandbox=judge_sandbox(deployment),
         judge_env=paths.server_home_env(state=JUDGE_HOME, cache=f"{JUDGE_HOME}/cache"),
+        reach=reach_targets(tp),
     )
 
 
@@ -149,6 +153,8 @@ def check(deployment: Deployment, spec: ProbeSpec, snapshot: HostSnapshot) -> Re
     report.problems += gpu_problems(servers, snapshot.gpus)
     report.problems += port_problems(servers, snapshot.listeners)
     report.problems += limit_problems(deployment.data.unit_limits, snapshot)
+    if deployment.tp is not None:
+        report.problems += member_problems(deployment.tp, snapshot)
     report.add(auth_problems(deployment))
     report.warnings += user_warnings(deployment)
     report.checked = _checked(deployment, spec, snapshot)
