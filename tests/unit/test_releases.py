@@ -697,3 +697,22 @@ def test_the_rollback_diff_says_a_secret_changes_never_how(tmp_path, caplog):
     assert f"Will replace {key} (holds secrets: content not shown)" in caplog.text
     assert f"Will modify {unit}" not in caplog.text  # unchanged: not shown
     assert caplog.text.count(SECRET_CANARY) == 0
+
+
+def test_the_rendered_release_names_its_secret_files(tmp_path, monkeypatch):
+    from sglang_pve.deploy import paths, render
+
+    key = tmp_path / "api-key"
+    key.write_text(SECRET_CANARY + "\n")
+    key.chmod(0o600)
+    monkeypatch.setenv("SGLANG_PVE_TEST_HF", SECRET_CANARY)
+    secrets = {"api-key": {"file": str(key)}, "env": {"HF_TOKEN": {"env": "SGLANG_PVE_TEST_HF"}}}
+    deployment = load_deployment("sglang1", group_data("all") | {"sglang_secrets": secrets}, PROJECT)
+    release = render.release(deployment, "/opt/v/sglang-1.0", "/opt/v/sglang-1.0/lib/site-packages")
+    names = sorted(deployment.servers)
+    assert sorted(release.secrets) == sorted(
+        [paths.secret_config_path(n) for n in names] + [paths.secret_env_path(n) for n in names]
+    )
+    assert set(release.secrets) <= set(release.files)
+    assert release.agent_spec()["secrets"] == sorted(release.secrets)
+    assert json.dumps(release.agent_spec()).count(SECRET_CANARY) == 0  # digests only in what goes to the host
