@@ -17,7 +17,8 @@
                                            take the container's deploy lock for a whole run and
                                            leave a holder keeping it (lease.py)
     unlock --dir DIR --token T             the run's last command: the lock goes
-apply, switch and transient take --lease T: the run holds the deploy lock already.
+apply, switch and transient take --lease T: the run holds the deploy lock already, and --detach:
+the command runs in a transient unit of its own, which a dropped SSH session does not end (detached.py).
 
 Exit codes are listed in exitcodes.py, environment overrides (tests only) in overrides.py;
 `--help` prints both.
@@ -25,6 +26,7 @@ Exit codes are listed in exitcodes.py, environment overrides (tests only) in ove
 
 import argparse
 import base64
+import contextlib
 import json
 import os
 import sys
@@ -33,6 +35,7 @@ from collections.abc import Callable
 
 from sglang_pve.agent import (
     contract,
+    detached,
     exitcodes,
     gate,
     holders,
@@ -56,8 +59,11 @@ Handler = Callable[[argparse.Namespace], int]  # one command: its exit code
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     try:
+        if getattr(args, "detach", False):
+            return detached.run(argv, Reporter("switch", sys.stdout), lambda: int(args.handler(args)))
         code: int = args.handler(args)  # set by _parser: one of the Handlers below
         return code
     except (SpecError, ReleaseError) as error:
@@ -121,27 +127,34 @@ def _holders(args: argparse.Namespace) -> int:
     return exitcodes.OK
 
 
+def _recorded(args: argparse.Namespace, store: Store) -> contextlib.AbstractContextManager[Callable[[int], int]]:
+    """In a detached switch's unit (--in-unit), its outcome on the host (detached.py)."""
+    return detached.recorded(store.dir, args.in_unit, args.command, args.lease, store.current_id)
+
+
 def _apply(args: argparse.Namespace) -> int:
     spec = json.loads(base64.b64decode(args.spec))
-    with Store(args.dir).locked(args.lease, Reporter("lock", sys.stdout)) as store:
+    with Store(args.dir).locked(args.lease, Reporter("lock", sys.stdout)) as store, _recorded(args, store) as done:
         say = Reporter("switch", sys.stdout)
-        return switch.apply(store, spec, say, args.keep, args.venvs_dir, record_only=args.record_only)
+        return done(switch.apply(store, spec, say, args.keep, args.venvs_dir, record_only=args.record_only))
 
 
 def _switch(args: argparse.Namespace) -> int:
-    with Store(args.dir).locked(args.lease, Reporter("lock", sys.stdout)) as store:
-        return switch.switch(store, args.to, Reporter("switch", sys.stdout), args.keep, args.venvs_dir, rollback=True)
+    with Store(args.dir).locked(args.lease, Reporter("lock", sys.stdout)) as store, _recorded(args, store) as done:
+        say = Reporter("switch", sys.stdout)
+        return done(switch.switch(store, args.to, say, args.keep, args.venvs_dir, rollback=True))
 
 
 def _transient(args: argparse.Namespace) -> int:
-    with Store(args.dir).locked(args.lease, Reporter("lock", sys.stdout)) as store:
-        return switch.transient(store, args.server, Reporter("switch", sys.stdout), args.spec_dir)
+    with Store(args.dir).locked(args.lease, Reporter("lock", sys.stdout)) as store, _recorded(args, store) as done:
+        return done(switch.transient(store, args.server, Reporter("switch", sys.stdout), args.spec_dir))
 
 
 def _releases(args: argparse.Namespace) -> int:
     report = Store(args.dir).summary(args.files_of)
     current = next((r for r in report["releases"] if r["id"] == report["current"]), None)
     report["running"] = systemd.in_states(current["units"], systemd.RUNNING) if current else []
+    report["switch"] = detached.read(args.dir)
     print(json.dumps(report, sort_keys=True))
     return exitcodes.OK
 
@@ -172,6 +185,13 @@ def _unlock(args: argparse.Namespace) -> int:
 def _token(text: str) -> str:
     if not text.isalnum() or len(text) > 64:
         raise argparse.ArgumentTypeError(f"not a lease token (1-64 letters or digits): {text!r}")
+    return text
+
+
+def _unit(text: str) -> str:
+    stamp = text.removeprefix(detached.UNIT_PREFIX).removesuffix(".service")
+    if not (text == f"{detached.UNIT_PREFIX}{stamp}.service" and stamp.isdigit()):
+        raise argparse.ArgumentTypeError(f"not a detached switch's unit ({detached.UNIT_PREFIX}<ms>.service): {text!r}")
     return text
 
 
@@ -255,6 +275,8 @@ def _parser() -> argparse.ArgumentParser:
             sub.add_argument("--files-of", metavar="ID", help="include this release's file contents (base64) and lock")
             continue
         sub.add_argument("--lease", type=_token, metavar="T", help="this run holds the deploy lock (agent lock)")
+        sub.add_argument("--detach", action="store_true", help="run in a transient unit a dropped SSH session leaves")
+        sub.add_argument("--in-unit", type=_unit, metavar="UNIT", help=argparse.SUPPRESS)  # set by --detach
         if name == "transient":
             sub.add_argument("--server", type=_server, metavar="NAME", help="the configuration to run (default: none)")
             sub.add_argument("--spec-dir", default=DEFAULT_SPEC_DIR, metavar="DIR", help=f"default {DEFAULT_SPEC_DIR}")

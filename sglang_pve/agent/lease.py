@@ -9,8 +9,9 @@ keeps the descriptor open until one of
 - the controller's connection ends: the holder watches the sshd process the lock command ran
   under (the connection's own process, alive as long as the controller's session), so a killed
   controller frees the lock when its connection closes, without a stale lease; a switch that run
-  started goes on without its controller, and the holder lets go only once it ended (every
-  record and switch holds `.switch.lock`), so the next run finds its outcome, not a switch midway;
+  started goes on without its controller (in its own unit: detached.py), and the holder lets go
+  only once it ended (every record and switch holds `.switch.lock`), so the next run finds its
+  outcome, not a switch midway;
 - `max_hold_s` passed (a dead network link that sshd never notices cannot hold it for good).
 
 The lease beside it (`.lease.json`, 0600) says who holds it, for the message of the run that waits:
@@ -19,7 +20,11 @@ The lease beside it (`.lease.json`, 0600) says who holds it, for the message of 
      "started": "2026-12-01T14:50:03Z", "holder": {"pid": 4242, "start": 81234}}
 
 The flock is the truth (the kernel frees it when the holder dies, however it dies); the lease
-only describes it. Commands of the run that holds it (apply, switch, transient) pass the token
+only describes it. Both sides take the switch lock before they touch the lease: a switch checks
+its run's lease under it, a holder whose controller went away removes the lease under it, so a
+switch either runs under its run's lock or refuses. A run that gets the deploy lock also waits
+for the switch lock: a switch whose holder died anyway (max_hold_s, SIGKILL) still ends before
+the next run writes a file. Commands of the run that holds it (apply, switch, transient) pass the token
 (`--lease T`) and proceed after `check`; any other caller waits for the flock.
 """
 
@@ -30,7 +35,7 @@ import socket
 import time
 from collections.abc import Iterator
 
-from sglang_pve.agent import exitcodes, procs, state
+from sglang_pve.agent import detached, exitcodes, procs, state
 from sglang_pve.agent.output import Say
 from sglang_pve.agent.state import Record
 
@@ -107,7 +112,17 @@ def acquire(
         return exitcodes.OK
     fd = _open(directory)
     try:
-        if not wait(fd, directory, wait_s, say):
+        deadline = time.monotonic() + wait_s
+        got = wait(fd, directory, wait_s, say)
+        if got and not _switch_idle(directory, deadline, say):
+            say(
+                f"a switch an earlier run left running in {directory} ({(detached.read(directory) or {}).get('unit')}) "
+                + ("has not ended; not waiting (wait_lock=0)" if wait_s <= 0 else f"did not end within {wait_s:g}s")
+                + ". Fix: rerun when it ended (journalctl -u that unit follows it)",
+                error=True,
+            )
+            return exitcodes.LOCKED
+        if not got:
             say(
                 f"the deploy lock of {directory} is held by {describe(read(directory))}"
                 + ("; not waiting (wait_lock=0)" if wait_s <= 0 else f"; still held after {wait_s:g}s")
@@ -158,8 +173,8 @@ def hold(directory: str, token: str, watch: procs.Proc | None, max_hold_s: float
         if not lease or lease.get("token") != token:
             return "released"
         if watch is not None and not procs.alive(watch):
-            _switch_ended(directory)
-            _remove(os.path.join(directory, LEASE))
+            with _switch_lock(directory, wait=True):  # the switch that run started ends first
+                _remove(os.path.join(directory, LEASE))
             return "the controller's connection ended"
         if time.monotonic() >= deadline:
             _remove(os.path.join(directory, LEASE))
@@ -189,6 +204,7 @@ def release(directory: str, token: str, wait_s: float = UNLOCK_WAIT_S) -> bool:
     lease = read(directory)
     if not lease or lease.get("token") != token:
         return False
+    detached.mark_seen(directory)
     _remove(os.path.join(directory, LEASE))
     fd = _open(directory)
     try:
@@ -207,12 +223,12 @@ def locked(directory: str, token: str | None, say: Say) -> Iterator[None]:
     Either way it also holds the switch lock: a switch whose controller's connection ended runs on
     here (its holder let go of nothing yet, see hold), and whatever comes next waits for it."""
     if token is not None:
-        if not held(directory, token):
-            raise LeaseError(
-                f"this run's deploy lock of {directory} is gone (lease {token}); it is held by "
-                f"{describe(read(directory)) if read(directory) else 'nobody'}. Fix: run the task again"
-            )
-        with _switching(directory, say):
+        with _switching(directory, say):  # then the lease: a holder removes it only under the switch lock
+            if not held(directory, token):
+                raise LeaseError(
+                    f"this run's deploy lock of {directory} is gone (lease {token}); it is held by "
+                    f"{describe(read(directory)) if read(directory) else 'nobody'}. Fix: run the task again"
+                )
             yield
         return
     fd = _open(directory)
@@ -236,14 +252,33 @@ def _switching(directory: str, say: Say) -> Iterator[None]:
         os.close(fd)
 
 
-def _switch_ended(directory: str) -> None:
-    """Wait until no switch holds the switch lock (a holder whose controller is gone lets go of the
-    deploy lock only after the switch that run started ended: the next run finds its outcome)."""
+@contextlib.contextmanager
+def _switch_lock(directory: str, wait: bool) -> Iterator[bool]:
+    """The switch lock for the body (waiting for it, or not: then the body gets False while a switch runs)."""
     fd = _open(directory, SWITCH)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        if wait:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield wait or _try(fd)
     finally:
         os.close(fd)
+
+
+def _switch_idle(directory: str, deadline: float, say: Say) -> bool:
+    """With the deploy lock: no switch runs, or it ended before `deadline` (one whose run's holder
+    died anyway goes on in its unit and must end before this run writes a file)."""
+    said = False
+    while True:
+        with _switch_lock(directory, wait=False) as idle:
+            if idle:
+                return True
+        if time.monotonic() >= deadline:
+            return False
+        if not said:
+            running = detached.read(directory) or {}
+            say(f"waiting for the switch an earlier run left running to end ({running.get('unit') or 'no unit'})")
+            said = True
+        time.sleep(POLL_S)
 
 
 def ssh_connection() -> procs.Proc | None:

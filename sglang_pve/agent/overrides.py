@@ -7,6 +7,7 @@
 | `SGLANG_PVE_NVIDIA_SMI` | `nvidia-smi` on PATH     | GPU memory/utilization ("" = absent)      |
 | `SGLANG_PVE_NVIDIA_SMI_TIMEOUT` | `15`             | seconds one nvidia-smi call may take      |
 | `SGLANG_PVE_SYSTEMCTL`  | `systemctl` on PATH      | unit state, restart                       |
+| `SGLANG_PVE_SYSTEMD_RUN` | `systemd-run` on PATH   | a detached switch's unit (detached.py)    |
 | `SGLANG_PVE_RUN_DIR`    | `/run/sglang-pve`        | the stop-requested markers (stopping.py)  |
 | `SGLANG_PVE_RELEASES_DIR` | `/var/lib/sglang-pve/releases` | the releases prestart holds files to (mixed.py) |
 
@@ -46,6 +47,10 @@ def nvidia_smi() -> str | None:
 
 def systemctl() -> str | None:
     return _tool("SGLANG_PVE_SYSTEMCTL", "systemctl")
+
+
+def systemd_run() -> str | None:
+    return _tool("SGLANG_PVE_SYSTEMD_RUN", "systemd-run")
 
 
 def _tool(variable: str, name: str) -> str | None:

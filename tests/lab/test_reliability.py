@@ -181,8 +181,9 @@ def test_two_deploys_started_together_run_one_after_the_other(deployed):
 
 def test_a_controller_killed_during_the_gate_wait_then_a_rerun_starts_the_server_once(deployed):
     """The controller dies while its switch waits for the gate (a dropped laptop, a killed run): the
-    switch goes on on the host, its deploy lock is let go only once it ended, and the rerun finds
-    that outcome: the server started once, it is ready, and there is one new release."""
+    switch goes on on the host in its own unit, its deploy lock is let go only once it ended, and
+    the rerun waits for it and adopts that outcome: the server started once, it is ready, and there
+    is one new release."""
     pyinfra("--data", f"nccl_profile={PROFILES[0]}")
     before = json.loads(sh(f"python3 {paths.AGENT} releases --dir {paths.RELEASES_DIR}"))
     offset = int(sh(f"stat -c %s {paths.log_path('baseline')}").strip())
@@ -205,6 +206,10 @@ def test_a_controller_killed_during_the_gate_wait_then_a_rerun_starts_the_server
     log = sh(f"tail -c +{offset + 1} {paths.log_path('baseline')}")
     assert log.count("GPUs free; starting sglang-baseline.service") == 1, log  # started once
     assert grand_total(output)["changed"] == 0, output
+    # the switch ran in its own unit (agent/detached.py), not in the killed run's SSH session
+    assert report["switch"]["unit"].startswith("sglang-pve-switch-") and report["switch"]["code"] == 0
+    assert report["switch"]["current"] == current["id"] and report["switch"]["seen"] is True  # the rerun saw it
+    assert f"adopted: the apply of run {report['switch']['lease']}, whose controller went away" in output, output
 
 
 def test_a_requested_stop_ends_inactive_and_a_crash_still_fails(deployed):

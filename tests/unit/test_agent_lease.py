@@ -215,3 +215,65 @@ def test_the_lock_command_returns_at_once_its_holder_keeps_no_output_of_it(tmp_p
     assert [os.readlink(f"/proc/{holder}/fd/{fd}") for fd in (0, 1, 2)] == [os.devnull] * 3
     assert oct(os.stat(directory).st_mode & 0o777) == "0o700"  # root-only, made by the lock
     assert lease.release(str(directory), "aaa")
+
+
+def _hold_switch_lock(directory):
+    """Another process's switch: its own open file description of the switch lock, flocked."""
+    fd = os.open(os.path.join(directory, lease.SWITCH), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def test_a_run_that_gets_the_lock_still_waits_for_a_switch_left_running(tmp_path, connection):
+    """The holder of the run that started a switch died anyway (SIGKILL, max_hold_s): the deploy
+    lock is free but the switch goes on in its unit; the next run writes nothing before it ended."""
+    fd = _hold_switch_lock(tmp_path)
+    watch = procs.identify(connection.pid)
+    try:
+        code, said = take(tmp_path, "bbb", watch, wait_s=0)
+        assert code == exitcodes.LOCKED and "has not ended; not waiting (wait_lock=0)" in said[-1]
+        assert lease.read(str(tmp_path)) is None and flock_free(tmp_path)  # refused: took nothing
+        threading.Timer(1.0, os.close, [fd]).start()  # the switch ends a second from now
+        code, said = take(tmp_path, "bbb", watch, wait_s=30)
+    except BaseException:
+        os.close(fd)
+        raise
+    assert code == exitcodes.OK and any("waiting for the switch an earlier run left running" in s for s in said)
+    assert lease.read(str(tmp_path))["token"] == "bbb"
+    assert lease.release(str(tmp_path), "bbb")
+
+
+def test_a_switch_checks_its_runs_lease_only_under_the_switch_lock(tmp_path, connection):
+    """The holder removes a dead controller's lease under the switch lock, and a switch checks the
+    lease under it: a switch that got there second refuses instead of running without its lock."""
+    store = Store(str(tmp_path))
+    assert take(tmp_path, "aaa", procs.identify(connection.pid))[0] == exitcodes.OK
+    fd = _hold_switch_lock(tmp_path)  # the holder's side, as hold() does once the connection ended
+    outcome = []
+
+    def late_switch():
+        try:
+            with store.locked("aaa"):
+                outcome.append("ran")
+        except lease.LeaseError as error:
+            outcome.append(str(error))
+
+    thread = threading.Thread(target=late_switch)
+    thread.start()
+    time.sleep(0.5)
+    assert outcome == []  # waits for the switch lock, not deciding on the lease yet
+    os.unlink(os.path.join(tmp_path, lease.LEASE))  # the holder removes the lease, then lets go
+    os.close(fd)
+    thread.join(SAFETY_S)
+    assert outcome and "this run's deploy lock" in outcome[0] and "is gone (lease aaa)" in outcome[0]
+
+
+def test_giving_the_lock_back_marks_the_last_switch_outcome_seen(tmp_path, connection):
+    from sglang_pve.agent import detached
+
+    assert take(tmp_path, "aaa", procs.identify(connection.pid))[0] == exitcodes.OK
+    with detached.recorded(str(tmp_path), "sglang-pve-switch-1.service", "apply", "zzz", lambda: "r1") as done:
+        done(exitcodes.OK)
+    assert not detached.read(str(tmp_path)).get("seen")
+    assert lease.release(str(tmp_path), "aaa")
+    assert detached.read(str(tmp_path))["seen"] is True

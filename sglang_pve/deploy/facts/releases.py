@@ -23,6 +23,7 @@ class ReleaseReport:
     lock: str | None = None  # its lock
     error: str | None = None  # why the asked-for release has no contents (no such id, no previous)
     lease: dict | None = None  # the deploy lock's holder (agent/lease.py), None when free
+    switch: dict | None = None  # the last detached switch's outcome (agent/detached.py), None before one
 
     def get(self, release_id: str | None) -> dict | None:
         return next((r for r in self.releases if r["id"] == release_id), None)
@@ -66,4 +67,5 @@ class Releases(FactBase[ReleaseReport]):
             lock=document.get("lock"),
             error=document.get("error"),
             lease=document.get("lease"),
+            switch=document.get("switch"),
         )

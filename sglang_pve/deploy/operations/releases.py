@@ -81,9 +81,17 @@ class Release:
 
 
 def _agent(*args, lease: str) -> StringCommand:
-    """An agent command of the run that holds the container's deploy lock (`lease`: its token)."""
+    """A switch of the run that holds the container's deploy lock (`lease`: its token), in a unit of
+    its own that goes on when this run's SSH session ends (agent/detached.py); the run follows it."""
     return StringCommand(
-        "python3", QuoteString(paths.AGENT), *args, "--dir", QuoteString(paths.RELEASES_DIR), "--lease", lease
+        "python3",
+        QuoteString(paths.AGENT),
+        *args,
+        "--dir",
+        QuoteString(paths.RELEASES_DIR),
+        "--lease",
+        lease,
+        "--detach",
     )
 
 
@@ -110,6 +118,18 @@ def _running(report, record: dict | None) -> bool:
     return record["active_server"] is None or paths.unit_name(record["active_server"]) in report.running
 
 
+def _adopted(report, lease: str) -> str:
+    """When the current release is the outcome of another run's switch that nobody saw end (its
+    controller went away during it: agent/detached.py), the words that say this run adopts it."""
+    switch = report.switch
+    if not switch or switch.get("seen") or switch.get("lease") == lease or switch.get("current") != report.current:
+        return ""
+    return (
+        f"; adopted: the {switch.get('command')} of run {switch.get('lease')}, whose controller went away, "
+        f"ended {switch.get('ended')} with exit {switch.get('code')} in {switch.get('unit')}"
+    )
+
+
 @operation()
 def release(release: Release, keep: int, venvs_dir: str, lease: str):
     """
@@ -133,8 +153,12 @@ def release(release: Release, keep: int, venvs_dir: str, lease: str):
     current = report.current_record
     running = _running(report, current)
     if current is not None and release.matches(current) and running:
+        adopted = _adopted(report, lease)
+        if adopted:  # shown without -v: the operator reran after a drop and must learn what happened
+            logger.info(f"{host.print_prefix}release {current['id']} runs{adopted}")
         host.noop(
             f"release {current['id']} runs ({release.active_server or 'no server'}, SGLang {release.sglang_version})"
+            + adopted
         )
         return
     # only files of configurations that do not run (or the shell block) changed: record, no restart
