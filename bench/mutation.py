@@ -50,6 +50,11 @@ TARGETS = {
     ],
     "sglang_pve/agent/release_store.py": ["tests/unit/test_releases.py", "tests/unit/test_agent_switch.py"],
     "sglang_pve/agent/lease.py": ["tests/unit/test_agent_lease.py"],
+    "sglang_pve/provision/container.py": [
+        "tests/unit/test_proxmox_provision.py",
+        "tests/unit/test_proxmox_token_perm.py",
+        "tests/unit/test_snapshot_retention.py",
+    ],
     "sglang_pve/deploy/operations/files.py": ["tests/unit/test_operations.py", "tests/unit/test_json_cases.py"],
     "sglang_pve/deploy/operations/systemd.py": ["tests/unit/test_operations.py", "tests/unit/test_json_cases.py"],
 }
