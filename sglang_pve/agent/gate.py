@@ -20,7 +20,8 @@ POLL_S. Outcomes:
 - SIGTERM: the unit is being stopped -> the stop is marked (stopping.py), exit 0.
 
 Ranks above 0 of a TP group run no HTTP server of their own: they are ready at SGLang's
-`Dummy health check server started` line and GET /health 200 on it (phases.py).
+`Dummy health check server started` line and GET /health 200 on it (phases.py), once rank 0's
+own /health (at its address and port) answers 200 too: the group is ready as one.
 
 A failure collects its diagnosis (bounded), SIGKILLs the main PID on a stall, deadline or peer
 loss (no drain for a server that never served), then writes the diagnosis and the status verdict, best
@@ -120,6 +121,7 @@ class _Gate:
         self.health: health.Result | None = None
         self.peers = peers.PeerWatch(spec.group) if spec.group else None
         self.gone: list[int] = []
+        self.waiting_for_rank0 = False
 
     def loop(self, poll_s: float, fatal_grace_s: float, on_ready: OnReady) -> int:
         spec = self.spec
@@ -143,7 +145,7 @@ class _Gate:
                     return self._fail("peer_gone")
             if main_alive and self.tracker.ready:
                 self.health = health.get(spec.host, spec.port, "/health", HEALTH_TIMEOUT_S)
-                if self.health.ok:
+                if self.health.ok and self._group_ready():
                     return self._succeed(on_ready)
             now = time.monotonic()
             if now - self.last_progress > spec.stall_timeout(self.tracker.phase):
@@ -151,6 +153,20 @@ class _Gate:
             if now - self.start > spec.startup_timeout_s:
                 return self._fail("deadline")
             time.sleep(poll_s)
+
+    def _group_ready(self) -> bool:
+        """A rank above 0 is ready when rank 0 is (its /health at its address answers 200): a
+        switch of the group then succeeds or fails on every rank alike, and a rank 0 that fails
+        after the others' ready lines fails them too (they see it gone) instead of leaving them
+        current on a release whose rank 0 went back to the previous one."""
+        group = self.spec.group
+        if group is None or group.rank == 0:
+            return True
+        rank0 = health.get(group.addresses[0], group.rank0_port, "/health", HEALTH_TIMEOUT_S)
+        if not rank0.ok and not self.waiting_for_rank0:
+            self.say(f"ready here; waiting for rank 0 ({group.addresses[0]}:{group.rank0_port}) to answer /health")
+        self.waiting_for_rank0 = not rank0.ok
+        return rank0.ok
 
     def terminated(self) -> int:
         """SIGTERM reaches the gate only from systemd stopping the unit (it signals the whole

@@ -42,7 +42,8 @@ always present and unknown keys are refused (a typo must not silently fall back 
 - `group`: null (or absent, as in specs rendered before it existed), or this server's place in
   a TP group (sglang_pve/config/tp_group.py):
   `{"name": "kimi", "rank": 1, "nnodes": 2, "dist_init_port": 20000,
-  "addresses": ["10.0.0.4", "10.0.0.5"]}` (every rank's address, by rank). Its agents watch
+  "addresses": ["10.0.0.4", "10.0.0.5"], "rank0_port": 8000}` (every rank's address, by rank;
+  rank 0's HTTP port: the configuration's, the same on every rank). Its agents watch
   their peers (peers.py): rank 0 fails when any rank is gone, a rank above 0 when rank 0 is;
   ranks above 0 are ready at SGLang's dummy health server (phases.py); a wedged member fails
   instead of restarting alone (a lone rank cannot rejoin its group).
@@ -136,6 +137,7 @@ class Group:
     nnodes: int = field(metadata={"ge": 2})
     dist_init_port: int = field(metadata={"ge": 1, "le": 65535})
     addresses: list[str]  # by rank
+    rank0_port: int = field(metadata={"ge": 1, "le": 65535})  # where rank 0's /health answers (its port)
 
     @property
     def peers(self) -> dict[int, str]:

@@ -196,6 +196,17 @@ def _agreement(
                     f"set active_server: {spec.server} on {member}",
                 )
             )
+    host = (flags[first] or {}).get("host")
+    if flags[first] is not None and str(host) in ("None", "127.0.0.1", "::1", "localhost"):
+        problems.append(
+            Problem(
+                f"tp_groups.{group}.server",
+                spec.server,
+                f"{spec.server} binds {host or '127.0.0.1 (the default)'}: the ranks above 0 are ready only "
+                "when rank 0's /health answers at rank 0's address",
+                f"set host: 0.0.0.0 (or the members' address) in {spec.server}",
+            )
+        )
     if all(found is not None for found in flags.values()):
         for member in others:
             for flag in ("model-path", "tp-size"):

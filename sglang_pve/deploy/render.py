@@ -98,6 +98,7 @@ def lifecycle_spec(server: ServerConfig, tp: TpRank | None = None) -> spec.Spec:
             "nnodes": tp.nnodes,
             "dist_init_port": tp.dist_init_port,
             "addresses": list(tp.addresses),
+            "rank0_port": args.port or paths.SGLANG_DEFAULT_PORT,
         }
         if tp
         else None

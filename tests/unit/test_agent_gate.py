@@ -222,3 +222,31 @@ def test_probe_access_lines_are_no_progress_and_a_stall_kills_the_main_pid(tmp_p
         stop(main_pid)
     assert code == exitcodes.STALL and diagnoses(spec)[0]["phase"] == "warmup"
     assert f"sent SIGKILL to main PID {main_pid.pid}" in said[-1]
+
+
+def test_a_rank_above_0_is_ready_at_its_dummy_health_server_once_rank_0_answers(tmp_path):
+    from tests.unit.agent_support import free_port
+
+    rank0_port = free_port()
+    group = {"name": "g", "rank": 1, "nnodes": 2, "dist_init_port": 1, "addresses": ["127.0.0.1"] * 2}
+    spec = write_spec(tmp_path, group={**group, "rank0_port": rank0_port})
+    prepared(spec, previous_run=False)
+    lines = [
+        "[2026-07-20 10:00:00 TP1] Init torch distributed begin.",
+        "[2026-07-20 10:00:01 TP1] Capture cuda graph end. Time elapsed: 1.00 s. mem usage=1.00 GB. avail mem=9 GB.",
+        f"[2026-07-20 10:00:02] Dummy health check server started in background thread at 127.0.0.1:{spec.port}",
+    ]
+    main_pid = sleeper()
+    try:
+        with (
+            HealthServer(spec.port, {"/health": [200]}),
+            HealthServer(rank0_port, {"/health": [503, 503, 200]}) as rank0,
+        ):
+            LogScript(spec.log, lines, delay=0.01).start()
+            code, said, started = run_gate(spec, main_pid.pid)
+    finally:
+        stop(main_pid)
+    assert code == exitcodes.OK and started == [main_pid.pid]
+    assert rank0.hits["/health"] == 3  # not ready while rank 0 answered 503
+    assert any("waiting for rank 0 (127.0.0.1:" in m for m in said)
+    assert "rank 1's dummy health server line seen" in said[-1]

@@ -21,7 +21,7 @@ STALL_S = 2.0
 
 
 def _specs(tmp_path: Path, rank0_config: Path, rank1_config: Path, port: int) -> list[spec.Spec]:
-    specs = []
+    specs, rank0_port = [], yaml.safe_load(rank0_config.read_text())["port"]
     for rank, config in enumerate((rank0_config, rank1_config)):
         where = tmp_path / f"agent{rank}"
         where.mkdir()
@@ -38,6 +38,7 @@ def _specs(tmp_path: Path, rank0_config: Path, rank1_config: Path, port: int) ->
                     "nnodes": 2,
                     "dist_init_port": port,
                     "addresses": ["127.0.0.1", "127.0.0.1"],
+                    "rank0_port": rank0_port,  # both nodes on one host: each its own port
                 },
             )
         )
@@ -105,8 +106,8 @@ def test_the_peer_watch_reads_the_kernels_connections(tmp_path):
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
     addresses = ["127.0.0.1", "127.0.0.1"]
-    rank0 = peers.PeerWatch(spec.Group("g", 0, 2, port, addresses))
-    rank1 = peers.PeerWatch(spec.Group("g", 1, 2, port, addresses))
+    rank0 = peers.PeerWatch(spec.Group("g", 0, 2, port, addresses, 1))
+    rank1 = peers.PeerWatch(spec.Group("g", 1, 2, port, addresses, 1))
     assert rank0.gone() == [] and rank1.gone() == []  # never connected: no loss
     client = socket.create_connection(("127.0.0.1", port))
     server_side, _ = listener.accept()

@@ -160,7 +160,14 @@ def test_answers_again_after_failures_reset_the_recorded_count(tmp_path):
 
 
 def _group(port: int, rank: int = 0) -> dict:
-    return {"name": "g", "rank": rank, "nnodes": 2, "dist_init_port": port, "addresses": ["127.0.0.1"] * 2}
+    return {
+        "name": "g",
+        "rank": rank,
+        "nnodes": 2,
+        "dist_init_port": port,
+        "addresses": ["127.0.0.1"] * 2,
+        "rank0_port": 1,
+    }
 
 
 def test_a_tp_group_member_whose_peer_is_gone_is_killed_not_restarted(tmp_path):

@@ -52,7 +52,7 @@ def test_ranks_come_from_the_inventory_and_reach_the_flags_and_the_spec(hosts):
     assert flags["nnodes"] == 2 and flags["node-rank"] == 1 and flags["dist-init-addr"] == "10.0.0.4:20000"
     assert flags["tp-size"] == 8
     lifecycle = render.lifecycle_spec(server, render.tp_rank(rank1, server))
-    assert lifecycle.group == spec.Group("kimi", 1, 2, 20000, ["10.0.0.4", "10.0.0.5"])
+    assert lifecycle.group == spec.Group("kimi", 1, 2, 20000, ["10.0.0.4", "10.0.0.5"], 8000)
     assert lifecycle.group.peers == {0: "10.0.0.4"}
     assert spec.parse(json.loads(spec.to_json(lifecycle))).group == lifecycle.group
     # the group's flags go only to its own configuration; a host in no group gets none
@@ -113,7 +113,14 @@ def test_multi_node_flags_are_never_written_in_servers_yml(hosts, tmp_path, flag
 
 def test_a_spec_group_with_too_few_addresses_is_refused():
     data = json.loads(spec.to_json(spec.parse(_spec_data())))
-    data["group"] = {"name": "kimi", "rank": 1, "nnodes": 2, "dist_init_port": 20000, "addresses": ["10.0.0.4"]}
+    data["group"] = {
+        "name": "kimi",
+        "rank": 1,
+        "nnodes": 2,
+        "dist_init_port": 20000,
+        "addresses": ["10.0.0.4"],
+        "rank0_port": 8000,
+    }
     with pytest.raises(spec.SpecError, match="group"):
         spec.parse(data)
 
@@ -179,3 +186,11 @@ def test_the_probe_counts_a_refused_connection_as_reached(monkeypatch):
 
     monkeypatch.setattr(preflight_probe.socket, "create_connection", no_answer)
     assert preflight_probe.reach("10.0.0.4", 20000) == "timed out"
+
+
+def test_a_group_configuration_bound_to_the_loopback_is_refused(hosts, tmp_path):
+    servers = copy.deepcopy(SERVERS)
+    servers["servers"]["tp"] = {"tp-size": 8, "host": "127.0.0.1"}
+    (tmp_path / "servers.yml").write_text(yaml.safe_dump(servers))
+    message = _refused("@pveguest/sglang5", hosts)
+    assert "tp_groups.kimi.server = 'tp': tp binds 127.0.0.1" in message and "set host: 0.0.0.0" in message
