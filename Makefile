@@ -6,9 +6,11 @@ PY := $(VENV)/bin/python
 PYINFRA := $(VENV)/bin/pyinfra
 SYSTEM_PACKAGES := lxc lxcfs debootstrap debian-archive-keyring gpgv nftables openssh-client iproute2 make python3-venv
 
-.PHONY: demo test lint venv system-packages lab-up lab-down deploy preflight status clean
+.PHONY: demo demo-scale test lint venv system-packages lab-up lab-up-scale lab-down deploy deploy-scale preflight status clean
 
 demo: venv system-packages lab-up deploy status
+# The scale lab: pve1 and pve2, the replica set, the TP group and the router (inventory/lab_scale.py).
+demo-scale: venv system-packages lab-up-scale deploy-scale
 
 # The suite in TEST_WORKERS sessions side by side (pytest-xdist): the lab tests mostly wait (SSH,
 # systemd, pip, deadlines), so their waits overlap even on 2 cores. Worker N drives lab slot
@@ -41,11 +43,18 @@ system-packages:
 lab-up: venv
 	$(PY) -m lab up
 
+lab-up-scale: venv
+	$(PY) -m lab up --scale
+
 lab-down: venv
 	$(PY) -m lab down
 
 deploy: venv
 	$(PYINFRA) -y inventory/lab.py deploy.py
+
+deploy-scale: venv
+	$(PYINFRA) -y inventory/lab_scale.py deploy.py
+	$(PYINFRA) -y inventory/lab_scale.py tasks/status.py
 
 preflight: venv
 	$(PYINFRA) -y inventory/lab.py tasks/preflight.py

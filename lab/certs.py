@@ -13,6 +13,7 @@ import hashlib
 import ipaddress
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
@@ -21,7 +22,6 @@ from lab import layout
 from lab.files import write_file
 
 CA_KEY = layout.PVE_DIR / "pve-root-ca.key"
-NODE_KEY = layout.PVE_DIR / "pve-ssl.key"
 VALID_DAYS = 3650
 
 
@@ -64,19 +64,32 @@ def _name(common_name: str) -> x509.Name:
     )
 
 
-def _current() -> bool:
-    """The kept node certificate names the node's current address (the slot may differ)."""
-    if not all(path.exists() for path in (CA_KEY, NODE_KEY, layout.PVE_CA, layout.PVE_CERT)):
+def _ca_current() -> bool:
+    return CA_KEY.exists() and layout.PVE_CA.exists()
+
+
+def _current(node: layout.LabNode) -> bool:
+    """The kept node certificate names the node's current address (the slot may differ) and is
+    signed by the lab's current CA."""
+    if not (_ca_current() and node.key.exists() and node.cert.exists()):
         return False
-    cert = x509.load_pem_x509_certificate(layout.PVE_CERT.read_bytes())
+    cert = x509.load_pem_x509_certificate(node.cert.read_bytes())
+    ca = x509.load_pem_x509_certificate(layout.PVE_CA.read_bytes())
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    return ipaddress.ip_address(layout.NODE_ADDRESS) in names.get_values_for_type(x509.IPAddress)
+    return _signed_by(cert, ca) and (ipaddress.ip_address(node.address) in names.get_values_for_type(x509.IPAddress))
 
 
-def ensure_node_certificate() -> str:
-    """Create the CA and the node certificate unless current ones exist; returns the node
-    certificate's fingerprint (also written to PVE_FINGERPRINT)."""
-    if not _current():
+def _signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
+
+
+def _ensure_ca() -> tuple[ec.EllipticCurvePrivateKey, x509.Name]:
+    """The lab's CA (one for every node: pve-cluster's pve-root-ca), made once."""
+    if not _ca_current():
         ca_key = ec.generate_private_key(ec.SECP256R1())
         ca_name = _name("Proxmox Virtual Environment")
         ca = _certificate(
@@ -89,15 +102,27 @@ def ensure_node_certificate() -> str:
                 (x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False),
             ],
         )
+        write_file(CA_KEY, _key_pem(ca_key), 0o600)
+        write_file(layout.PVE_CA, ca.public_bytes(serialization.Encoding.PEM), 0o644)
+    key = serialization.load_pem_private_key(CA_KEY.read_bytes(), None)
+    assert isinstance(key, ec.EllipticCurvePrivateKey)
+    return key, x509.load_pem_x509_certificate(layout.PVE_CA.read_bytes()).subject
+
+
+def ensure_node_certificate(node: layout.LabNode = layout.NODES[layout.NODE]) -> str:
+    """Create the CA and the node's certificate unless current ones exist; returns the node
+    certificate's fingerprint (also written to the node's fingerprint file)."""
+    ca_key, ca_name = _ensure_ca()
+    if not _current(node):
         node_key = ec.generate_private_key(ec.SECP256R1())
         names = [
-            x509.DNSName(layout.NODE),
+            x509.DNSName(node.name),
             x509.DNSName("localhost"),
-            x509.IPAddress(ipaddress.ip_address(layout.NODE_ADDRESS)),
+            x509.IPAddress(ipaddress.ip_address(node.address)),
             x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
         ]
-        node = _certificate(
-            _name(f"{layout.NODE}.lab"),
+        cert = _certificate(
+            _name(f"{node.name}.lab"),
             ca_name,
             node_key.public_key(),
             ca_key,
@@ -107,21 +132,19 @@ def ensure_node_certificate() -> str:
                 (x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), False),
             ],
         )
-        write_file(CA_KEY, _key_pem(ca_key), 0o600)
-        write_file(NODE_KEY, _key_pem(node_key), 0o600)
-        write_file(layout.PVE_CA, ca.public_bytes(serialization.Encoding.PEM), 0o644)
-        write_file(layout.PVE_CERT, node.public_bytes(serialization.Encoding.PEM), 0o644)
-    digest = fingerprint(layout.PVE_CERT.read_bytes())
-    if not layout.PVE_FINGERPRINT.exists() or layout.PVE_FINGERPRINT.read_text() != digest + "\n":
-        write_file(layout.PVE_FINGERPRINT, (digest + "\n").encode(), 0o644)
+        write_file(node.key, _key_pem(node_key), 0o600)
+        write_file(node.cert, cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    digest = fingerprint(node.cert.read_bytes())
+    if not node.fingerprint.exists() or node.fingerprint.read_text() != digest + "\n":
+        write_file(node.fingerprint, (digest + "\n").encode(), 0o644)
     return digest
 
 
-def node_files() -> dict[str, tuple[bytes, int]]:
+def node_files(node: layout.LabNode = layout.NODES[layout.NODE]) -> dict[str, tuple[bytes, int]]:
     """What pmxcfs holds of it on the node: /etc/pve-relative path -> (content, mode)."""
     return {
         "pve-root-ca.pem": (layout.PVE_CA.read_bytes(), 0o640),
         "priv/pve-root-ca.key": (CA_KEY.read_bytes(), 0o600),
-        "local/pve-ssl.pem": (layout.PVE_CERT.read_bytes(), 0o640),
-        "local/pve-ssl.key": (NODE_KEY.read_bytes(), 0o600),
+        "local/pve-ssl.pem": (node.cert.read_bytes(), 0o640),
+        "local/pve-ssl.key": (node.key.read_bytes(), 0o600),
     }

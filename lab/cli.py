@@ -1,6 +1,7 @@
 """Command line of the lab.
 
     python -m lab up                      # build/adopt what is missing, start, wait for boot
+    python -m lab up --scale              # the same, with the scale lab's second node pve2
     python -m lab down                    # remove every process, mount, link and container
     python -m lab status                  # what runs
     python -m lab exec HOST -- CMD...     # run CMD in a container, like `docker exec`
@@ -22,7 +23,10 @@ from lab.shell import LabError
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m lab", description="The sglang-pve local test lab.")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("up", help="start the lab (idempotent)")
+    up_parser = commands.add_parser("up", help="start the lab (idempotent)")
+    up_parser.add_argument(
+        "--scale", action="store_true", help="also the scale lab's node pve2 (inventory/lab_scale.py)"
+    )
     commands.add_parser("down", help="stop the lab and remove what runs")
     commands.add_parser("status", help="show what runs")
     exec_parser = commands.add_parser("exec", help="run a command in a container: exec HOST -- CMD...")
@@ -32,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _container_name(host: str) -> str:
     """The LXC name of HOST: a container `up` made, else a guest of pve1 (hostname or vmid)."""
-    if host in layout.HOSTS and container.state(host) != "ABSENT":
+    if host in {**layout.HOSTS, **layout.NODES} and container.state(host) != "ABSENT":
         return host
     guest = guests.resolve(host)
     if guest is None and host not in layout.HOSTS:
@@ -56,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             argv = container.attach_argv(name, command)
             os.execvp(argv[0], argv)
         if args.command == "up":
-            lifecycle.up()
+            lifecycle.up(scale=args.scale)
         elif args.command == "down":
             lifecycle.down()
         else:

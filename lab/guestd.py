@@ -18,8 +18,10 @@ stdout and stderr with the request (SCM_RIGHTS) and the command runs on them thr
 lxc-attach, so `pct exec` and `pct enter` stream like the real ones; the result is the exit
 code. One action per vmid at a time.
 
-Run by `lab up` as a daemon (pid file, stopped by pid): ``python -m lab.guestd SOCKET`` (the
-socket path, this slot's, also marks the process as ours).
+Run by `lab up` as a daemon, one per node (pid file, stopped by pid): ``python -m lab.guestd
+SOCKET`` (the socket path, this slot's and this node's, also marks the process as ours). A guestd
+acts only on its own node's guests: a request for a vmid another node created is refused, as
+pve-container on one node never touches another node's containers.
 """
 
 import json
@@ -35,7 +37,11 @@ from pathlib import Path
 from lab import guests, layout, procs
 from lab.shell import LabError
 
-PID_FILE = layout.RUN_DIR / "guestd.pid"
+
+def pid_file(node: layout.LabNode) -> Path:
+    return layout.RUN_DIR / ("guestd.pid" if node.name == layout.NODE else f"guestd-{node.name}.pid")
+
+
 MAX_REQUEST = 1 << 20
 ACTIONS = {
     "create": lambda a: guests.create(
@@ -68,6 +74,8 @@ class Handler(socketserver.BaseRequestHandler):
                 data += chunk
             request = json.loads(data)
             vmid = int(request["vmid"])
+            if guests.node_of(vmid) != guests.NODE.name:
+                raise LabError(f"CT {vmid} is a guest of {guests.node_of(vmid)}, not of {guests.NODE.name}")
             if request["op"] == "exec":
                 if len(fds) != 3:
                     raise LabError("exec needs stdin, stdout and stderr passed with the request")
@@ -93,50 +101,53 @@ class Server(socketserver.ThreadingUnixStreamServer):
     daemon_threads = True
 
 
-def serve() -> None:
-    layout.GUESTD_DIR.mkdir(parents=True, exist_ok=True)
-    layout.GUESTD_DIR.chmod(0o700)
-    layout.GUESTD_SOCKET.unlink(missing_ok=True)
-    with Server(str(layout.GUESTD_SOCKET), Handler) as server:
-        layout.GUESTD_SOCKET.chmod(0o600)
-        print(f"guestd: listening on {layout.GUESTD_SOCKET}", flush=True)
+def serve(node: layout.LabNode) -> None:
+    guests.serve_as(node)
+    node.guestd_dir.mkdir(parents=True, exist_ok=True)
+    node.guestd_dir.chmod(0o700)
+    node.guestd_socket.unlink(missing_ok=True)
+    with Server(str(node.guestd_socket), Handler) as server:
+        node.guestd_socket.chmod(0o600)
+        print(f"guestd: {node.name}'s guests, listening on {node.guestd_socket}", flush=True)
         server.serve_forever()
 
 
-def pid() -> int | None:
-    return procs.live_pid(PID_FILE, str(layout.GUESTD_SOCKET))
+def pid(node: layout.LabNode = layout.NODES[layout.NODE]) -> int | None:
+    return procs.live_pid(pid_file(node), str(node.guestd_socket))
 
 
-def start() -> int:
-    """Start guestd unless it runs; returns its pid once the socket answers."""
-    running = pid()
+def start(node: layout.LabNode = layout.NODES[layout.NODE]) -> int:
+    """Start the node's guestd unless it runs; returns its pid once the socket answers."""
+    running = pid(node)
     if running:
         return running
     # lab is no installed package (it is not in the wheel): the daemon, started in /, finds it
     # through the checkout that holds it
     checkout = str(Path(__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [checkout, os.environ.get("PYTHONPATH")]))}
-    started = procs.start_daemon(
-        [sys.executable, "-m", "lab.guestd", str(layout.GUESTD_SOCKET)], PID_FILE, layout.LOG_DIR / "guestd.log", env
-    )
+    log = layout.LOG_DIR / ("guestd.log" if node.name == layout.NODE else f"guestd-{node.name}.log")
+    argv = [sys.executable, "-m", "lab.guestd", str(node.guestd_socket)]
+    started = procs.start_daemon(argv, pid_file(node), log, env)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:  # (its argv is ours only once it has exec'd)
         try:
             with socket.socket(socket.AF_UNIX) as probe:
-                probe.connect(str(layout.GUESTD_SOCKET))
+                probe.connect(str(node.guestd_socket))
             return started
         except OSError:
             time.sleep(0.05)
-    raise LabError(f"guestd did not start; see {layout.LOG_DIR / 'guestd.log'}")
+    raise LabError(f"{node.name}'s guestd did not start; see {log}")
 
 
-def stop() -> int | None:
-    stopped = procs.stop(PID_FILE, str(layout.GUESTD_SOCKET))
-    layout.GUESTD_SOCKET.unlink(missing_ok=True)
+def stop(node: layout.LabNode = layout.NODES[layout.NODE]) -> int | None:
+    stopped = procs.stop(pid_file(node), str(node.guestd_socket))
+    node.guestd_socket.unlink(missing_ok=True)
     return stopped
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] != [str(layout.GUESTD_SOCKET)]:
-        sys.exit(f"usage: python -m lab.guestd {layout.GUESTD_SOCKET} (check SGLANG_PVE_LAB_SLOT)")
-    serve()
+    served = [node for node in layout.NODES.values() if sys.argv[1:] == [str(node.guestd_socket)]]
+    if not served:
+        sockets = " or ".join(str(node.guestd_socket) for node in layout.NODES.values())
+        sys.exit(f"usage: python -m lab.guestd {sockets} (check SGLANG_PVE_LAB_SLOT)")
+    serve(served[0])

@@ -46,6 +46,7 @@ ID_COUNT = 65536
 VOLUME_ID = re.compile(r"^([a-z][a-z0-9._-]*):([A-Za-z0-9][A-Za-z0-9._-]*)$")
 NET_KEY = re.compile(r"^net(\d+)$")
 MP_KEY = re.compile(r"^mp(\d+)$")
+NODE = layout.NODES[layout.NODE]  # the node this process serves (serve_as); pve1 unless guestd says otherwise
 
 
 class GuestError(LabError):
@@ -113,12 +114,18 @@ def flag(value: str | None) -> bool:
 # -- volumes and node paths -------------------------------------------------------------------
 
 
-def volume_dir(volid: str) -> Path:
-    """The directory standing in for a storage volume, VOLUMES_DIR/<storage>/<volume>."""
+def serve_as(node: layout.LabNode) -> None:
+    """The node whose guests this process acts on (guestd runs one per node: lab/guestd.py)."""
+    global NODE
+    NODE = node
+
+
+def volume_dir(volid: str, on: layout.LabNode | None = None) -> Path:
+    """The directory standing in for a storage volume of the node, <volumes_dir>/<storage>/<volume>."""
     match = VOLUME_ID.match(volid)
     if not match:
         raise GuestError(f"unable to parse volume ID '{volid}'")
-    return layout.VOLUMES_DIR / match.group(1) / match.group(2)
+    return (on or NODE).volumes_dir / match.group(1) / match.group(2)
 
 
 def node_path(path: str) -> Path:
@@ -126,18 +133,18 @@ def node_path(path: str) -> Path:
     their host sources, anything else, its NVIDIA device nodes included (made in pve1's /dev by
     its nvidia-modprobe), is read through pve1's root."""
     if not path.startswith("/") or ".." in Path(path).parts:
-        raise GuestError(f"'{path}' is not an absolute path on {layout.NODE} without '..'")
+        raise GuestError(f"'{path}' is not an absolute path on {NODE.name} without '..'")
     binds = {mount: host for mount, host in layout.STORAGE_MOUNTS.items()}
     # no link below the root is followed (lab/beneath.py says why): through /proc/<pid>/root an
     # absolute link on pve1 would name the lab host's own file
     try:
         for mount, host in binds.items():
             if path == mount or path.startswith(mount + "/"):
-                return beneath.beneath(host, path[len(mount) :], f"'{path}' on {layout.NODE}")
-        pid = container.init_pid(layout.NODE)
+                return beneath.beneath(host, path[len(mount) :], f"'{path}' on {NODE.name}")
+        pid = container.init_pid(NODE.name)
         if pid is None:
-            raise GuestError(f"{layout.NODE} is not running; run `python -m lab up`")
-        return beneath.beneath(Path(f"/proc/{pid}/root"), path, f"'{path}' on {layout.NODE}")
+            raise GuestError(f"{NODE.name} is not running; run `python -m lab up`")
+        return beneath.beneath(Path(f"/proc/{pid}/root"), path, f"'{path}' on {NODE.name}")
     except beneath.LinkError as error:
         raise GuestError(str(error)) from None
 
@@ -204,7 +211,7 @@ def _mp_lines(vmid: int, key: str, value: str, owner: int) -> list[str]:
     if volume.startswith("/"):
         source = node_path(volume)
         if not source.exists():
-            raise GuestError(f"{key}: mount point source '{volume}' does not exist on {layout.NODE}")
+            raise GuestError(f"{key}: mount point source '{volume}' does not exist on {NODE.name}")
     else:
         source = volume_dir(volume) / "data"
         if not source.exists():
@@ -292,6 +299,10 @@ def create(vmid: int, config: dict, template_volid: str, rootfs_volume: str, ssh
     """Allocate the rootfs volume over the cached rootfs (our only template), with new SSH
     host keys, root's authorized_keys from ``ssh-public-keys`` and the lab's user-space GPU
     driver (nvidia-smi), like a template with the driver installed."""
+    if (guest_dir(vmid) / "guest.json").exists():  # one lxcpath for every node of the lab
+        raise GuestError(
+            f"CT {vmid} already exists on {node_of(vmid)}: the lab's nodes keep vmids unique, as a cluster does"
+        )
     volume = volume_dir(rootfs_volume)
     if volume.exists():
         raise GuestError(f"volume '{rootfs_volume}' already exists")
@@ -321,18 +332,19 @@ def create(vmid: int, config: dict, template_volid: str, rootfs_volume: str, ssh
         os.chown(key, owner, owner)
     (volume / "TEMPLATE").write_text(template_volid + "\n")
     guest_dir(vmid).mkdir(parents=True, exist_ok=True)
-    record = {"rootfs": rootfs_volume, "lower": str(lower), "unprivileged": unprivileged}
+    record = {"rootfs": rootfs_volume, "lower": str(lower), "unprivileged": unprivileged, "node": NODE.name}
     (guest_dir(vmid) / "guest.json").write_text(json.dumps(record))
 
 
 def node_config(vmid: int) -> str:
     """The guest's PVE config as the node holds it: /etc/pve/nodes/<node>/lxc/<vmid>.conf in the
-    backing dir of pve1's pmxcfs (lab/pmxcfs.py), read without following a link, never the
-    caller's copy (a request on guestd's socket is no more trusted than pve1's root)."""
+    backing dir of the node's pmxcfs (lab/pmxcfs.py), read without following a link, never the
+    caller's copy (a request on guestd's socket is no more trusted than the node's root)."""
+    relative = f"nodes/{NODE.name}/lxc/{int(vmid)}.conf"
     try:
-        return beneath.read_beneath(node.ETC_PVE, f"nodes/{layout.NODE}/lxc/{int(vmid)}.conf", f"CT {vmid}'s config")
+        return beneath.read_beneath(NODE.etc_pve, relative, f"CT {vmid}'s config")
     except FileNotFoundError:
-        raise GuestError(f"CT {vmid}: no /etc/pve/nodes/{layout.NODE}/lxc/{vmid}.conf") from None
+        raise GuestError(f"CT {vmid}: no /etc/pve/{relative}") from None
     except beneath.LinkError as error:
         raise GuestError(str(error)) from None
 
@@ -433,15 +445,16 @@ def hotplug(vmid: int, key: str, old: str | None, new: str | None) -> None:
 
 
 def destroy(vmid: int) -> None:
-    """The container, its volumes (rootfs, mpN, snapshots) and its runtime dir."""
+    """The container, its volumes (rootfs, mpN, snapshots) on its node and its runtime dir."""
     try:
         volumes = [_record(vmid)["rootfs"]]
     except GuestError:
         volumes = []
+    on = layout.NODES.get(node_of(vmid), NODE)
     container.destroy(name(vmid))
     for volid in volumes:
-        shutil.rmtree(volume_dir(volid), ignore_errors=True)
-    for leftover in layout.VOLUMES_DIR.glob(f"*/*-{vmid}-disk-*"):
+        shutil.rmtree(volume_dir(volid, on), ignore_errors=True)
+    for leftover in on.volumes_dir.glob(f"*/*-{vmid}-disk-*"):
         shutil.rmtree(leftover, ignore_errors=True)
 
 
@@ -520,7 +533,16 @@ def resolve(host: str) -> str | None:
     return None
 
 
+def node_of(vmid: int) -> str:
+    """The node that created guest ``vmid`` (its record; a record from before pve2 existed: pve1)."""
+    try:
+        return str(_record(vmid).get("node", layout.NODE))
+    except GuestError:
+        return NODE.name
+
+
 def destroy_all() -> None:
     for vmid in known():
         destroy(vmid)
-    shutil.rmtree(layout.VOLUMES_DIR, ignore_errors=True)
+    for each in layout.NODES.values():
+        shutil.rmtree(each.volumes_dir, ignore_errors=True)

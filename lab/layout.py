@@ -12,6 +12,7 @@ from here:
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 BASE_DIR = Path(os.environ.get("SGLANG_PVE_LAB_DIR", "/var/lib/sglang-pve-lab"))
@@ -98,6 +99,82 @@ GPU_COUNT = 8
 # in the containers; set them apart to see preflight refuse the mismatch.
 DRIVER_VERSION = os.environ.get("SGLANG_PVE_LAB_DRIVER_VERSION", "580.95.05")
 GUEST_DRIVER_VERSION = os.environ.get("SGLANG_PVE_LAB_GUEST_DRIVER_VERSION", DRIVER_VERSION)
+
+
+@dataclass(frozen=True)
+class LabNode:
+    """One Proxmox node of the lab and where its state lives on the lab host. pve1 is the default
+    lab's node; pve2 (same kind: its own /etc/pve, API emulator, certificate, guestd, volumes, fake
+    GPUs) comes up only with ``lab up --scale`` (the scale lab, inventory/lab_scale.py). The two are
+    standalone nodes, not a cluster: each has its own /etc/pve and API; they share the lab's CA and
+    root@pam credentials (one client setting per node still names its own certificate pin)."""
+
+    name: str
+    address: str
+    dir: Path  # what the node binds: its /etc/pve backing, ZFS state, the emulator's log
+    volumes_dir: Path  # its storage volumes (guest root filesystems, mpN)
+    guestd_dir: Path  # guestd's socket, bound into the node at NODE_GUESTD_DIR
+    pve_dir: Path  # its TLS certificate, key and fingerprint
+
+    @property
+    def etc_pve(self) -> Path:
+        return self.dir / "etc-pve"
+
+    @property
+    def zfs_state(self) -> Path:
+        return self.dir / "zfs"
+
+    @property
+    def guestd_socket(self) -> Path:
+        return self.guestd_dir / "guestd.sock"
+
+    @property
+    def request_log(self) -> Path:
+        return self.dir / "log" / "requests.jsonl"
+
+    @property
+    def faults(self) -> Path:
+        return self.etc_pve / "emulator-faults.json"
+
+    @property
+    def cert(self) -> Path:
+        return self.pve_dir / "pve-ssl.pem"
+
+    @property
+    def key(self) -> Path:
+        return self.pve_dir / "pve-ssl.key"
+
+    @property
+    def fingerprint(self) -> Path:
+        return self.pve_dir / "pve-ssl.fingerprint"
+
+
+NODES = {
+    node.name: node
+    for node in (
+        LabNode(NODE, NODE_ADDRESS, NODE_DIR, VOLUMES_DIR, GUESTD_DIR, PVE_DIR),
+        LabNode(
+            "pve2",
+            f"{SUBNET}.3",
+            LAB_DIR / "node-pve2",
+            LAB_DIR / "volumes-pve2",
+            RUN_DIR / "guestd-pve2",
+            PVE_DIR / "pve2",
+        ),
+    )
+}
+SCALE_NODES = ("pve2",)  # the nodes only `lab up --scale` starts (pve1 is always up)
+# The scale lab's guests (inventory/lab_scale.py), created by the deploy through each node's API:
+# name -> (node, vmid, address). vmids are unique across the lab's nodes (guestd names a guest's
+# LXC container by its vmid in one lxcpath, as a PVE cluster keeps vmids unique cluster-wide).
+SCALE_GUESTS = {
+    "sglang1": ("pve1", 201, f"{SUBNET}.21"),
+    "sglang2": ("pve2", 202, f"{SUBNET}.22"),
+    "sglang3": ("pve1", 203, f"{SUBNET}.23"),
+    "sglang4": ("pve1", 204, f"{SUBNET}.24"),
+    "sglang5": ("pve2", 205, f"{SUBNET}.25"),
+    "router1": ("pve2", 210, f"{SUBNET}.30"),
+}
 
 
 def veth_name(host: str) -> str:

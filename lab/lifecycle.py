@@ -12,6 +12,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 from lab import (
     container,
@@ -37,8 +38,8 @@ RUNTIME_DIRS = (
     layout.DEV_DIR,
     layout.INDEX_DIR,
     layout.LXCFS_DIR,
-    layout.NODE_DIR,
-    layout.VOLUMES_DIR,
+    *(each.dir for each in layout.NODES.values()),  # pve1's: NODE_DIR
+    *(each.volumes_dir for each in layout.NODES.values()),
 )
 FAULTS_FILE = f"{node.SIM_CONFIG_DIR}/faults.yaml"
 
@@ -51,6 +52,27 @@ def require_host() -> None:
         raise LabError(f"missing {', '.join(missing)}: apt-get install lxc lxcfs debootstrap openssh-client iproute2")
 
 
+INOTIFY_INSTANCES = "/proc/sys/fs/inotify/max_user_instances"
+INOTIFY_WANTED = 1024  # systemd in each container holds several; every lab of every slot is uid 0's
+
+
+def warn_inotify() -> None:
+    """systemd as a container's PID 1 exits at once ("Failed to allocate manager object: Too many
+    open files") when uid 0 of the lab host holds fs.inotify.max_user_instances inotify instances
+    (default 128: about a dozen containers across the slots); say so before it happens."""
+    try:
+        limit = int(Path(INOTIFY_INSTANCES).read_text())
+    except (OSError, ValueError):
+        return
+    if limit < INOTIFY_WANTED:
+        print(
+            f"lab: WARNING: fs.inotify.max_user_instances = {limit}: a container's systemd fails with 'Too many "
+            f"open files' once the lab host's containers hold them all; fix: sysctl -w "
+            f"fs.inotify.max_user_instances={INOTIFY_WANTED}",
+            flush=True,
+        )
+
+
 @contextlib.contextmanager
 def _exclusive() -> Iterator[None]:
     """One up/down at a time per state dir (two test sessions, two terminals)."""
@@ -60,15 +82,17 @@ def _exclusive() -> Iterator[None]:
         yield
 
 
-def up() -> None:
-    """Bring the lab up, or repair it."""
+def up(scale: bool = False) -> None:
+    """Bring the lab up, or repair it; ``scale``: with the scale lab's nodes too (layout.SCALE_NODES,
+    for inventory/lab_scale.py). Without it a running pve2 is left as it is."""
     require_host()
     with _exclusive():
-        _up()
+        _up([layout.NODES[layout.NODE], *(layout.NODES[name] for name in layout.SCALE_NODES if scale)])
 
 
-def _up() -> None:
+def _up(nodes: list[layout.LabNode]) -> None:
     started = time.monotonic()
+    warn_inotify()
     for directory in (layout.CACHE_DIR, layout.RUN_DIR, layout.LOG_DIR, layout.LXC_PATH):
         directory.mkdir(parents=True, exist_ok=True)
     lower, rootfs_changed = rootfs.ensure_rootfs(sshkeys.ensure_client_key())
@@ -82,19 +106,22 @@ def _up() -> None:
     storage.populate()
     with_lxcfs = lxcfs.start()
     node.prepare_proc_files(gpus.node_proc_devices())
-    fingerprint = node.prepare_etc_pve()
+    fingerprints = {each.name: node.prepare_etc_pve(each) for each in nodes}
     credentials.ensure_api_key()
     schema = node.schema_dir()
     if not schema:
         node.warn_missing_schema()
     _remove_stale_guests()
-    guestd_pid = guestd.start()
-    print(f"lab: guestd {layout.GUESTD_SOCKET} (pid {guestd_pid})", flush=True)
+    for each in nodes:
+        guestd_pid = guestd.start(each)
+        print(f"lab: {each.name}'s guestd {each.guestd_socket} (pid {guestd_pid})", flush=True)
     # containers boot while the index is built
-    for name, ip in layout.HOSTS.items():
+    booting = {**layout.HOSTS, **{each.name: each.address for each in nodes}}
+    for name, ip in booting.items():
         extra, files, bound = [], None, devices
-        if name == layout.NODE:
-            extra, files, bound = node.config_lines(schema), node.files(with_emulator=bool(schema)), []
+        if name in layout.NODES:
+            each = layout.NODES[name]
+            extra, files, bound = node.config_lines(schema, each), node.files(bool(schema), each), []
         if container.ensure_running(name, ip, lower, bound, with_lxcfs, rootfs_changed, extra, files):
             print(f"lab: {name} started at {ip}", flush=True)
     version = index.publish(layout.SIM_DIR, lower)
@@ -102,27 +129,28 @@ def _up() -> None:
     print(f"lab: index {layout.INDEX_URL} (pid {index_pid}) serves sglang=={version}", flush=True)
     nvidia_smi = (layout.SIM_DIR / "nvidia_smi.py").read_bytes()
     driver = f"{layout.GUEST_DRIVER_VERSION}\n".encode()
-    for name, ip in layout.HOSTS.items():
-        if name != layout.NODE:
+    for name, ip in booting.items():
+        if name not in layout.NODES:
             container.install_file(name, "/usr/bin/nvidia-smi", nvidia_smi, 0o755)
             container.install_file(name, FAULTS_FILE, b"", 0o644, overwrite=False)
             container.install_file(name, f"{node.SIM_CONFIG_DIR}/driver-version", driver, 0o644)
         system = container.wait_until_booted(name, ip)
         print(f"lab: {name} is up (systemd {system}, ssh root@{ip})", flush=True)
-    if schema:
-        node.wait_for_api()
+    for each in nodes if schema else []:
+        node.wait_for_api(each)
         print(
-            f"lab: API https://{layout.NODE_ADDRESS}:{layout.API_PORT}/api2/json "
-            f"(CA {layout.PVE_CA}, fingerprint {fingerprint}, credentials {layout.PVE_CREDENTIALS})",
+            f"lab: {each.name}'s API https://{each.address}:{layout.API_PORT}/api2/json "
+            f"(CA {layout.PVE_CA}, fingerprint {fingerprints[each.name]}, credentials {layout.PVE_CREDENTIALS})",
             flush=True,
         )
     print(f"lab: up in {time.monotonic() - started:.1f} s", flush=True)
 
 
 def _remove_stale_guests() -> None:
-    """Guests whose config is gone from /etc/pve (a lab killed half-way) are removed."""
+    """Guests whose config is gone from their node's /etc/pve (a lab killed half-way) are removed."""
     for vmid in guests.known():
-        if not (node.ETC_PVE / "lxc" / f"{vmid}.conf").exists():
+        owner = layout.NODES[guests.node_of(vmid)]
+        if not (owner.etc_pve / "nodes" / owner.name / "lxc" / f"{vmid}.conf").exists():
             print(f"lab: removing stale guest {vmid}", flush=True)
             guests.destroy(vmid)
 
@@ -137,8 +165,9 @@ def _down() -> None:
     started = time.monotonic()
     guests.destroy_all()
     layout.KNOWN_HOSTS.unlink(missing_ok=True)  # with the guests' pins; `up` writes it anew
-    guestd.stop()
-    for name in layout.HOSTS:
+    for each in layout.NODES.values():
+        guestd.stop(each)
+    for name in {**layout.HOSTS, **layout.NODES}:
         container.destroy(name)
     index.stop()
     lxcfs.stop()
@@ -152,16 +181,19 @@ def _down() -> None:
 
 def status() -> list[str]:
     """One line per part of the lab."""
+    scale = {name: layout.NODES[name].address for name in layout.SCALE_NODES if container.state(name) != "ABSENT"}
     lines = [
         f"{name}: {container.state(name)} ip={ip} init_pid={container.init_pid(name) or '-'}"
-        for name, ip in layout.HOSTS.items()
+        for name, ip in {**layout.HOSTS, **scale}.items()
     ]
     lines += [
-        f"guest {vmid} ({hostname}): {container.state(guests.name(vmid))} "
+        f"guest {vmid} ({hostname}) on {guests.node_of(vmid)}: {container.state(guests.name(vmid))} "
         f"init_pid={container.init_pid(guests.name(vmid)) or '-'}"
         for vmid, hostname in sorted(guests.known().items())
     ]
-    lines.append(f"guestd {layout.GUESTD_SOCKET}: pid {guestd.pid() or '- (not running)'}")
+    for name in [layout.NODE, *scale]:
+        each = layout.NODES[name]
+        lines.append(f"{name}'s guestd {each.guestd_socket}: pid {guestd.pid(each) or '- (not running)'}")
     bridge = "up" if network.link_exists(layout.BRIDGE) else "absent"
     lines.append(f"bridge {layout.BRIDGE}: {bridge} {layout.BRIDGE_ADDRESS}/{layout.PREFIX_LENGTH}")
     lines.append(f"index {layout.INDEX_URL}: pid {index.server_pid() or '- (not running)'}")

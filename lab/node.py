@@ -40,12 +40,13 @@ from lab.pve import pmxcfs, zfs
 from lab.sglang_sim.nvidia_smi import PCI_BUS_IDS
 from lab.shell import LabError
 
-ETC_PVE = layout.NODE_DIR / "etc-pve"
+PVE1 = layout.NODES[layout.NODE]
+ETC_PVE = PVE1.etc_pve
 PROC_DEVICES = layout.NODE_DIR / "proc-devices"
 PROC_DRIVER = layout.NODE_DIR / "proc-driver"
 # the zfspool datasets' snapshots (lab/pve/zfs.py): on the host, so they outlive a restart of pve1
 # (its root is a fresh overlay upper dir each start) as a pool outlives a reboot, like the guests' volumes
-ZFS_STATE = layout.NODE_DIR / "zfs"
+ZFS_STATE = PVE1.zfs_state
 NODE_ZFS_STATE = str(Path(zfs.DEFAULT_STATE).parent)
 NODE_SHARE_DIR = "/usr/share/pve-lab"
 NODE_EMULATOR = f"{NODE_SHARE_DIR}/pve-emulator.pyz"
@@ -100,20 +101,20 @@ Restart=on-failure
 WantedBy=multi-user.target
 """
 
-EMULATOR_UNIT = f"""\
+EMULATOR_UNIT = """\
 [Unit]
 Description=PVE API Proxy Server (sglang-pve lab emulator, lab/pve)
 Wants=pve-cluster.service
 After=network.target pve-cluster.service
 
 [Service]
-ExecStart=/usr/bin/python3 {NODE_EMULATOR} serve --version {layout.PVE_VERSION} \\
-    --node {layout.NODE} --port {layout.API_PORT} --state-root /etc/pve \\
-    --schema-dir {NODE_SCHEMA_DIR} --credentials {NODE_CREDENTIALS} \\
+ExecStart=/usr/bin/python3 {emulator} serve --version {version} \\
+    --node {node} --port {port} --state-root /etc/pve \\
+    --schema-dir {schema_dir} --credentials {credentials} \\
     --cert /etc/pve/local/pve-ssl.pem --key /etc/pve/local/pve-ssl.key \\
-    --request-log {NODE_LOG_DIR}/{layout.PVE_REQUEST_LOG.name} \\
-    --faults /etc/pve/{layout.PVE_FAULTS.name} \\
-    --backend guestd --backend-options '{{"socket": "{layout.NODE_GUESTD_DIR}/guestd.sock"}}'
+    --request-log {log_dir}/{request_log} \\
+    --faults /etc/pve/{faults} \\
+    --backend guestd --backend-options '{{"socket": "{guestd_dir}/guestd.sock"}}'
 Restart=on-failure
 
 [Install]
@@ -150,34 +151,35 @@ def prepare_proc_files(proc_devices: str) -> None:
         (PROC_DRIVER / "nvidia/gpus" / name / "information").write_text(gpus.gpu_information(index, name))
 
 
-def prepare_etc_pve() -> str:
+def prepare_etc_pve(node: layout.LabNode = PVE1) -> str:
     """/etc/pve as pmxcfs lays it out on a node, with the lab's certificate and credentials;
     returns the certificate's fingerprint. Guest configs already there are kept."""
-    fingerprint = certs.ensure_node_certificate()
-    pmxcfs.make_layout(ETC_PVE, layout.NODE)
-    for relative, (content, mode) in certs.node_files().items():
-        relative = relative.replace("local/", f"nodes/{layout.NODE}/")
-        write_file(ETC_PVE / relative, content, mode)
+    fingerprint = certs.ensure_node_certificate(node)
+    pmxcfs.make_layout(node.etc_pve, node.name)
+    for relative, (content, mode) in certs.node_files(node).items():
+        relative = relative.replace("local/", f"nodes/{node.name}/")
+        write_file(node.etc_pve / relative, content, mode)
     secrets = credentials.ensure_credentials()
-    write_file(ETC_PVE / Path(NODE_CREDENTIALS).relative_to("/etc/pve"), json.dumps(secrets).encode(), 0o600)
+    write_file(node.etc_pve / Path(NODE_CREDENTIALS).relative_to("/etc/pve"), json.dumps(secrets).encode(), 0o600)
     return fingerprint
 
 
-def config_lines(schema: Path | None) -> list[str]:
+def config_lines(schema: Path | None, node: layout.LabNode = PVE1) -> list[str]:
     """The node's own lines in its LXC config."""
     if not Path("/dev/fuse").is_char_device():
-        raise LabError("/dev/fuse is missing on this host: pve1's /etc/pve is a FUSE filesystem; run `modprobe fuse`")
-    layout.PVE_REQUEST_LOG.parent.mkdir(parents=True, exist_ok=True)
-    ZFS_STATE.mkdir(parents=True, exist_ok=True)
+        raise LabError("/dev/fuse is missing on this host: a node's /etc/pve is a FUSE filesystem; run `modprobe fuse`")
+    node.request_log.parent.mkdir(parents=True, exist_ok=True)
+    node.zfs_state.mkdir(parents=True, exist_ok=True)
+    node.guestd_dir.mkdir(parents=True, exist_ok=True)
     lines = [
         "# the node: /etc/pve (its backing), /proc as a node with the NVIDIA driver shows it, guestd's socket",
-        f"lxc.mount.entry = {ETC_PVE} {NODE_CFS_BACKING[1:]} none bind,create=dir 0 0",
+        f"lxc.mount.entry = {node.etc_pve} {NODE_CFS_BACKING[1:]} none bind,create=dir 0 0",
         "# pmxcfs's device (common.conf allows c 10:229; LXC's autodev /dev has no fuse node)",
         "lxc.mount.entry = /dev/fuse dev/fuse none bind,create=file 0 0",
         "# pmxcfs mounts it: pve-container's features: fuse=1 (src/PVE/LXC.pm update_lxc_config)",
         "lxc.apparmor.raw = mount fstype=fuse,",
         f"lxc.mount.entry = {PROC_DEVICES} proc/devices none bind,ro 0 0",
-        f"lxc.mount.entry = {ZFS_STATE} {NODE_ZFS_STATE[1:]} none bind,create=dir 0 0",
+        f"lxc.mount.entry = {node.zfs_state} {NODE_ZFS_STATE[1:]} none bind,create=dir 0 0",
         "# /dev/char as udev keeps it on a real node: nvidia-modprobe links /dev/char/MAJ:MIN to each node",
         "# it makes and fails when it cannot (NVIDIA/nvidia-modprobe nvidia-modprobe-utils.c symlink_char_dev)",
         "lxc.mount.entry = tmpfs dev/char tmpfs rw,nosuid,noexec,mode=755,create=dir 0 0",
@@ -186,15 +188,30 @@ def config_lines(schema: Path | None) -> list[str]:
         *container.cgroup_v1_twins(gpus.node_device_rules()),
         "# /run as systemd would mount it, so the socket's bind mount below is not hidden by it",
         "lxc.mount.entry = tmpfs run tmpfs rw,nosuid,nodev,mode=755 0 0",
-        f"lxc.mount.entry = {layout.GUESTD_DIR} {layout.NODE_GUESTD_DIR[1:]} none bind,create=dir 0 0",
-        f"lxc.mount.entry = {layout.PVE_REQUEST_LOG.parent} {NODE_LOG_DIR[1:]} none bind,create=dir 0 0",
+        f"lxc.mount.entry = {node.guestd_dir} {layout.NODE_GUESTD_DIR[1:]} none bind,create=dir 0 0",
+        f"lxc.mount.entry = {node.request_log.parent} {NODE_LOG_DIR[1:]} none bind,create=dir 0 0",
     ]
     if schema:
         lines.append(f"lxc.mount.entry = {schema} {NODE_SCHEMA_DIR[1:]} none bind,ro,create=dir 0 0")
     return lines
 
 
-def files(with_emulator: bool) -> dict[str, tuple[bytes | str, int]]:
+def emulator_unit(node: layout.LabNode) -> str:
+    return EMULATOR_UNIT.format(
+        emulator=NODE_EMULATOR,
+        version=layout.PVE_VERSION,
+        node=node.name,
+        port=layout.API_PORT,
+        schema_dir=NODE_SCHEMA_DIR,
+        credentials=NODE_CREDENTIALS,
+        log_dir=NODE_LOG_DIR,
+        request_log=node.request_log.name,
+        faults=node.faults.name,
+        guestd_dir=layout.NODE_GUESTD_DIR,
+    )
+
+
+def files(with_emulator: bool, node: layout.LabNode = PVE1) -> dict[str, tuple[bytes | str, int]]:
     """Files of the node's root filesystem (written into its fresh upper dir); the emulator
     service is enabled only ``with_emulator`` (the reference schemas exist)."""
     from lab.pve import zipapp
@@ -220,7 +237,7 @@ def files(with_emulator: bool) -> dict[str, tuple[bytes | str, int]]:
     }
     if with_emulator:
         unit = "/etc/systemd/system/pveproxy.service"
-        result[unit] = (EMULATOR_UNIT.encode(), 0o644)
+        result[unit] = (emulator_unit(node).encode(), 0o644)
         wants = "/etc/systemd/system/multi-user.target.wants/pveproxy.service"
         result[wants] = (unit, 0o777)  # a str: a symlink (systemctl enable)
     return result
@@ -235,13 +252,13 @@ def warn_missing_schema() -> None:
     )
 
 
-def wait_for_api(timeout: float = 30.0) -> None:
+def wait_for_api(node: layout.LabNode = PVE1, timeout: float = 30.0) -> None:
     """Wait until the emulator answers HTTPS on the node's address with the pinned CA."""
     context = ssl.create_default_context(cafile=str(layout.PVE_CA))
     deadline = time.monotonic() + timeout
     error: Exception | None = None
     while time.monotonic() < deadline:
-        connection = http.client.HTTPSConnection(layout.NODE_ADDRESS, layout.API_PORT, context=context, timeout=2)
+        connection = http.client.HTTPSConnection(node.address, layout.API_PORT, context=context, timeout=2)
         try:
             connection.request("GET", "/api2/json/version")
             connection.getresponse().read()  # 401 without a ticket: it answers
@@ -252,6 +269,6 @@ def wait_for_api(timeout: float = 30.0) -> None:
         finally:
             connection.close()
     raise LabError(
-        f"the API emulator on {layout.NODE} did not answer in {timeout:.0f} s ({error}); see "
-        f"`python -m lab exec {layout.NODE} -- journalctl -u pveproxy`"
+        f"the API emulator on {node.name} did not answer in {timeout:.0f} s ({error}); see "
+        f"`python -m lab exec {node.name} -- journalctl -u pveproxy`"
     )

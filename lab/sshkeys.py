@@ -27,9 +27,9 @@ def write_known_hosts(rootfs: Path) -> None:
     algorithm the client negotiates is verified). Other lines stay: the pins of pve1's guests,
     which the toolkit learns through the node (`down` removes the file with the guests)."""
     keys = sorted((rootfs / "etc/ssh").glob("ssh_host_*_key.pub"))
-    ours = set(layout.HOSTS.values())
+    ours = {*layout.HOSTS.values(), *(node.address for node in layout.NODES.values())}
     current = layout.KNOWN_HOSTS.read_text().splitlines() if layout.KNOWN_HOSTS.exists() else []
     lines = [line for line in current if line.split() and line.split()[0] not in ours]
-    lines += [f"{ip} {' '.join(key.read_text().split()[:2])}" for ip in layout.HOSTS.values() for key in keys]
+    lines += [f"{ip} {' '.join(key.read_text().split()[:2])}" for ip in sorted(ours) for key in keys]
     layout.KNOWN_HOSTS.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     write_file(layout.KNOWN_HOSTS, ("\n".join(lines) + "\n").encode(), 0o644)

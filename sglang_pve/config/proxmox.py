@@ -159,7 +159,8 @@ class ContainerSpec(_Strict):
     features: Features = Features()
     onboot: bool = True
     startup: Startup | None = None
-    gpus: Literal["all"] | list[int] = "all"
+    gpus: Literal["all"] | list[int] = "all"  # which of the node's GPUs (config/gpu_sets.py); []: none
+    gpus_shared: bool = False  # its GPUs may also go to another container of the node that says so too
     passthrough: Literal["devN", "raw"] = "devN"  # raw: lxc.cgroup2 + lxc.mount.entry lines (PVE < 8.1)
     mounts: list[Mount] = []
     snapshots_keep: int = Field(5, ge=0, le=100)  # the toolkit's own snapshots kept; 0: take none

@@ -4,11 +4,17 @@ Every inventory host whose ``container.node`` names this node: created when abse
 through as devN, or raw lines; model storage as raw bind-mount lines, so snapshots stay possible),
 otherwise changed key by key after a snapshot, started, its SSH host key pinned. ``--dry --diff``
 shows the config diff and writes nothing through the API. First, the node's NVIDIA device nodes
-are checked (device_nodes.present): a missing or wrong one refuses every container write.
+are checked (device_nodes.present): a missing or wrong one refuses every container write. Before
+that, the GPU sets of all the node's containers (config/gpu_sets.py): every problem of every
+container at once, before any operation of the node.
 """
 
+from pyinfra import host
 from pyinfra.api import deploy
+from pyinfra.api.exceptions import PyinfraError
 
+from sglang_pve.config.errors import ConfigError
+from sglang_pve.config.gpu_sets import gpu_set_problems
 from sglang_pve.provision import device_nodes
 from sglang_pve.provision.container import container
 from sglang_pve.provision.roles import containers, is_node, node_gpus, this_node
@@ -22,7 +28,18 @@ def provision_containers() -> None:
     node = this_node()
     gpus = node_gpus()
     found = containers()
+    refuse_gpu_sets(host.name, gpus.gpu_indices, {name: spec for name, spec, _ in found})
     if found:
         device_nodes.present(name="NVIDIA device nodes as the driver numbers them")
     for name, spec, guest in found:
         container(name=f"Container {spec.vmid} ({name})", spec=spec, node=node, gpus=gpus, guest=guest)
+
+
+def refuse_gpu_sets(node: str, node_gpus: list[int], specs: dict) -> None:
+    """Raise one PyinfraError naming every GPU-set problem of the node's containers (host, key, value, fix)."""
+    problems = gpu_set_problems(node, node_gpus, specs)
+    if problems:
+        by_host: dict[str, list] = {}
+        for name, problem in problems:
+            by_host.setdefault(name, []).append(problem)
+        raise PyinfraError("\n".join(str(ConfigError(name, found)) for name, found in by_host.items()))

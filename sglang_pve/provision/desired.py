@@ -19,6 +19,7 @@ built once per plan (build) into one Desired value that the diff and the writes 
 from dataclasses import dataclass
 
 from sglang_pve.config.errors import Problem
+from sglang_pve.config.gpu_sets import wanted_gpus
 from sglang_pve.config.proxmox import ContainerSpec, RootFs
 from sglang_pve.provision.passthrough import DeviceNode, nvidia_devices, proxmox_config_lines, proxmox_dev_options
 from sglang_pve.provision.propstring import FORMATS, boolean, parse, render
@@ -104,7 +105,9 @@ def passthrough(
 ) -> tuple[dict[str, str], list[DeviceNode], list[Problem]]:
     """(devN options, raw-mode device nodes, problems) for the spec's GPUs on a node that has
     /dev/nvidia<i> for each i in `node_gpus` and the device majors of its /proc/devices."""
-    minors = sorted(node_gpus) if spec.gpus == "all" else list(spec.gpus)
+    if spec.gpus == []:  # a container without GPUs (a router): no NVIDIA node at all
+        return {}, [], []
+    minors = wanted_gpus(spec, node_gpus)
     problems = []
     missing = [i for i in minors if i not in node_gpus]
     if missing or not minors:

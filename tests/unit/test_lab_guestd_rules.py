@@ -2,12 +2,13 @@
 from pve-container's src/PVE/LXC/Config.pm $valid_lxc_conf_keys, 94f5585), links never followed
 (lab/beneath.py), the config read from the node's /etc/pve, not from the request."""
 
+import dataclasses
 import os
 from pathlib import Path
 
 import pytest
 
-from lab import beneath, guests, layout, lxc_keys, node
+from lab import beneath, guests, layout, lxc_keys
 
 HEADER = "hostname: ct1\nrootfs: local:subvol-9-disk-0\n"
 
@@ -114,7 +115,7 @@ def test_node_paths_refuse_links_on_the_node(tmp_path, monkeypatch):
 
 
 def test_the_config_is_read_from_the_nodes_etc_pve_without_links(tmp_path, monkeypatch):
-    monkeypatch.setattr(node, "ETC_PVE", tmp_path / "etc-pve")
+    monkeypatch.setattr(guests, "NODE", dataclasses.replace(guests.NODE, dir=tmp_path))
     lxc = tmp_path / "etc-pve/nodes" / layout.NODE / "lxc"
     lxc.mkdir(parents=True)
     (lxc / "9.conf").write_text(HEADER)

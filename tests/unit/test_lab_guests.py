@@ -1,6 +1,7 @@
 """guestd's translation of a Proxmox container config into an LXC config (lab/guests.py), without
 starting anything: what pve-container's update_lxc_config would make of the same config."""
 
+import dataclasses
 import json
 import os
 import stat
@@ -38,8 +39,9 @@ hostname: old-name
 @pytest.fixture
 def lab_dirs(tmp_path, monkeypatch):
     monkeypatch.setattr(layout, "LXC_PATH", tmp_path / "lxc")
-    monkeypatch.setattr(layout, "VOLUMES_DIR", tmp_path / "volumes")
-    monkeypatch.setattr(layout, "NODE_DIR", tmp_path / "node")
+    monkeypatch.setattr(
+        guests, "NODE", dataclasses.replace(guests.NODE, dir=tmp_path / "node", volumes_dir=tmp_path / "volumes")
+    )
     node_root = tmp_path / "node-root"
     for directory in ("srv/models", "srv/data"):
         (node_root / directory).mkdir(parents=True)
@@ -60,7 +62,7 @@ def record(vmid: int, unprivileged: bool) -> None:
 def test_a_privileged_config_becomes_the_lxc_config_pve_container_writes(lab_dirs):
     record(129, unprivileged=False)
     lines = guests.build_config(129, CONFIG.format(unprivileged=0)).splitlines()
-    upper = layout.VOLUMES_DIR / "local-zfs/subvol-129-disk-0/upper"
+    upper = guests.NODE.volumes_dir / "local-zfs/subvol-129-disk-0/upper"
     passthrough = layout.LXC_PATH / "129/passthrough/dev"
     assert "lxc.uts.name = sglang1" in lines  # the current section, not the snapshot's
     assert f"lxc.rootfs.path = overlay:/cache/rootfs:{upper}" in lines
@@ -152,7 +154,7 @@ def test_a_config_the_volume_does_not_match_is_refused(lab_dirs):
 def test_volume_ids_and_node_paths_cannot_escape(lab_dirs):
     with pytest.raises(guests.GuestError, match="unable to parse volume ID"):
         guests.volume_dir("local-zfs:../../etc")
-    assert guests.volume_dir("local-zfs:subvol-129-disk-0") == layout.VOLUMES_DIR / "local-zfs/subvol-129-disk-0"
+    assert guests.volume_dir("local-zfs:subvol-129-disk-0") == guests.NODE.volumes_dir / "local-zfs/subvol-129-disk-0"
     for path in ("/shared/../../etc", "relative/path"):
         with pytest.raises(guests.GuestError, match="absolute path .* without '..'"):
             NODE_PATH(path)

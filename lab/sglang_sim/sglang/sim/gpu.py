@@ -22,15 +22,26 @@ TOTAL_MIB = 97887
 TOTAL_GIB = TOTAL_MIB / 1024
 
 
+def present_gpus() -> List[int]:
+    """The N of every /dev/nvidia<N> this system has, sorted: the GPUs CUDA can open. A container
+    given /dev/nvidia2 and /dev/nvidia3 of its node (container.gpus = [2, 3]) has two CUDA devices,
+    numbered from 0 (as nvidia_smi.py's visible_gpus lists them)."""
+    dev = Path(env.DEV_DIR.get())
+    names = [p.name[len("nvidia") :] for p in dev.glob("nvidia[0-9]*")] if dev.is_dir() else []
+    return sorted(int(n) for n in names if n.isdigit())
+
+
 def physical_gpu(gpu_id: int) -> int:
-    """Map a CUDA device ordinal through CUDA_VISIBLE_DEVICES to the /dev/nvidia<N> index."""
+    """Map a CUDA device ordinal through CUDA_VISIBLE_DEVICES (indices into the GPUs CUDA can
+    open) to the /dev/nvidia<N> index."""
+    present = present_gpus()
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if not visible:
-        return gpu_id
-    ids = [int(part) for part in visible.split(",") if part.strip().isdigit()]
-    if gpu_id >= len(ids):
+    ids = list(range(len(present)))
+    if visible:
+        ids = [int(part) for part in visible.split(",") if part.strip().isdigit()]
+    if gpu_id >= len(ids) or ids[gpu_id] >= len(present):
         raise RuntimeError("CUDA error: invalid device ordinal")
-    return ids[gpu_id]
+    return present[ids[gpu_id]]
 
 
 def gpu_records_dir() -> Path:
