@@ -42,3 +42,6 @@ sglang_secrets = {"api-key": {"file": str(API_KEY)}}
 # The simulator publishes its fake GPU use in /run/sglang-sim, which the sandboxed server may
 # write only as its own runtime directory.
 server_runtime_dirs = ["sglang-sim"]
+# The lab host (the controller, on the bridge) is the servers' one client beyond the guest; pve1,
+# the node, is not one: the unit's IP allow list (sglang_pve/deploy/sandbox.py ip_allow) leaves it out.
+server_clients = [BRIDGE_ADDRESS]

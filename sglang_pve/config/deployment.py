@@ -1,5 +1,6 @@
 """The whole deployment of one host, built from pyinfra host data and validated once."""
 
+import ipaddress
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -140,6 +141,12 @@ class HostData(SshAccess):
     # TP groups: one configuration over containers on several nodes (config/tp_group.py, checked
     # across the members when the deploy has the whole inventory).
     tp_groups: dict[Name, dict[Any, Any]] = {}
+    # The networks the servers' clients are in (a router, the users' LAN), e.g. ["192.168.10.0/24"]:
+    # the unit denies every other IP address (IPAddressDeny=any) but the loopback and the host's own
+    # addresses (sglang_pve/deploy/sandbox.py ip_allow). Empty: only this host's own clients; a
+    # network that holds the Proxmox node gives the server its API and SSH too, so name hosts or
+    # the clients' own subnet.
+    server_clients: list[str] = []
 
     @field_validator("server_groups")
     @classmethod
@@ -151,6 +158,20 @@ class HostData(SshAccess):
                 f"would get it back; remove it from server_groups (the GPU needs at most video or render)"
             )
         return value
+
+    @field_validator("server_clients")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        """Normalised (10.0.0.0/24, fd00::/64); host bits set are refused: a typo, not a network."""
+        out = []
+        for item in value:
+            try:
+                out.append(str(ipaddress.ip_network(item, strict=True)))
+            except ValueError:
+                raise ValueError(
+                    "not an IP address or network (10.0.0.7, 10.0.0.0/24, fd00::/64; no host bits set)"
+                ) from None
+        return out
 
     @field_validator("sglang_version")
     @classmethod

@@ -12,6 +12,7 @@ from sglang_pve.config.deployment import NIGHTLY, HostData
 from sglang_pve.config.indexes import read_index_logins
 from sglang_pve.deploy import index, paths
 from sglang_pve.deploy.facts.python import VenvSitePackages
+from sglang_pve.deploy.facts.unit_host import UnitHost, UnitHostInfo
 from sglang_pve.deploy.operations import venvs
 from sglang_pve.deploy.operations.files import ManagedFile
 
@@ -96,3 +97,14 @@ def site_packages() -> str:
     if found is None:
         raise PyinfraError(f"{host.name}: {paths.TARGET_PYTHON} cannot be asked for the venv's site-packages")
     return found
+
+
+_unit_hosts: dict[str, UnitHost] = {}
+
+
+def unit_host() -> UnitHost:
+    """The host's systemd version and own addresses, asked once per run (the units and the
+    release record render from them)."""
+    if host.name not in _unit_hosts:
+        _unit_hosts[host.name] = host.get_fact(UnitHostInfo)
+    return _unit_hosts[host.name]

@@ -17,6 +17,7 @@ from sglang_pve.agent import contract, spec
 from sglang_pve.config import Deployment, ServerConfig
 from sglang_pve.config.tp_group import TpRank
 from sglang_pve.deploy import escape, paths, sandbox
+from sglang_pve.deploy.facts.unit_host import UNKNOWN, UnitHost
 from sglang_pve.deploy.operations.files import ManagedFile
 from sglang_pve.deploy.operations.releases import Release
 
@@ -121,8 +122,8 @@ def lifecycle_spec(server: ServerConfig, tp: TpRank | None = None) -> spec.Spec:
     )
 
 
-def _unit(deployment: Deployment, server: ServerConfig, venv: str) -> str:
-    life = server.lifecycle
+def _unit(deployment: Deployment, server: ServerConfig, venv: str, host: UnitHost) -> str:
+    life, tp = server.lifecycle, tp_rank(deployment, server)
     return render(
         "sglang-server.service.j2",
         server=server.name,
@@ -148,7 +149,10 @@ def _unit(deployment: Deployment, server: ServerConfig, venv: str) -> str:
         limits=deployment.data.unit_limits,
         user=deployment.data.server_user,
         identity=sandbox.identity(deployment.data.server_user, deployment.data.server_groups),
-        sandbox=sandbox.PROPERTIES,
+        sandbox=(
+            *sandbox.for_systemd(host.systemd),
+            sandbox.ip_allow((*host.addresses, *(tp.addresses if tp else ())), deployment.data.server_clients),
+        ),
         runtime_dirs=deployment.data.server_runtime_dirs,
         home_name=paths.SERVER_HOME,
         home_env=paths.server_home_env(),
@@ -158,13 +162,18 @@ def _unit(deployment: Deployment, server: ServerConfig, venv: str) -> str:
 
 
 def release(
-    deployment: Deployment, venv: str, purelib: str, user: str | None = None, commit: str | None = None
+    deployment: Deployment,
+    venv: str,
+    purelib: str,
+    user: str | None = None,
+    commit: str | None = None,
+    host: UnitHost = UNKNOWN,
 ) -> Release:
     """The release this deployment runs: every rendered file the toolkit overwrites (the NCCL
     files, the venv's startup hook, every configuration's unit, YAML and lifecycle spec) by
     digest, and the shell rc's managed block. The agent is the toolkit's own, not part of it."""
     files = nccl_files(deployment, purelib) + [
-        f for s in deployment.servers.values() for f in server_files(deployment, s, venv)
+        f for s in deployment.servers.values() for f in server_files(deployment, s, venv, host)
     ]
     data = deployment.data
     return Release(
@@ -181,12 +190,15 @@ def release(
     )
 
 
-def server_files(deployment: Deployment, server: ServerConfig, venv: str) -> list[ManagedFile]:
-    """Unit, SGLang config and lifecycle spec of one server configuration, and its secret files."""
+def server_files(
+    deployment: Deployment, server: ServerConfig, venv: str, host: UnitHost = UNKNOWN
+) -> list[ManagedFile]:
+    """Unit, SGLang config and lifecycle spec of one server configuration, and its secret files
+    (`host`: the host's systemd version and addresses, the UnitHostInfo fact)."""
     secrets, tp = deployment.secrets, tp_rank(deployment, server)
     return (
         [
-            ManagedFile(paths.unit_path(server.name), _unit(deployment, server, venv)),
+            ManagedFile(paths.unit_path(server.name), _unit(deployment, server, venv, host)),
             ManagedFile(paths.server_config_path(server.name), server_yaml(server, tp=tp)),
             ManagedFile(paths.lifecycle_path(server.name), spec.to_json(lifecycle_spec(server, tp))),
         ]

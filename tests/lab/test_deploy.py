@@ -2,12 +2,13 @@
 one unit per configuration, exactly one running, clean stop, bad input refused before any change."""
 
 import json
+import re
 
 import pytest
 
 from sglang_pve.deploy import paths
-from tests.conftest import group_data
-from tests.lab.conftest import grand_total, http_status, lab_api_key, on_target, pyinfra, sh, snapshot
+from tests.conftest import PROJECT, group_data
+from tests.lab.conftest import HOST, grand_total, http_status, lab_api_key, on_target, pyinfra, sh, snapshot
 
 pytestmark = pytest.mark.lab
 
@@ -115,6 +116,105 @@ def test_one_verified_unit_per_configuration(deployed):
         assert set(conflicts.removeprefix("Conflicts=").split()) == {paths.unit_name(s) for s in SERVERS if s != server}
     verify = on_target("systemd-analyze", "verify", *(paths.unit_path(s) for s in SERVERS), check=False)
     assert verify.returncode == 0 and "sglang" not in verify.stdout + verify.stderr, verify.stdout + verify.stderr
+
+
+EXPOSURE = re.compile(r"Overall exposure level for \S+: (\d+\.\d+)")
+# From inside the server's cgroup (the unit's BPF firewall applies to every process in it): which of
+# these addresses a TCP connect reaches. A dropped SYN times out, so the timeout is short.
+CONNECT = """
+import json, os, socket, sys
+if sys.argv[1]:  # join the unit's cgroup in the cgroup2 tree (/sys/fs/cgroup, or .../unified when hybrid)
+    root = next(line.split()[4] for line in open("/proc/self/mountinfo") if " - cgroup2 " in line)
+    with open(root + sys.argv[1] + "/cgroup.procs", "w") as procs:
+        procs.write(str(os.getpid()))
+out = {}
+for host, port in json.loads(sys.argv[2]):
+    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    s.settimeout(3)
+    try:
+        s.connect((host, port))
+        out[f"{host}:{port}"] = "connected"
+    except OSError as error:
+        out[f"{host}:{port}"] = type(error).__name__
+    s.close()
+print(json.dumps(out))
+"""
+# The smallest cgroup_skb program (r0 = 1; exit), loaded with bpf(2): the first thing systemd's IP
+# firewall (src/core/bpf-firewall.c) does; x86-64 syscall number.
+BPF_LOAD = """
+import ctypes, os, struct
+libc = ctypes.CDLL(None, use_errno=True)
+code = ctypes.create_string_buffer(struct.pack("<BBhi", 0xB7, 0, 0, 1) + struct.pack("<BBhi", 0x95, 0, 0, 0))
+license = ctypes.create_string_buffer(b"GPL")
+head = struct.pack("<IIQQ", 8, 2, ctypes.addressof(code), ctypes.addressof(license))  # CGROUP_SKB, 2 insns
+attr = ctypes.create_string_buffer(head + bytes(128))
+fd = libc.syscall(321, 5, attr, len(attr.raw))
+print("loaded" if fd >= 0 else os.strerror(ctypes.get_errno()))
+"""
+
+
+def test_the_hardened_unit_scores_below_2_5_and_its_sandbox_holds(deployed):
+    """systemd's own score of the running unit (3.5 before ProtectProc, ProcSubset, PrivateIPC,
+    PrivateMounts, SystemCallFilter and IPAddressDeny: systemd-analyze --offline of the previous
+    unit on this guest's systemd 252); inside the unit, the server's user sees only its own
+    processes and no /proc file but theirs; the toolkit's own view (status, as root) still has it."""
+    from lab import layout
+
+    unit = paths.unit_name("baseline")
+    score = float(EXPOSURE.search(sh(f"systemd-analyze security {unit}")).group(1))
+    assert score < 2.5, score
+    shown = dict(
+        line.split("=", 1)
+        for line in sh(f"systemctl show -p ProtectProc,ProcSubset,PrivateIPC,SystemCallErrorNumber {unit}").split()
+    )
+    assert shown == {"ProtectProc": "invisible", "ProcSubset": "pid", "PrivateIPC": "yes", "SystemCallErrorNumber": "1"}
+    # the GPU test applies this very list where systemd cannot (tests/gpu/unit_sandbox.py)
+    table = json.loads((PROJECT / "tests" / "gpu" / "unit_syscalls.json").read_text())
+    if sh("systemctl --version").splitlines()[0] == table["systemd"]:
+        assert sh(f"systemctl show -p SystemCallFilter --value {unit}").split() == table["allow"]
+    pid = sh(f"systemctl show -p MainPID --value {unit}").strip()
+    uid, gid = sh(f"stat -c '%u %g' /proc/{pid}").split()
+    listing, owners = sh(
+        f"nsenter -t {pid} -m -S {uid} -G {gid} sh -c 'ls /proc; echo ---; stat -c %u /proc/[0-9]*'", check=False
+    ).split("---")
+    seen = listing.split()
+    assert pid in seen and "1" not in seen and "meminfo" not in seen, seen  # PID 1 is root's
+    assert set(owners.split()) == {uid}, owners
+    # the agent (root, outside the unit's namespace) still reads the server's /proc: its GPU
+    # holders by PID, attributed to the unit, and the server's phase from its log
+    status = json.loads(sh(f"{paths.TARGET_PYTHON} -I {paths.AGENT} status --json"))
+    assert status["holders"] and {(h["ours"], h["unit"]) for h in status["holders"]} == {(True, unit)}
+    assert [s["phase"] for s in status["servers"] if s["server"] == "baseline"] == ["ready"]
+
+    # IP: the unit's allow list is the loopback, the guest's own address and the lab host
+    # (server_clients); pve1, the node (its API, its SSH), is not reached from inside the unit.
+    cgroup = sh(f"systemctl show -p ControlGroup --value {unit}").strip()
+    targets = [
+        ("127.0.0.1", 8000),
+        (layout.SGLANG_HOSTS[HOST], 8000),
+        (layout.BRIDGE_ADDRESS, layout.INDEX_PORT),
+        (layout.NODE_ADDRESS, layout.API_PORT),
+        (layout.NODE_ADDRESS, 22),
+    ]
+    reached = json.loads(on_target("python3", "-c", CONNECT, cgroup, json.dumps(targets)).stdout)
+    assert reached == {
+        "127.0.0.1:8000": "connected",
+        f"{layout.SGLANG_HOSTS[HOST]}:8000": "connected",
+        f"{layout.BRIDGE_ADDRESS}:{layout.INDEX_PORT}": "connected",
+        f"{layout.NODE_ADDRESS}:{layout.API_PORT}": "TimeoutError",
+        f"{layout.NODE_ADDRESS}:22": "TimeoutError",
+    }, reached
+    # The same guest outside the unit reaches the node: the unit's firewall dropped those, not the lab.
+    outside = json.loads(on_target("python3", "-c", CONNECT, "", json.dumps(targets[3:])).stdout)
+    assert set(outside.values()) == {"connected"}, outside
+    # This is a privileged container (inventory/lab.py): systemd loads its firewall. Root of a user
+    # namespace, as root of an unprivileged container is, may not load one on this kernel
+    # (kernel.unprivileged_bpf_disabled, 2 on Debian's and Ubuntu's kernels): there systemd goes on
+    # without IPAddressDeny (the rest of the sandbox is seccomp and namespaces, which hold).
+    assert on_target("python3", "-c", BPF_LOAD).stdout.strip() == "loaded"
+    if sh("cat /proc/sys/kernel/unprivileged_bpf_disabled").strip() != "0":
+        in_userns = on_target("unshare", "--user", "--map-root-user", "python3", "-c", BPF_LOAD).stdout.strip()
+        assert in_userns == "Operation not permitted", in_userns
 
 
 def test_active_server_is_data_and_exactly_one_runs(deployed):

@@ -50,6 +50,7 @@ from sglang_pve.deploy.facts import python as python_facts
 from sglang_pve.deploy.facts import releases as release_facts
 from sglang_pve.deploy.facts import server_status as status_facts
 from sglang_pve.deploy.facts import servers as server_facts
+from sglang_pve.deploy.facts import unit_host as unit_host_facts
 from sglang_pve.deploy.facts import venvs as venv_facts
 from sglang_pve.deploy.facts import zfs as zfs_facts
 from sglang_pve.deploy.operations import files, lock, releases, systemd, venvs
@@ -88,6 +89,7 @@ FACTS = {
         (preflight_facts, ("PreflightProbe",)),
         (zfs_facts, ("ZfsSnapshots",)),
         (restart_debt, ("RestartDebt",)),
+        (unit_host_facts, ("UnitHostInfo",)),
     )
     for name in names
 }

@@ -122,6 +122,7 @@ def judge(
 ):
     values = group_data(*groups)
     values["sglang_secrets"] = key_file(tmp_path)  # the shipped servers bind 0.0.0.0: a key is required
+    values["server_clients"] = ["192.168.10.0/24"]  # ... and clients to serve (else a warning)
     values.update(data or {})
     if servers is not None:
         (tmp_path / "servers.yml").write_text(yaml.safe_dump(servers))
@@ -160,6 +161,16 @@ def test_an_open_bind_without_a_key_is_refused_unless_allowed(tmp_path):
     }
     loopback = dict(SHIPPED, defaults=dict(SHIPPED["defaults"], host="127.0.0.1"))
     assert judge(tmp_path, loopback, data={"sglang_secrets": {}}).problems == []
+
+
+def test_an_open_bind_without_clients_is_warned_about_not_a_loopback_one(tmp_path):
+    report = judge(tmp_path, data={"server_clients": []})
+    assert report.problems == [] and {w.key for w in report.warnings} == {
+        f"servers.{n}.host" for n in SHIPPED["servers"]
+    }
+    assert all("server_clients" in w.fix for w in report.warnings)
+    loopback = dict(SHIPPED, defaults=dict(SHIPPED["defaults"], host="127.0.0.1"))
+    assert judge(tmp_path, loopback, data={"server_clients": []}).warnings == []
 
 
 def test_running_as_root_is_possible_with_a_warning(tmp_path):

@@ -194,3 +194,18 @@ def test_a_group_configuration_bound_to_the_loopback_is_refused(hosts, tmp_path)
     (tmp_path / "servers.yml").write_text(yaml.safe_dump(servers))
     message = _refused("@pveguest/sglang5", hosts)
     assert "tp_groups.kimi.server = 'tp': tp binds 127.0.0.1" in message and "set host: 0.0.0.0" in message
+
+
+def test_a_members_unit_allows_ip_traffic_with_its_peers_and_no_other_configuration_does(hosts):
+    """The unit's IP allow list (sglang_pve/deploy/sandbox.py ip_allow): rank 1 reaches rank 0 and
+    back over the members' addresses; its other configurations serve no group, so theirs hold none."""
+    from sglang_pve.deploy.facts.unit_host import UnitHost
+
+    rank1 = _load("@pveguest/sglang5", hosts)
+
+    def allow(name: str) -> str:
+        unit = render.server_files(rank1, rank1.servers[name], "/opt/v", UnitHost(252, ("10.0.0.5",)))[0].content
+        return next(line for line in unit.splitlines() if line.startswith("IPAddressAllow="))
+
+    assert allow("tp") == "IPAddressAllow=localhost 10.0.0.5 10.0.0.4"
+    assert allow("baseline") == "IPAddressAllow=localhost 10.0.0.5"

@@ -18,7 +18,7 @@ from sglang_pve.config import Deployment, Problem, ServerConfig
 from sglang_pve.deploy import paths, sandbox
 from sglang_pve.deploy.facts.preflight import HostSnapshot, ProbeSpec, RenderedConfig
 from sglang_pve.deploy.operations.files import ManagedFile
-from sglang_pve.deploy.preflight.auth import auth_problems, user_warnings
+from sglang_pve.deploy.preflight.auth import auth_problems, client_warnings, user_warnings
 from sglang_pve.deploy.preflight.context_length import context_problems
 from sglang_pve.deploy.preflight.draft import eagle3_problems
 from sglang_pve.deploy.preflight.flags import rendered_problems, verdict_problems
@@ -156,7 +156,7 @@ def check(deployment: Deployment, spec: ProbeSpec, snapshot: HostSnapshot) -> Re
     if deployment.tp is not None:
         report.problems += member_problems(deployment.tp, snapshot)
     report.add(auth_problems(deployment))
-    report.warnings += user_warnings(deployment)
+    report.warnings += user_warnings(deployment) + client_warnings(deployment)
     report.checked = _checked(deployment, spec, snapshot)
     return report
 

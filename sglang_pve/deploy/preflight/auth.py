@@ -49,3 +49,21 @@ def user_warnings(deployment: Deployment) -> list[Problem]:
             'leave server_user at its default ("sglang") unless root is really needed',
         )
     ]
+
+
+def client_warnings(deployment: Deployment) -> list[Problem]:
+    """An open bind with no server_clients: the unit's IP allow list (sandbox.ip_allow) holds only
+    the host's own addresses, so where systemd enforces it no other host gets an answer."""
+    if deployment.data.server_clients:
+        return []
+    return [
+        Problem(
+            f"servers.{name}.host",
+            server.args.host,
+            "binds beyond the loopback, but server_clients is empty: the unit denies every IP address "
+            "but this host's own (IPAddressDeny=any), so clients elsewhere get no answer",
+            "name the clients' networks: server_clients = [\"192.168.10.0/24\"] (not the Proxmox node's)",
+        )
+        for name, server in deployment.servers.items()
+        if not loopback(server.args.host)
+    ]
