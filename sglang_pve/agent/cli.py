@@ -5,7 +5,9 @@
     watchdog --spec FILE [--main-pid PID]  liveness after ready; started by the gate (watchdog.py)
     stop --spec FILE --main-pid PID        ExecStop: marks a requested stop (stopping.py)
     poststop --spec FILE                   ExecStopPost: GPUs released, verified (reaper.py); a
-                                           stop nobody asked for fails the unit as a crash
+                                           stop nobody asked for fails the unit as a crash, and a
+                                           crash after ready is started again by policy (crashes.py)
+    crash-restart --spec FILE              the delayed start after a crash (NAME.crash-restart.timer)
     status [--json] [--spec-dir DIR]       every server configuration of this host (status.py)
     holders [--spec FILE | --unit-prefix P]  processes holding /dev/nvidia*, as a JSON list
     apply --dir DIR --spec BASE64          record a release from the files on disk, switch to it (switch.py)
@@ -35,6 +37,7 @@ from collections.abc import Callable
 
 from sglang_pve.agent import (
     contract,
+    crashes,
     detached,
     exitcodes,
     gate,
@@ -43,7 +46,6 @@ from sglang_pve.agent import (
     overrides,
     procs,
     reaper,
-    state,
     status,
     stopping,
     switch,
@@ -79,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _prestart(args: argparse.Namespace) -> int:
     spec = load(args.spec)
+    stopping.take(spec, "failing")  # a new start: the watchdog's mark of an earlier one is stale
     return reaper.prestart(spec, Reporter("prestart", sys.stderr, log=spec.log))
 
 
@@ -107,12 +110,21 @@ def _poststop(args: argparse.Namespace) -> int:
     spec = load(args.spec)
     say = Reporter("poststop", sys.stdout, log=spec.log)
     crash = stopping.crashed(stopping.take(spec), os.environ)
+    failing = stopping.take(spec, "failing")
     code = reaper.poststop(spec, say)
-    if crash and code == exitcodes.OK:
-        say(f"{spec.unit} crashed: {crash}; the unit stays failed", error=True)
-        state.update_status(spec, verdict=f"failed: crashed: {crash}")
+    if crash and failing:  # the watchdog's SIGKILL at its restart cap: its verdict says why
+        say(f"{spec.unit} was failed by the watchdog at its restart cap; the unit stays failed", error=True)
         return exitcodes.CRASH
+    if crash:
+        blocked = None if code == exitcodes.OK else f"the GPUs were not released (poststop exit {code})"
+        crashes.after_crash(spec, crash, say, blocked)
+        return exitcodes.CRASH if code == exitcodes.OK else code
     return code
+
+
+def _crash_restart(args: argparse.Namespace) -> int:
+    spec = load(args.spec)
+    return crashes.restart(spec, Reporter("crash-restart", sys.stdout, log=spec.log))
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -241,7 +253,8 @@ def _parser() -> argparse.ArgumentParser:
     command("stop", _stop, "ExecStop: mark a requested stop (so it ends inactive, not failed)").add_argument(
         "--main-pid", type=_pid, required=True, metavar="PID", help="the server's main PID ($MAINPID)"
     )
-    command("poststop", _poststop, "ExecStopPost: verify the GPUs were released; fail a crash")
+    command("poststop", _poststop, "ExecStopPost: verify the GPUs were released; fail a crash, restart it by policy")
+    command("crash-restart", _crash_restart, "start a crashed unit again (its NAME.crash-restart.timer runs it)")
     sub = command("status", _status, "report every server configuration of this host", spec=None)
     sub.add_argument("--json", action="store_true", help="one JSON document (for the pyinfra fact)")
     sub.add_argument("--spec-dir", default=DEFAULT_SPEC_DIR, metavar="DIR", help=f"default {DEFAULT_SPEC_DIR}")

@@ -7,7 +7,7 @@
 | `SGLANG_PVE_NVIDIA_SMI` | `nvidia-smi` on PATH     | GPU memory/utilization ("" = absent)      |
 | `SGLANG_PVE_NVIDIA_SMI_TIMEOUT` | `15`             | seconds one nvidia-smi call may take      |
 | `SGLANG_PVE_SYSTEMCTL`  | `systemctl` on PATH      | unit state, restart                       |
-| `SGLANG_PVE_SYSTEMD_RUN` | `systemd-run` on PATH   | a detached switch's unit (detached.py)    |
+| `SGLANG_PVE_SYSTEMD_RUN` | `systemd-run` on PATH   | detached switches (detached.py), crash restarts (crashes.py) |
 | `SGLANG_PVE_RUN_DIR`    | `/run/sglang-pve`        | the stop-requested markers (stopping.py)  |
 | `SGLANG_PVE_RELEASES_DIR` | `/var/lib/sglang-pve/releases` | the releases prestart holds files to (mixed.py) |
 

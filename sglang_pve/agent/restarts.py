@@ -1,4 +1,5 @@
-"""The watchdog's restart history (state_dir/restarts/NAME.json) and the restart policy.
+"""The restart history (state_dir/restarts/NAME.json) and the restart policy: the watchdog's
+restarts of a wedged server and crashes.py's of a crashed one, counted together.
 
     {"server": "baseline", "release": "20261130T114354Z-3f2a9c1d",
      "restarts": [{"boot": "5b1f...", "monotonic": 81234.5, "time": 1784541600.0}]}
@@ -87,11 +88,16 @@ def may_restart(spec: Spec, at: Moment | None = None) -> bool:
     return len(in_window(spec, at)) < spec.watchdog.max_restarts
 
 
+def backoff(spec: Spec, k: int) -> float:
+    """The wait before the start after the k-th restart in the window (k >= 1)."""
+    wait: float = min(spec.watchdog.backoff_s * 2 ** (k - 1), spec.watchdog.backoff_max_s)
+    return wait
+
+
 def backoff_left(spec: Spec, at: Moment | None = None) -> float:
-    """Seconds a start must still wait because of recent watchdog restarts (0: none)."""
+    """Seconds a start must still wait because of recent restarts (0: none)."""
     at = at or now()
     recent = in_window(spec, at)
     if not recent:
         return 0.0
-    wait: float = min(spec.watchdog.backoff_s * 2 ** (len(recent) - 1), spec.watchdog.backoff_max_s)
-    return max(0.0, wait - age(recent[-1], at))
+    return max(0.0, backoff(spec, len(recent)) - age(recent[-1], at))

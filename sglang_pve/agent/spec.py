@@ -12,7 +12,7 @@ always present and unknown keys are refused (a typo must not silently fall back 
  "stall_timeout_s": {"dist_init": 600, "weights": 900, "kv_cache": 600, "draft": 900,
                      "cuda_graph": 1200, "http": 300, "warmup": 900},
  "watchdog": {"interval_s": 30, "timeout_s": 60, "failures": 3, "max_restarts": 3,
-              "window_s": 3600, "backoff_s": 30, "backoff_max_s": 600},
+              "window_s": 3600, "backoff_s": 30, "backoff_max_s": 600, "restart_on_crash": true},
  "gpu_free_timeout_s": 120, "gpu_idle_mib": 1024,
  "state_dir": "/var/lib/sglang-pve", "diagnoses_dir": "/var/lib/sglang-pve/diagnoses",
  "group": null}
@@ -34,7 +34,8 @@ always present and unknown keys are refused (a typo must not silently fall back 
 - `watchdog`: liveness after ready (watchdog.py): probe every `interval_s` with `timeout_s`;
   `failures` consecutive counted failures mean wedged; at most `max_restarts` restarts within
   `window_s`, each start after a restart delayed `backoff_s * 2**(k-1)` capped at
-  `backoff_max_s` (k = restarts in the window).
+  `backoff_max_s` (k = restarts in the window); `restart_on_crash`: a crash after ready is
+  restarted under the same cap, window and backoff (crashes.py), else the unit stays failed.
 - `gpu_free_timeout_s`: bound of every wait for GPUs to be released (prestart, poststop).
 - `gpu_idle_mib`: memory.used per GPU at or below which the GPU counts as free.
 - `state_dir`: offsets (`run/`), status records (`status/`), restart history (`restarts/`).
@@ -114,6 +115,10 @@ class Watchdog:
     window_s: float = seconds(3600)
     backoff_s: float = seconds(30, ge=0)
     backoff_max_s: float = seconds(600, ge=0)
+    # A crash after ready (an NCCL abort, an Xid, SGLang's own watchdog-timeout exit) starts the
+    # unit again under the same cap, window and backoff, counted together (crashes.py); false: it
+    # stays failed with the reason. A failed start is never restarted (the switch reverts it).
+    restart_on_crash: bool = True
 
 
 @dataclass(frozen=True)

@@ -15,14 +15,19 @@ one /proc scan, and per server a look at its log, state files and (if the port l
                             "NRestarts": "0", "MainPID": "4242", ...},
                   "phase": "ready", "seconds_in_phase": 3600.0, "seconds_since_progress": 2.1,
                   "health": {"status": 200, "error": null, "seconds": 0.9} | null,
-                  "last_log_line": "...", "restarts": {"in_window": 0, "window_s": 3600, "last": null},
+                  "last_log_line": "...",
+                  "restarts": {"in_window": 0, "max": 3, "window_s": 3600, "last": null,
+                               "on_crash": "restart (cap 3 within 3600s)", "crash_restart_at": null},
                   "diagnosis": "/var/lib/sglang-pve/diagnoses/baseline-20260720T081500Z-stall.json" | null,
                   "group": {"name": "kimi", "rank": 1, "nnodes": 2} | null, "verdict": "ready"}]}
 
 Verdicts: `ready`; `starting (<phase>, Ns)`; `stalled (<phase>, no progress for Ns)` (silent
 longer than the phase's stall timeout; the gate is about to fail it); `zombie since <ISO time>`
-(active but /health failing and the log silent, or the port closed); `failed: <why>` (the
-latest diagnosis of this start, else the unit's Result); `stopping`; `stopped`. A spec that does
+(active but /health failing and the log silent, or the port closed); `restarting in Ns:
+crashed after ready: <why>` (failed by a crash, its start scheduled by the crash policy,
+crashes.py); `failed: <why>` (the latest diagnosis of this start, else the unit's Result);
+`stopping`; `stopped`. `restarts` counts the restarts of the current release within the window
+(the watchdog's and the crash policy's together) against the cap. A spec that does
 not load is listed as {"spec": path, "error": message}.
 """
 
@@ -34,6 +39,7 @@ from dataclasses import asdict
 
 from sglang_pve.agent import (
     contract,
+    crashes,
     diagnosis,
     gpus,
     health,
@@ -73,7 +79,8 @@ def collect(spec_dir: str) -> Record:
         except SpecError as error:
             broken.append({"spec": path, "error": str(error)})
     try:
-        units, unit_error = systemd.show([s.unit for s in specs], UNIT_PROPERTIES), None
+        timers = [f"{crashes.timer_name(s)}.timer" for s in specs]  # a crash restart pending
+        units, unit_error = systemd.show([s.unit for s in specs] + timers, UNIT_PROPERTIES), None
     except systemd.SystemdError as error:
         units, unit_error = {}, str(error)
     try:
@@ -92,11 +99,12 @@ def collect(spec_dir: str) -> Record:
         "gpu_error": gpu_error,
         "holders": [h.to_json() for h in holders.scan(prefix)],
         "unit_error": unit_error,
-        "servers": [server(s, units.get(s.unit)) for s in specs] + broken,
+        "servers": [server(s, units.get(s.unit), units.get(f"{crashes.timer_name(s)}.timer")) for s in specs] + broken,
     }
 
 
-def server(spec: Spec, unit: dict[str, str] | None) -> Record:
+def server(spec: Spec, unit: dict[str, str] | None, timer: dict[str, str] | None = None) -> Record:
+    """`timer`: the unit's NAME.crash-restart.timer (crashes.py), while one is loaded."""
     now = time.time()
     unit = unit or {}
     active, sub = unit.get("ActiveState"), unit.get("SubState")
@@ -112,7 +120,7 @@ def server(spec: Spec, unit: dict[str, str] | None) -> Record:
         "seconds_since_progress": None,
         "health": None,
         "last_log_line": next((t for t in reversed(logfollow.tail(spec.log, 50)) if not output.is_own(t)), None),
-        "restarts": _restarts(spec),
+        "restarts": _restarts(spec, record, (timer or {}).get("ActiveState") in systemd.RUNNING),
         "diagnosis": diagnosis.latest(spec),
         # a TP group member: its rank, so every rank's phase reads side by side across the hosts
         "group": {"name": spec.group.name, "rank": spec.group.rank, "nnodes": spec.group.nnodes}
@@ -134,7 +142,11 @@ def server(spec: Spec, unit: dict[str, str] | None) -> Record:
         entry.update(
             phase=tracker.phase, seconds_in_phase=round(now - since, 1), seconds_since_progress=round(silent, 1)
         )
-        if active == "failed":
+        restart_at = entry["restarts"]["crash_restart_at"]
+        if active == "failed" and restart_at is not None:
+            left = max(0.0, record["crash"]["restart_at"] - now)
+            entry["verdict"] = f"restarting in {left:.0f}s: {record['crash']['summary']}"
+        elif active == "failed":
             entry["verdict"] = f"failed: {_failure(spec, unit, record, entry['diagnosis'], started)}"
         elif silent > spec.stall_timeout(tracker.phase):
             entry["verdict"] = f"stalled ({tracker.phase}, no progress for {silent:.0f}s)"
@@ -212,11 +224,21 @@ def _last_activity(spec: Spec) -> float | None:
     return None
 
 
-def _restarts(spec: Spec) -> dict[str, object]:
+def _restarts(spec: Spec, record: Record, timer_waits: bool) -> dict[str, object]:
+    """The restart count of the current release in the window, the cap, the crash policy and,
+    while its timer waits, when the crash restart comes (a stopped timer: none comes)."""
     at = restarts.now()
     recent = restarts.in_window(spec, at)
     last = at.time - restarts.age(recent[-1], at) if recent else None
-    return {"in_window": len(recent), "window_s": spec.watchdog.window_s, "last": None if last is None else _iso(last)}
+    restart_at = (record.get("crash") or {}).get("restart_at") if timer_waits else None
+    return {
+        "in_window": len(recent),
+        "max": spec.watchdog.max_restarts,
+        "window_s": spec.watchdog.window_s,
+        "last": None if last is None else _iso(last),
+        "on_crash": crashes.policy(spec),
+        "crash_restart_at": None if restart_at is None else _iso(restart_at),
+    }
 
 
 def _epoch(monotonic_usec: str | None, now: float) -> float | None:

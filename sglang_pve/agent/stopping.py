@@ -8,6 +8,10 @@ both `mark` it. ExecStopPost= (`poststop`) `take`s it: a stop without the mark w
 did not exit 0 was a crash, and poststop fails the unit for it (the unit sets
 SuccessExitStatus=SIGKILL so that a requested stop ends `inactive`, not `failed`). The marker
 lives on tmpfs (/run), so a full or read-only state directory cannot turn a stop into a crash.
+
+A second marker, RUN_DIR/NAME.failing, is the watchdog's at its restart cap: it SIGKILLs the
+main PID on purpose, so the end looks like a crash but must fail the unit for good, never be
+restarted by the crash policy (crashes.py).
 """
 
 import os
@@ -17,14 +21,14 @@ from sglang_pve.agent import overrides
 from sglang_pve.agent.spec import Spec
 
 
-def _path(spec: Spec) -> str:
-    return f"{overrides.run_dir()}/{spec.server}.stopping"
+def _path(spec: Spec, kind: str = "stopping") -> str:
+    return f"{overrides.run_dir()}/{spec.server}.{kind}"
 
 
-def mark(spec: Spec) -> bool:
+def mark(spec: Spec, kind: str = "stopping") -> bool:
     try:
         os.makedirs(overrides.run_dir(), mode=0o755, exist_ok=True)
-        with open(_path(spec), "w", encoding="ascii") as handle:
+        with open(_path(spec, kind), "w", encoding="ascii") as handle:
             handle.write(f"{os.getpid()}\n")
         return True
     except OSError:
@@ -35,10 +39,10 @@ def requested(spec: Spec) -> bool:
     return os.path.exists(_path(spec))
 
 
-def take(spec: Spec) -> bool:
-    """Was this stop requested? Removes the mark."""
+def take(spec: Spec, kind: str = "stopping") -> bool:
+    """Was this stop requested (kind "failing": was the unit failed on purpose)? Removes the mark."""
     try:
-        os.unlink(_path(spec))
+        os.unlink(_path(spec, kind))
         return True
     except FileNotFoundError:
         return False

@@ -72,14 +72,52 @@ def restart_no_block(unit: str) -> None:
     _systemctl(["restart", "--no-block", unit])
 
 
+def start_no_block(unit: str) -> None:
+    _systemctl(["start", "--no-block", unit])
+
+
+def run_later(
+    name: str, delay_s: float, command: list[str], description: str, env: dict[str, str], output: str
+) -> None:
+    """Run `command` once as the transient service NAME.service, `delay_s` seconds from now (a
+    transient NAME.timer; at once when 0), outside the calling unit and its cgroup.
+
+    systemd-run(1) (systemd's src/run/run.c, transient_timer_set_properties): the transient
+    timer gets RemainAfterElapse=no, so it is unloaded once elapsed and its service finished;
+    --collect (CollectMode=inactive-or-failed, systemd >= 236) unloads the service even when
+    it failed. AccuracySec= defaults to 1 min (systemd.timer(5)): set to 100 ms so the backoff
+    is what was asked. Its stdout is appended to `output` (StandardOutput=append:, systemd >=
+    240), as the unit's own Exec lines are, and its messages reach the journal by syslog
+    (output.py), once. A leftover of the same name (a pending one) is stopped first."""
+    tool = overrides.systemd_run()
+    if tool is None:
+        raise SystemdError("systemd-run not found")
+    for leftover in (f"{name}.timer", f"{name}.service"):
+        try:
+            _systemctl(["stop", leftover])
+        except SystemdError:
+            pass  # none loaded: the usual case
+    args = [f"--unit={name}", f"--description={description}", "--collect", "--no-block", "--quiet"]
+    args += [f"--property=StandardOutput=append:{output}", "--property=StandardError=journal"]
+    args += [f"--setenv={key}={value}" for key, value in sorted(env.items())]
+    if delay_s > 0:
+        args += [f"--on-active={delay_s:.3f}s", "--timer-property=AccuracySec=100ms"]
+    _run("systemd-run", [tool, *args, "--", *command])
+
+
 def _systemctl(args: list[str]) -> str:
     tool = overrides.systemctl()
     if tool is None:
         raise SystemdError("systemctl not found")
+    return _run("systemctl", [tool, *args])
+
+
+def _run(name: str, argv: list[str]) -> str:
+    shown = " ".join([name, *argv[1:]])
     try:
-        done = bounded.run([tool, *args], TIMEOUT_S)
+        done = bounded.run(argv, TIMEOUT_S)
     except (OSError, bounded.Timeout) as error:
-        raise SystemdError(f"systemctl {' '.join(args)}: {error}") from None
+        raise SystemdError(f"{shown}: {error}") from None
     if done.returncode != 0:
-        raise SystemdError(f"systemctl {' '.join(args)} failed (exit {done.returncode}): {done.stderr.strip()}")
+        raise SystemdError(f"{shown} failed (exit {done.returncode}): {done.stderr.strip()}")
     return done.stdout

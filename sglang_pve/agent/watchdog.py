@@ -13,8 +13,8 @@ After `watchdog.failures` consecutive counted failures the server is wedged:
   restart (restarts.py), `systemctl restart --no-block UNIT` (the next prestart sleeps the
   backoff), exit 0;
 - otherwise: write a `restart_cap` diagnosis, set the verdict "failed: watchdog restart cap
-  reached (...)", SIGKILL the unit's main PID (`systemctl show -p MainPID --value UNIT`) so the
-  unit fails and stays failed (Restart=no), exit 8.
+  reached (...)", mark it failing (stopping.py) and SIGKILL the unit's main PID (`systemctl
+  show -p MainPID --value UNIT`) so the unit fails and stays failed (no crash restart), exit 8.
 A TP group member (spec.group) is never restarted alone (a lone rank cannot rejoin its group):
 wedged, it is failed as at the cap; and between probes, every tick, it watches its peers
 (peers.py: rank 0 every rank, the others rank 0): a peer gone -> a `peer_gone` diagnosis, the
@@ -228,6 +228,7 @@ def _restart(spec: Spec, say: Say) -> bool:
 
 def _kill_main(spec: Spec, main: procs.Proc, say: Say) -> None:
     """SIGKILL the unit's main PID (systemd's view first): the unit fails, Restart=no keeps it so."""
+    stopping.mark(spec, "failing")  # poststop: failed on purpose, not a crash to restart (crashes.py)
     try:
         pid = systemd.main_pid(spec.unit) or main.pid
     except systemd.SystemdError:

@@ -37,3 +37,19 @@ class Lifecycle(model_of(spec.Lifecycle)):  # type: ignore[misc]  # built at imp
                 f"startup_timeout_s ({self.startup_timeout_s}) is shorter than the longest stall timeout ({longest})"
             )
         return self
+
+    @model_validator(mode="after")
+    def _crash_restart_has_a_cap(self) -> Self:
+        """restart_on_crash with max_restarts 0 would promise restarts the cap never allows."""
+        watchdog = self.watchdog
+        if watchdog.restart_on_crash and watchdog.max_restarts == 0:
+            raise ValueError(
+                "watchdog.restart_on_crash is true but watchdog.max_restarts is 0, so no crash could be "
+                "restarted; fix: set watchdog.max_restarts >= 1, or watchdog.restart_on_crash: false"
+            )
+        if watchdog.backoff_max_s < watchdog.backoff_s:
+            raise ValueError(
+                f"watchdog.backoff_max_s ({watchdog.backoff_max_s:g}) is below watchdog.backoff_s "
+                f"({watchdog.backoff_s:g}): every restart would wait backoff_max_s; fix: raise backoff_max_s"
+            )
+        return self

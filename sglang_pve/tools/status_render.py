@@ -28,10 +28,24 @@ def _gpus(gpus: list[dict] | None, error: str | None) -> str:
     return ", ".join(parts) or "none"
 
 
+def _restarts(restarts: dict) -> str:
+    """`1/3`: restarts of the current release within the window (watchdog and crash policy together) / the cap."""
+    count = str(restarts.get("in_window", 0))
+    return (
+        f"{count}/{restarts['max']}" if "max" in restarts else count
+    )  # no "max": an agent deployed before the crash policy
+
+
+def _on_crash(restarts: dict) -> str:
+    """The crash policy (sglang_pve/agent/crashes.py): `restart`, `restart at <time>` while one is pending, `off`."""
+    policy = str(restarts.get("on_crash") or "-").split(" ")[0]
+    return f"restart at {restarts['crash_restart_at']}" if restarts.get("crash_restart_at") else policy
+
+
 def render(host: str, report: dict | None) -> str:
     if report is None:
         return f"{host}: not deployed yet (no lifecycle agent)"
-    header = ("SERVER", "UNIT", "PHASE", "IN PHASE", "HEALTH", "RESTARTS", "VERDICT")
+    header = ("SERVER", "UNIT", "PHASE", "IN PHASE", "HEALTH", "RESTARTS", "ON CRASH", "VERDICT")
     rows = [header]
     for server in report["servers"]:
         state = server.get("state") or {}
@@ -45,7 +59,8 @@ def render(host: str, report: dict | None) -> str:
                 server.get("phase") or "-",
                 _seconds(server.get("seconds_in_phase")),
                 str(health.get("status") or health.get("error") or "-"),
-                str((server.get("restarts") or {}).get("in_window", 0)),
+                _restarts(server.get("restarts") or {}),
+                _on_crash(server.get("restarts") or {}),
                 server.get("verdict") or server.get("error", "?"),
             )
         )

@@ -1,7 +1,8 @@
 """Reliability of the deploy and the units against the real lab (issue 8): an operator's own
 sglang-router.service survives every deploy; a deploy killed anywhere converges on the next run
-with no half file; a requested stop ends the unit inactive with no process left while a crash
-still fails it; a manual switch under load drains the first configuration and starts the second.
+with no half file; a requested stop ends the unit inactive with no process left; a crash after
+ready is started again up to the cap, then fails with the reason (issue 15); a manual switch
+under load drains the first configuration and starts the second.
 """
 
 import json
@@ -13,7 +14,18 @@ import pytest
 
 from sglang_pve.deploy import paths
 from tests.conftest import PROJECT, group_data
-from tests.lab.conftest import ANSI, PYINFRA, grand_total, lab_api_key, on_target, pyinfra, set_faults, sh, unit_state
+from tests.lab.conftest import (
+    ANSI,
+    PYINFRA,
+    grand_total,
+    lab_api_key,
+    on_target,
+    pyinfra,
+    server_status,
+    set_faults,
+    sh,
+    unit_state,
+)
 
 pytestmark = pytest.mark.lab
 
@@ -212,7 +224,7 @@ def test_a_controller_killed_during_the_gate_wait_then_a_rerun_starts_the_server
     assert f"adopted: the apply of run {report['switch']['lease']}, whose controller went away" in output, output
 
 
-def test_a_requested_stop_ends_inactive_and_a_crash_still_fails(deployed):
+def test_a_requested_stop_ends_inactive(deployed):
     unit = paths.unit_name("baseline")
     sh(f"systemctl stop {unit}")
     state = unit_state(unit)
@@ -223,13 +235,40 @@ def test_a_requested_stop_ends_inactive_and_a_crash_still_fails(deployed):
     )
     assert leftovers.strip() == ""
     pyinfra()
-    pid = sh(f"systemctl show -p MainPID --value {unit}").strip()
-    sh(f"kill -KILL {pid}")  # the server's main process dies by itself, as SGLang's own crash path ends
-    deadline = time.monotonic() + 60
-    while unit_state(unit)["ActiveState"] not in ("failed", "inactive") and time.monotonic() < deadline:
-        time.sleep(0.5)
+
+
+def _main_pid(unit: str) -> str:
+    return sh(f"systemctl show -p MainPID --value {unit}").strip()
+
+
+def test_a_crash_after_ready_is_restarted_until_the_cap_then_fails_with_the_reason(deployed):
+    """SIGKILL to the server's main process after ready (as an NCCL abort or SGLang's own watchdog
+    exit ends it): the unit fails, its crash-restart timer starts it after the backoff, ready
+    again, counted in status; the third crash within the window meets the lab's cap (max_restarts
+    2) and the unit stays failed, saying why, with no timer left to start it."""
+    unit, timer = paths.unit_name("baseline"), "sglang-baseline.crash-restart.timer"
+    sh(f"rm -f {paths.STATE_DIR}/restarts/baseline.json {paths.DIAGNOSES_DIR}/baseline-*.json")  # this test's only
+    for number in (1, 2):
+        pid = _main_pid(unit)
+        sh(f"kill -KILL {pid}")  # the server's main process dies by itself, as SGLang's own crash path ends
+        _until(lambda pid=pid: _main_pid(unit) not in ("0", pid) and server_status("baseline")["verdict"] == "ready")
+        entry = server_status("baseline")
+        assert (entry["restarts"]["in_window"], entry["restarts"]["max"]) == (number, 2), entry
+    assert unit_state(unit)["NRestarts"] == "0"  # not systemd's Restart=: the agent's timer started it
+    crashes = sh(f"ls {paths.DIAGNOSES_DIR} | grep -c '^baseline-.*-crash.json$'").strip()
+    assert crashes == "2", crashes  # each crash's diagnosis kept
+
+    sh(f"kill -KILL {_main_pid(unit)}")
+    _until(lambda: server_status("baseline")["verdict"].startswith("failed: "))
     assert unit_state(unit)["ActiveState"] == "failed"
-    pyinfra()
+    assert sh(f"systemctl is-active {timer}", check=False).strip() in ("inactive", "failed")  # no start comes
+    verdict = server_status("baseline")["verdict"]
+    assert verdict.startswith("failed: crashed after ready: the main process ended by itself") and verdict.endswith(
+        "not restarted: restart cap reached (2 restarts within 600s)"
+    ), verdict
+    _, table = pyinfra(deploy="tasks/status.py")
+    row = next(line for line in table.splitlines() if line.strip().startswith("baseline "))
+    assert " 2/2 " in row and " restart " in row and "not restarted: restart cap reached" in row, row
 
 
 def test_a_manual_switch_under_load_drains_the_first_and_starts_the_second(deployed):

@@ -125,6 +125,7 @@ def write_spec(tmp_path: Path, **changes) -> spec_module.Spec:
             "window_s": 3600,
             "backoff_s": 0.1,
             "backoff_max_s": 0.2,
+            "restart_on_crash": True,
         },
         "gpu_free_timeout_s": 2,
         "gpu_idle_mib": 1024,
@@ -225,6 +226,23 @@ def fake_systemctl(tmp_path: Path, units: dict, restart_rc: int = 0) -> Path:
     )
     script.chmod(0o755)
     return script
+
+
+def fake_systemd_run(tmp_path: Path) -> Path:
+    """A systemd-run stand-in: every call appended as a JSON list to tmp_path/systemd-run.calls."""
+    script = tmp_path / "systemd-run"
+    script.write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"with open({str(tmp_path / 'systemd-run.calls')!r}, 'a') as calls:\n"
+        "    calls.write(json.dumps(sys.argv[1:]) + '\\n')\n"
+    )
+    script.chmod(0o755)
+    return script
+
+
+def systemd_run_calls(tmp_path: Path) -> list:
+    path = tmp_path / "systemd-run.calls"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def systemctl_calls(tmp_path: Path) -> list:

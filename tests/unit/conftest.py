@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.unit.agent_support import fake_systemctl
+from tests.unit.agent_support import fake_systemctl, fake_systemd_run
 
 
 @pytest.fixture
@@ -13,6 +13,7 @@ def agent_env(monkeypatch, tmp_path):
     monkeypatch.setenv("SGLANG_PVE_DEV_GLOB", f"{devices}/nvidia*")
     monkeypatch.setenv("SGLANG_PVE_NVIDIA_SMI", "")
     monkeypatch.setenv("SGLANG_PVE_SYSTEMCTL", str(fake_systemctl(tmp_path, {})))
+    monkeypatch.setenv("SGLANG_PVE_SYSTEMD_RUN", str(fake_systemd_run(tmp_path)))
     monkeypatch.setenv("SGLANG_PVE_RUN_DIR", str(tmp_path / "run"))
     monkeypatch.setenv("SGLANG_PVE_RELEASES_DIR", str(tmp_path / "releases"))
     monkeypatch.delenv("INVOCATION_ID", raising=False)

@@ -40,11 +40,23 @@ def test_stop_marks_only_while_the_main_process_lives_and_poststop_takes_the_mar
     out, _ = child.communicate(timeout=60)
     assert child.returncode == exitcodes.OK, out
     assert not stopping.take(spec)  # poststop took it
-    # After a crash systemd runs ExecStop with $MAINPID empty: no mark, and poststop fails the unit.
-    assert agent("stop", "--spec", spec.path, "--main-pid", "").wait(timeout=30) == exitcodes.OK
+    # After a crash systemd runs ExecStop with $MAINPID unset (the unit's --main-pid=${MAINPID} is
+    # then "--main-pid="): no mark, and poststop fails the unit.
+    assert agent("stop", "--spec", spec.path, "--main-pid=").wait(timeout=30) == exitcodes.OK
     child = agent("poststop", "--spec", spec.path, env_extra=KILLED)
     out, _ = child.communicate(timeout=60)
     assert child.returncode == exitcodes.CRASH and "without a requested stop" in out
+
+
+def test_the_unit_passes_an_unset_main_pid_as_an_empty_value_not_as_no_argument():
+    """systemd.service(5), "Command lines": a lone $MAINPID word becomes zero words when unset (after
+    a crash), leaving --main-pid without its value (exit 2, the unit's result exit-code, and the
+    crash would never be seen as one); ${MAINPID} inside a word becomes an empty string."""
+    from sglang_pve.deploy import render
+
+    text = (render.TEMPLATES / "sglang-server.service.j2").read_text()
+    (line,) = [line for line in text.splitlines() if line.startswith("ExecStop=")]
+    assert line.endswith(" --main-pid=${MAINPID}"), line
 
 
 def test_the_watchdog_leaves_a_draining_server_alone(tmp_path):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sglang_pve.agent import exitcodes, restarts, state, watchdog
+from sglang_pve.agent import exitcodes, restarts, state, stopping, watchdog
 from tests.unit.agent_support import (
     HealthServer,
     LogScript,
@@ -118,6 +118,7 @@ def test_restart_cap_fails_the_unit_by_killing_its_main_pid(tmp_path, monkeypatc
     assert verdict.startswith("failed: watchdog restart cap reached (2 restarts within 3600s); wedged")
     assert len(restarts.in_window(spec)) == 2
     assert any(f"sent SIGKILL to main PID {main.pid}" in m for m in said)
+    assert stopping.take(spec, "failing")  # poststop: failed on purpose, no crash restart (crashes.py)
 
 
 def test_a_failing_restart_command_fails_the_unit_instead(tmp_path, monkeypatch):
