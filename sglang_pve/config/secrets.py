@@ -32,7 +32,8 @@ ENV_NAME = r"^[A-Z_][A-Z0-9_]{0,127}$"
 class SecretSource(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     env: str | None = Field(None, pattern=ENV_NAME)
-    file: str | None = Field(None, pattern=r"^[^\x00-\x1f\x7f]{1,1024}$")
+    # a path, absolute or ~/: a token pasted here fails as "not a valid path" (problems.py hides it)
+    file: str | None = Field(None, pattern=r"^(/|~/)[^\x00-\x1f\x7f]{0,1022}$")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Self:

@@ -123,6 +123,8 @@ def test_a_secret_pasted_as_a_secret_source_or_an_env_name_is_never_echoed():
     shown = deployment_problems(sglang_secrets={"api-key": {"env": SECRET}, "env": {SECRET: {"env": "X"}}})
     assert SECRET not in str(shown) and "not a valid environment variable name (value not shown)" in str(shown)
     assert set(shown) == {"sglang_secrets.api-key.env", "sglang_secrets.env"}
+    shown = deployment_problems(sglang_secrets={"api-key": {"file": SECRET}})  # not a path: never read, never shown
+    assert SECRET not in str(shown) and "not a valid path (value not shown)" in str(shown)
 
 
 @pytest.mark.parametrize("value", HOSTILE_HOSTNAMES)
