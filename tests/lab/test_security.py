@@ -269,10 +269,11 @@ def rolled_back(keyed, tmp_path_factory):
             "python3", "-I", paths.AGENT, "releases", "--dir", paths.RELEASES_DIR, "--files-of", "previous"
         ).stdout
         bad_url = f"http://lab:{INDEX_TOKEN}@{layout.BRIDGE_ADDRESS}:{layout.INDEX_PORT}/simple/"
-        outputs["refused URL"] = _quiet("--data", f"sglang_index_url={bad_url}", ok=False)
+        outputs["refused URL"] = _quiet("--limit", "sglang1", "--data", f"sglang_index_url={bad_url}", ok=False)
         outputs["debug-inventory"] = _quiet(*index, deploy="debug-inventory")
     finally:
         del os.environ["SGLANG_PVE_TEST_INDEX_TOKEN"]
+
     yield {"outputs": outputs, "b ran": b_runs}
 
 
@@ -280,8 +281,9 @@ def test_a_rollback_says_a_secret_changed_and_no_channel_carries_one(rolled_back
     outputs = rolled_back["outputs"]
     assert rolled_back["b ran"] == 200 and http_status("/v1/models", API_KEY) == 200  # A's key again...
     assert http_status("/v1/models", API_KEY2) == 401  # ...restored on the host, byte for byte
-    rollback = outputs["rollback -vvv --diff"]
-    assert f"Will replace {paths.secret_config_path('baseline')} (holds secrets: content not shown)" in rollback
+    hidden = f"Will replace {paths.secret_config_path('baseline')} (holds secrets: content not shown)"
+    assert hidden in outputs["deploy B -vvv --diff"] and hidden in outputs["rollback -vvv --diff"]
+    assert '"secret_sha1"' in outputs["rollback -vvv --diff"]  # -vvv printed the Releases fact's payload
     assert "sglang_version nightly-" in outputs["deploy B -vvv --diff"]  # the index was read with the login
     report = json.loads(outputs["releases fact"])
     assert paths.secret_config_path("baseline") in report["secret_sha1"]  # its digest...
