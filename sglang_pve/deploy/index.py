@@ -34,9 +34,10 @@ class IndexLookupError(RuntimeError):
 
 
 def netrc_text(logins: Iterable[IndexLogin]) -> str:
-    """A netrc with one entry per index host (pip, through requests, and uv look them up by host
-    name, so a login goes only to its own host, on a redirect too). The config model checked
-    every token (config/indexes.py NETRC_TOKEN)."""
+    """A netrc with one entry per index host: pip (through requests, which asks it again for a
+    redirect's host: psf/requests sessions.py SessionRedirectMixin.rebuild_auth) and uv look a
+    login up by the host they ask, so no other host gets it. The config model checked every
+    token (config/indexes.py NETRC_TOKEN)."""
     return "".join(f"machine {i.host} login {i.login} password {i.password.value}\n" for i in logins)
 
 

@@ -25,6 +25,7 @@ from proxmoxer.backends.https import (
 from proxmoxer.core import ProxmoxResource, ResourceException
 
 from sglang_pve.config.proxmox import ApiSettings
+from sglang_pve.config.safe import printable
 from sglang_pve.provision.credentials import Credential
 from sglang_pve.provision.tls import trust
 
@@ -195,12 +196,15 @@ class Api:
 def transport_error(call: str, settings: ApiSettings, error: requests.exceptions.RequestException) -> ProxmoxError:
     where = f"{settings.host}:{settings.port}"
     if isinstance(error, RedirectRefused):
-        target = urllib.parse.urlsplit(error.location)
+        try:
+            to = urllib.parse.urlsplit(error.location).hostname or "the same host"
+        except ValueError:  # e.g. an unclosed [ in the host
+            to = "an unreadable location"
         return ProxmoxError(
             call,
-            f"{where} answered {error.status} with a redirect to {target.hostname or 'the same host'}: not followed "
-            "(the API password, ticket and token go to the node's API only). Fix: proxmox_api.host and port must "
-            "name the node's API itself (pveproxy, 8006), not a proxy in front of it",
+            f"{where} answered {error.status} with a redirect to {printable(to)}: not followed (the API "
+            "password, ticket and token go to the node's API only). Fix: proxmox_api.host and port must name "
+            "the node's API itself (pveproxy, 8006), not a proxy in front of it",
         )
     if isinstance(error, requests.exceptions.SSLError):
         return ProxmoxError(
