@@ -265,7 +265,17 @@ def member_of(
             problems += found_problems + address_problems
         problems += _agreement(group, spec, members, project_dir, defaults)
         tp_size = (_server_flags(members[spec.members[0]], spec.server, project_dir) or {}).get("tp-size")
-        if isinstance(tp_size, int) and all(counts) and sum(counts) != tp_size:
+        if all(counts) and len(set(counts)) > 1:
+            problems.append(
+                Problem(
+                    f"tp_groups.{group}",
+                    f"{' + '.join(map(str, counts))} GPUs",
+                    "SGLang gives every node tp-size / nnodes ranks (engine.py _calculate_rank_ranges): "
+                    "the members need the same number of GPUs",
+                    "give every member's container as many GPUs as the others",
+                )
+            )
+        elif isinstance(tp_size, int) and all(counts) and sum(counts) != tp_size:
             problems.append(
                 Problem(
                     f"tp_groups.{group}",

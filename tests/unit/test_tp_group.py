@@ -67,10 +67,23 @@ def _refused(host, hosts) -> str:
     return str(caught.value)
 
 
-def test_gpus_must_add_up_to_tp_size(hosts):
+def test_gpus_must_add_up_to_tp_size_and_be_the_same_on_every_member(hosts):
     hosts["@pveguest/sglang5"]["container"]["gpus"] = [4, 5]
     message = _refused("@pveguest/sglang4", hosts)
-    assert "tp_groups.kimi = '4 + 2 GPUs'" in message and "set tp-size: 6" in message
+    assert "tp_groups.kimi = '4 + 2 GPUs'" in message and "the members need the same number of GPUs" in message
+    hosts["@pveguest/sglang4"]["container"]["gpus"] = [0, 1]
+    message = _refused("@pveguest/sglang4", hosts)
+    assert "tp_groups.kimi = '2 + 2 GPUs'" in message and "set tp-size: 4" in message
+
+
+def test_preflight_counts_a_members_share_of_tp_size(hosts):
+    from sglang_pve.deploy.preflight.host import gpu_problems
+
+    rank1 = _load("@pveguest/sglang5", hosts)
+    four = ["nvidia4", "nvidia5", "nvidia6", "nvidia7"]
+    assert gpu_problems({"tp": rank1.servers["tp"]}, four, rank1.tp) == []  # 8 over 2 nodes: 4 here
+    (problem,) = gpu_problems({"tp": rank1.servers["tp"]}, four[:2], rank1.tp)
+    assert "needs 4 GPUs but the host has 2" in problem.message
 
 
 @pytest.mark.parametrize(

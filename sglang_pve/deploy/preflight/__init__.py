@@ -150,7 +150,7 @@ def check(deployment: Deployment, spec: ProbeSpec, snapshot: HostSnapshot) -> Re
     servers, pinned = deployment.servers, deployment.sglang_version
     for server in servers.values():
         report.add(server_problems(server, spec, snapshot, pinned))
-    report.problems += gpu_problems(servers, snapshot.gpus)
+    report.problems += gpu_problems(servers, snapshot.gpus, deployment.tp)
     report.problems += port_problems(servers, snapshot.listeners)
     report.problems += limit_problems(deployment.data.unit_limits, snapshot)
     if deployment.tp is not None:
@@ -213,7 +213,7 @@ def _checked(deployment: Deployment, spec: ProbeSpec, snapshot: HostSnapshot) ->
         f"{len(spec.configs)} server configs with canonical flags",
         f"{len(spec.models)} model dirs with config.json",
         f"drafts of {drafts} configs fit their targets (architecture, sizes, aux layers, context length)",
-        f"{len(snapshot.gpus)} GPUs >= {max(gpus_needed(s) for s in servers)} needed",
+        f"{len(snapshot.gpus)} GPUs >= {max(gpus_needed(s, deployment.tp) for s in servers)} needed",
         *(_port_line(number, snapshot) for number in spec.ports),
         limits,
         parser,

@@ -5,19 +5,22 @@ import re
 
 from sglang_pve.config import Problem, ServerConfig
 from sglang_pve.config.deployment import UnitLimits
+from sglang_pve.config.tp_group import TpRank
 from sglang_pve.deploy import paths
 from sglang_pve.deploy.facts.preflight import HostSnapshot, Listener
 
 _SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 
-def gpus_needed(server: ServerConfig) -> int:
-    """GPUs one node of the server uses: its share of tp-size, after base-gpu-id."""
+def gpus_needed(server: ServerConfig, tp: TpRank | None = None) -> int:
+    """GPUs one node of the server uses: its share of tp-size (over the nodes of its TP group,
+    `tp`, when it is that group's configuration), after base-gpu-id."""
     args = server.args
-    return (args.base_gpu_id or 0) + -(-(args.tp_size or 1) // (args.nnodes or 1))
+    nnodes = tp.nnodes if tp is not None and tp.server == server.name else 1
+    return (args.base_gpu_id or 0) + -(-(args.tp_size or 1) // nnodes)
 
 
-def gpu_problems(servers: dict[str, ServerConfig], gpus: list[str]) -> list[Problem]:
+def gpu_problems(servers: dict[str, ServerConfig], gpus: list[str], tp: TpRank | None = None) -> list[Problem]:
     if not gpus:
         return [
             Problem(
@@ -32,11 +35,11 @@ def gpu_problems(servers: dict[str, ServerConfig], gpus: list[str]) -> list[Prob
         Problem(
             f"servers.{name}.tp-size",
             server.args.tp_size or 1,
-            f"needs {gpus_needed(server)} GPUs but the host has {len(gpus)} ({' '.join(gpus)})",
+            f"needs {gpus_needed(server, tp)} GPUs but the host has {len(gpus)} ({' '.join(gpus)})",
             f"set tp-size to at most {len(gpus) - (server.args.base_gpu_id or 0)}, or pass more GPUs through",
         )
         for name, server in servers.items()
-        if gpus_needed(server) > len(gpus)
+        if gpus_needed(server, tp) > len(gpus)
     ]
 
 
