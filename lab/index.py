@@ -1,10 +1,11 @@
 """The lab's package index: a PEP 503 simple index served over HTTP on the bridge.
 
 It holds the SGLang simulator as wheels named ``sglang`` (built from lab/sglang_sim, rebuilt
-when the tree changes), the simulator's dependencies and the deploy's installer (uv, at the
-version the deploy pins, layout.UV_VERSION), downloaded once from PyPI as binary wheels for the container's
-Python (asked from the rootfs, never assumed). Containers install from it exactly as production
-installs from PyPI and SGLang's nightly index:
+when the tree changes), the simulator's dependencies, the deploy's installer (uv, at the
+version the deploy pins, layout.UV_VERSION) and SGLang's router, the real ``sglang-router`` wheel
+(abi3 manylinux, at the toolkit's pin, layout.ROUTER_REQUIREMENT) with its dependencies, downloaded
+once from PyPI as binary wheels for the container's Python (asked from the rootfs, never assumed).
+Containers install from it exactly as production installs from PyPI and SGLang's nightly index:
 
 The simulator is served under four nightly-style versions, all from the same tree
 (lab/layout.py names them): the pinned one (pyproject.toml), a good newer nightly, one whose
@@ -147,6 +148,11 @@ def installer_requirements() -> list[str]:
     return ["--require-hashes", "--no-deps", "-r", str(layout.UV_REQUIREMENT)]
 
 
+def router_requirements() -> list[str]:
+    """sglang-router as the toolkit pins it, with its dependencies (resolved by pip download)."""
+    return ["-r", str(layout.ROUTER_REQUIREMENT)]
+
+
 def dependency_wheels(requirements: list[str], python: str) -> list[Path]:
     """Binary wheels of ``requirements`` (and their dependencies) for CPython ``python``."""
     if not requirements:
@@ -215,6 +221,7 @@ def publish(sim_dir: Path, rootfs: Path) -> str:
         sim_wheel(sim_dir)
         + dependency_wheels(requirements, python)
         + dependency_wheels(installer_requirements(), python)
+        + dependency_wheels(router_requirements(), python)
     )
     return version
 

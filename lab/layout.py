@@ -86,6 +86,8 @@ INDEX_URL = f"http://{BRIDGE_ADDRESS}:{INDEX_PORT}/simple/"
 # wheels' sha256; the lab reads the file, it imports none of the controller's code).
 UV_REQUIREMENT = Path(__file__).resolve().parent.parent / "sglang_pve/config/uv-requirement.txt"
 UV_VERSION = re.search(r"^uv==(\S+)", UV_REQUIREMENT.read_text(), re.MULTILINE)[1]  # type: ignore[index]
+# SGLang's router as the toolkit pins it (its one source): the lab's index serves the real wheel.
+ROUTER_REQUIREMENT = UV_REQUIREMENT.with_name("router-requirement.txt")
 
 # Nightlies the index serves besides the pinned one (lab/sglang_sim's pyproject version), all built
 # from the same simulator tree: only the version differs, plus what each name says (lab/index.py).

@@ -12,6 +12,8 @@
     holders [--spec FILE | --unit-prefix P]  processes holding /dev/nvidia*, as a JSON list
     apply --dir DIR --spec BASE64          record a release from the files on disk, switch to it (switch.py)
     switch --dir DIR --to ID               switch to a recorded release, reverting on failure (switch.py)
+      (apply and switch with --router URL --address ADDR: a replica, out of its router while it
+      switches, drained first, added back after: router_worker.py)
     transient --dir DIR [--server NAME]    run a configuration of the current release (without
                                            --server: none) the same way, recording nothing (switch.py)
     releases --dir DIR [--files-of ID]     the release records as JSON (release_store.py)
@@ -19,6 +21,8 @@
                                            take the container's deploy lock for a whole run and
                                            leave a holder keeping it (lease.py)
     unlock --dir DIR --token T             the run's last command: the lock goes
+    router-status --router URL [--metrics URL] [--key-file F]   a router's health, workers, metrics (JSON)
+    router-sync --router URL [--key-file F] --worker URL ...    its workers exactly these (router_worker.py)
 apply, switch and transient take --lease T: the run holds the deploy lock already, and --detach:
 the command runs in a transient unit of its own, which a dropped SSH session does not end (detached.py).
 
@@ -46,6 +50,7 @@ from sglang_pve.agent import (
     overrides,
     procs,
     reaper,
+    router_worker,
     status,
     stopping,
     switch,
@@ -148,13 +153,33 @@ def _apply(args: argparse.Namespace) -> int:
     spec = json.loads(base64.b64decode(args.spec))
     with Store(args.dir).locked(args.lease, Reporter("lock", sys.stdout)) as store, _recorded(args, store) as done:
         say = Reporter("switch", sys.stdout)
-        return done(switch.apply(store, spec, say, args.keep, args.venvs_dir, record_only=args.record_only))
+        return done(
+            _routed(
+                args,
+                store,
+                lambda: switch.apply(store, spec, say, args.keep, args.venvs_dir, record_only=args.record_only),
+            )
+        )
 
 
 def _switch(args: argparse.Namespace) -> int:
     with Store(args.dir).locked(args.lease, Reporter("lock", sys.stdout)) as store, _recorded(args, store) as done:
         say = Reporter("switch", sys.stdout)
-        return done(switch.switch(store, args.to, say, args.keep, args.venvs_dir, rollback=True))
+        to = args.to
+        return done(
+            _routed(args, store, lambda: switch.switch(store, to, say, args.keep, args.venvs_dir, rollback=True))
+        )
+
+
+def _routed(args: argparse.Namespace, store: Store, run: Callable[[], int]) -> int:
+    """A replica's switch goes out of its router and back (router_worker.py); others run as they are."""
+    if not args.router or args.record_only:
+        return run()
+    say = Reporter("router", sys.stdout)
+    key = router_worker.router_key(store)
+    return router_worker.with_router(
+        args.router, args.address, key, say, args.drain_s, run, lambda: router_worker.running_url(store, args.address)
+    )
 
 
 def _transient(args: argparse.Namespace) -> int:
@@ -222,6 +247,15 @@ def _server(text: str) -> str:
     return text
 
 
+def _router_status(args: argparse.Namespace) -> int:
+    print(json.dumps(router_worker.status(args.router, args.metrics, args.key_file), sort_keys=True))
+    return exitcodes.OK
+
+
+def _router_sync(args: argparse.Namespace) -> int:
+    return router_worker.sync(args.router, args.key_file, args.worker or [], Reporter("router", sys.stdout))
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sglang-pve-agent",
@@ -264,6 +298,19 @@ def _parser() -> argparse.ArgumentParser:
         default=contract.UNIT_PREFIX,
         help=f"marks ours without --spec (default {contract.UNIT_PREFIX})",
     )
+    for name, handler, help_text in (
+        ("router-status", _router_status, "a router's health, workers and metrics, as JSON (router_worker.py)"),
+        ("router-sync", _router_sync, "make a router's workers exactly the --worker URLs (router_worker.py)"),
+    ):
+        sub = command(name, handler, help_text, spec=None)
+        sub.add_argument("--router", required=True, metavar="URL", help="e.g. http://127.0.0.1:30000")
+        sub.add_argument("--key-file", metavar="FILE", help="the router's key (its worker API wants it)")
+        if name == "router-status":
+            sub.add_argument(
+                "--metrics", metavar="URL", help="its Prometheus endpoint, e.g. http://127.0.0.1:29000/metrics"
+            )
+        else:
+            sub.add_argument("--worker", action="append", metavar="URL", help="a ready replica (repeated)")
     sub = command("lock", _lock, "take the container's deploy lock for a whole run", spec=None)
     sub.add_argument("--dir", required=True, metavar="DIR", help="the releases directory")
     sub.add_argument("--token", type=_token, required=True, help="the run's token (unlock and --lease name it)")
@@ -295,6 +342,9 @@ def _parser() -> argparse.ArgumentParser:
             sub.add_argument("--spec-dir", default=DEFAULT_SPEC_DIR, metavar="DIR", help=f"default {DEFAULT_SPEC_DIR}")
             continue
         sub.add_argument("--keep", type=int, default=5, help="releases kept (default 5)")
+        sub.add_argument("--router", metavar="URL", help="a replica: out of this router while it switches")
+        sub.add_argument("--address", metavar="ADDR", help="with --router: the replica's address in its worker URLs")
+        sub.add_argument("--drain-s", type=float, default=60.0, metavar="S", help="with --router: drain deadline")
         sub.add_argument("--venvs-dir", metavar="DIR", help="only venvs under DIR are removed with old releases")
         if name == "apply":
             sub.add_argument(
@@ -303,4 +353,5 @@ def _parser() -> argparse.ArgumentParser:
             sub.add_argument("--record-only", action="store_true", help="what runs is unchanged: no stop, no start")
         else:
             sub.add_argument("--to", required=True, metavar="ID", help="the release to run")
+            sub.set_defaults(record_only=False)
     return parser

@@ -16,6 +16,7 @@
 | 10   | switch: failed and could not revert (or there was nothing to revert to)          |
 | 11   | lock: another run holds the container's deploy lock (the message names it)       |
 | 12   | gate or watchdog: a TP group peer is gone (peers.py); the group fails as one      |
+| 13   | router: the replica could not be taken out of its router, or not added back      |
 | 70   | internal error of the agent (traceback on stderr)                                |
 """
 
@@ -31,4 +32,5 @@ SWITCH_REVERTED = 9
 SWITCH_FAILED = 10
 LOCKED = 11
 PEER_GONE = 12
+ROUTER = 13
 INTERNAL = 70

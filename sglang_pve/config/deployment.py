@@ -13,6 +13,7 @@ from sglang_pve.config.errors import ConfigError, Problem
 from sglang_pve.config.indexes import Hostname, IndexCredential, IndexLogin, index_problems, read_index_logins
 from sglang_pve.config.nccl import DEFAULT_PROFILE, PROFILES, check_profile
 from sglang_pve.config.problems import problems_from
+from sglang_pve.config.replica_set import ROUTER_VERSION, ReplicaSet
 from sglang_pve.config.safe import HostPath, Name, Text
 from sglang_pve.config.secrets import SecretsData, ServerSecrets, read_secrets
 from sglang_pve.config.servers import ServerConfig, build_servers, env_name_problem, read_servers_file
@@ -147,6 +148,11 @@ class HostData(SshAccess):
     # network that holds the Proxmox node gives the server its API and SSH too, so name hosts or
     # the clients' own subnet.
     server_clients: list[str] = []
+    # Replica sets: containers serving the same configuration behind SGLang's router (sglang-router,
+    # at router_version, in its own venv under sglang_venvs_dir, from sglang_index_url), the same on
+    # every host; config/replica_set.py documents the keys and checks them across the inventory.
+    replica_sets: dict[Name, ReplicaSet] = {}
+    router_version: str = Field(ROUTER_VERSION, pattern=_VERSION)
 
     @field_validator("server_groups")
     @classmethod

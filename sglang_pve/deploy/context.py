@@ -10,6 +10,7 @@ from pyinfra.api.exceptions import PyinfraError
 from sglang_pve.config import ConfigError, Deployment, Problem, load_deployment
 from sglang_pve.config.deployment import NIGHTLY, HostData
 from sglang_pve.config.indexes import read_index_logins
+from sglang_pve.config.replica_set import ROUTER_DISTRIBUTION
 from sglang_pve.deploy import index, paths
 from sglang_pve.deploy.facts.python import VenvSitePackages
 from sglang_pve.deploy.facts.unit_host import UnitHost, UnitHostInfo
@@ -108,3 +109,16 @@ def unit_host() -> UnitHost:
     if host.name not in _unit_hosts:
         _unit_hosts[host.name] = host.get_fact(UnitHostInfo)
     return _unit_hosts[host.name]
+
+
+def router_source() -> venvs.Source:
+    """SGLang's router (sglang-router) from sglang_index_url alone, wheels only, locked like SGLang's venvs."""
+    data = deployment().data
+    return venvs.Source(
+        index_url=data.sglang_index_url,
+        installer=data.sglang_installer,
+        uv_version=data.uv_version,
+        uv_sha256=tuple(data.uv_sha256),
+        import_check=("sglang_router", "sglang_router.sglang_router_rs"),
+        project=ROUTER_DISTRIBUTION,
+    )

@@ -64,3 +64,30 @@ def server_home_env(state: str = f"/var/lib/{SERVER_HOME}", cache: str = f"/var/
         "FLASHINFER_WORKSPACE_BASE": cache,
         "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor",
     }
+
+
+# SGLang's router of a replica set (deploys/router.py): its own unit, venv, launcher, key and log.
+ROUTER_UNIT_PREFIX = "sglang-router-"
+ROUTER_LAUNCHER = f"{ETC_DIR}/router_launch.py"
+ROUTER_USER = "sglang-router"  # its DynamicUser, whatever server_user is
+
+
+def router_unit_name(replica_set: str) -> str:
+    return f"{ROUTER_UNIT_PREFIX}{replica_set}.service"
+
+
+def router_unit_path(replica_set: str) -> str:
+    return f"{UNIT_DIR}/{router_unit_name(replica_set)}"
+
+
+def router_key_path(replica_set: str) -> str:
+    return f"{SECRETS_DIR}/router-{replica_set}.key"
+
+
+def router_log_path(replica_set: str) -> str:
+    return f"{LOG_DIR}/router-{replica_set}.log"
+
+
+def router_venv_path(venvs_dir: str, version: str) -> str:
+    """One virtualenv per pinned sglang-router version, beside SGLang's."""
+    return f"{venvs_dir}/sglang-router-{version}"

@@ -15,6 +15,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from sglang_pve.agent import contract, spec
 from sglang_pve.config import Deployment, ServerConfig
+from sglang_pve.config.replica_set import ReplicaSet
 from sglang_pve.config.tp_group import TpRank
 from sglang_pve.deploy import escape, paths, sandbox
 from sglang_pve.deploy.facts.unit_host import UNKNOWN, UnitHost
@@ -220,3 +221,41 @@ def server_files(
             else []
         )
     )
+
+
+def router_args(replica_set: ReplicaSet, workers: list[str]) -> list[str]:
+    """launch_router's arguments (sglang_router/router_args.py, 0.3.2): addresses, workers, policy,
+    its own metrics, then the set's options. The key is the launcher's (router_files)."""
+    router = replica_set.router
+    args = ["--host", router.bind, "--port", str(router.port), "--policy", router.policy]
+    args += ["--prometheus-host", router.bind, "--prometheus-port", str(router.prometheus_port)]
+    args += ["--worker-urls", *workers] if workers else []
+    return args + router.flags()
+
+
+def router_files(
+    deployment: Deployment, name: str, replica_set: ReplicaSet, venv: str, workers: list[str]
+) -> list[ManagedFile]:
+    """The router unit of replica set `name`, its launcher, and its key (the host's api-key) when it has one."""
+    key = deployment.secrets.api_key
+    unit = render(
+        "sglang-router.service.j2",
+        replica_set=name,
+        version=deployment.data.router_version,
+        identity=sandbox.identity(paths.ROUTER_USER, []),
+        sandbox=sandbox.PROPERTIES,
+        key_path=paths.router_key_path(name) if key else None,
+        venv=venv,
+        launcher=paths.ROUTER_LAUNCHER,
+        args=router_args(replica_set, workers),
+        # the router's own drain (--shutdown-grace-period-secs, 180 s by default) fits in it
+        timeout_stop_s=int(replica_set.router.options.get("shutdown-grace-period-secs", 180)) + 30,
+        log_path=paths.router_log_path(name),
+    )
+    files = [
+        ManagedFile(paths.router_unit_path(name), unit),
+        ManagedFile(paths.ROUTER_LAUNCHER, render("router_launch.py.j2")),
+    ]
+    if key:
+        files.append(ManagedFile(paths.router_key_path(name), f"{key.value}\n", mode="600", secret=True))
+    return files

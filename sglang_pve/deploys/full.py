@@ -13,6 +13,7 @@ from sglang_pve.deploys.locked import locked
 from sglang_pve.deploys.nccl_env import nccl_env
 from sglang_pve.deploys.node_prep import prepare_node
 from sglang_pve.deploys.preflight import preflight
+from sglang_pve.deploys.router import router
 from sglang_pve.deploys.servers import servers
 from sglang_pve.deploys.sglang import sglang_venv
 from sglang_pve.provision.guest_deploy import deploy_when_provisioned, nodes_done
@@ -34,6 +35,7 @@ def guest_changes() -> None:
     sglang_venv()
     nccl_env()
     servers()
+    router()  # after every replica's servers: its workers are the ones that came up
 
 
 @deploy("sglang-pve")

@@ -148,3 +148,22 @@ def releases_table(host: str, report) -> str:
     lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines += [printable(f"  {r['id']} failed: {r['failure']}") for r in report.releases if r.get("failure")]
     return "\n".join(lines)
+
+
+def render_router(host: str, name: str, report: dict | None) -> str:
+    """A router's health, its workers' states and its own metrics (facts.router.RouterStatus)."""
+    if report is None:
+        return f"{host}: router of {name}: not deployed yet (no lifecycle agent)"
+    health = "ready" if report.get("ready") else "live, no healthy worker" if report.get("live") else "down"
+    lines = [f"{host}: router of replica set {name} at {report.get('url')}: {health}"]
+    if report.get("error"):
+        lines.append(f"  error: {report['error']}")
+    for worker in report.get("workers", []):
+        load = worker.get("load")
+        lines.append(
+            f"  worker {worker['url']}: {'healthy' if worker.get('healthy') else 'unhealthy'}"
+            + (f", load {load}" if load is not None else "")
+        )
+    for metric, value in sorted((report.get("metrics") or {}).items()):
+        lines.append(f"  {metric} {value:g}")
+    return "\n".join(printable(line) for line in lines)

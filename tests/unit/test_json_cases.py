@@ -48,12 +48,13 @@ from sglang_pve.deploy.facts import lock as lock_facts
 from sglang_pve.deploy.facts import preflight as preflight_facts
 from sglang_pve.deploy.facts import python as python_facts
 from sglang_pve.deploy.facts import releases as release_facts
+from sglang_pve.deploy.facts import router as router_facts
 from sglang_pve.deploy.facts import server_status as status_facts
 from sglang_pve.deploy.facts import servers as server_facts
 from sglang_pve.deploy.facts import unit_host as unit_host_facts
 from sglang_pve.deploy.facts import venvs as venv_facts
 from sglang_pve.deploy.facts import zfs as zfs_facts
-from sglang_pve.deploy.operations import files, lock, releases, systemd, venvs
+from sglang_pve.deploy.operations import files, lock, releases, router, systemd, venvs
 from sglang_pve.deploy.operations.files import ManagedFile
 from sglang_pve.deploy.provenance import who
 from sglang_pve.provision import device_nodes, guest_deploy, restart_debt
@@ -69,6 +70,8 @@ OPERATIONS = {
     "releases.switched": releases.switched,
     "releases.rolled_back": releases.rolled_back,
     "venvs.venv": venvs.venv,
+    "router.router_unit": router.router_unit,
+    "router.router_workers": router.router_workers,
     "lock.held": lock.held,
     "lock.released": lock.released,
     "guest_deploy.nodes_done": guest_deploy.nodes_done,
@@ -84,6 +87,7 @@ FACTS = {
         (venv_facts, ("SglangVenv", "VenvParents")),
         (release_facts, ("Releases",)),
         (status_facts, ("ServerStatus",)),
+        (router_facts, ("RouterStatus",)),
         (gpu_facts, ("GpuDevices", "UserSpaceDriver")),
         (lock_facts, ("DeployLock", "DeployUnlock")),
         (preflight_facts, ("PreflightProbe",)),

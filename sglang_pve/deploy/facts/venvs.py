@@ -5,12 +5,12 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
-_VERSION = "import importlib.metadata as m; print('version', m.version('sglang'))"
+_VERSION = "import importlib.metadata as m, sys; print('version', m.version(sys.argv[1]))"
 
 
 @dataclass(frozen=True)
 class VenvState:
-    version: str | None  # sglang installed in the venv; None: no venv, "": a venv without sglang
+    version: str | None  # the distribution installed in the venv; None: no venv, "": a venv without it
     lock_sha256: str | None  # of the lock beside it
     uv: str | None  # version of the installer in paths.UV_VENV
 
@@ -27,10 +27,11 @@ class SglangVenv(FactBase[VenvState]):
     def default() -> VenvState:
         return VenvState(None, None, None)
 
-    def command(self, venv, lock, uv):
+    def command(self, venv, lock, uv, distribution="sglang"):
         python, lock, uv_bin = (shlex.quote(p) for p in (f"{venv}/bin/python", lock, f"{uv}/bin/uv"))
+        name = shlex.quote(distribution)
         return (
-            f"if [ -x {python} ]; then {python} -c {shlex.quote(_VERSION)} 2>/dev/null || echo version; fi; "
+            f"if [ -x {python} ]; then {python} -c {shlex.quote(_VERSION)} {name} 2>/dev/null || echo version; fi; "
             f"if [ -f {lock} ]; then echo lock $(sha256sum < {lock} | cut -d' ' -f1); fi; "
             f"if [ -x {uv_bin} ]; then echo uv $({uv_bin} --version | cut -d' ' -f2); fi; true"
         )

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pyinfra import host, logger, state
 from pyinfra.api import OperationError, QuoteString, StringCommand, operation
 
-from sglang_pve.deploy import paths
+from sglang_pve.deploy import paths, rollout
 from sglang_pve.deploy.facts.files import FileDigests
 from sglang_pve.deploy.facts.releases import Releases
 from sglang_pve.deploy.operations.files import ManagedFile, show_diff
@@ -95,7 +95,7 @@ def _agent(*args, lease: str) -> StringCommand:
     )
 
 
-def _apply(spec: dict, keep: int, venvs_dir: str, lease: str, record_only: bool = False) -> StringCommand:
+def _apply(spec: dict, keep: int, venvs_dir: str, lease: str, record_only: bool = False, routed=()) -> StringCommand:
     encoded = base64.b64encode(json.dumps(spec, sort_keys=True).encode()).decode()
     return _agent(
         "apply",
@@ -105,7 +105,7 @@ def _apply(spec: dict, keep: int, venvs_dir: str, lease: str, record_only: bool 
         str(keep),
         "--venvs-dir",
         QuoteString(venvs_dir),
-        *(["--record-only"] if record_only else []),
+        *(["--record-only"] if record_only else routed),
         lease=lease,
     )
 
@@ -162,13 +162,10 @@ def release(release: Release, keep: int, venvs_dir: str, lease: str):
         )
         return
     # only files of configurations that do not run (or the shell block) changed: record, no restart
-    yield _apply(
-        release.agent_spec(),
-        keep,
-        venvs_dir,
-        lease,
-        record_only=running and release.matches(current, runtime_only=True),
-    )
+    record_only = running and release.matches(current, runtime_only=True)
+    routed = [] if record_only else rollout.begin(host)  # a replica: out of its router while it switches
+    yield _apply(release.agent_spec(), keep, venvs_dir, lease, record_only=record_only, routed=routed)
+    rollout.end(host)
 
 
 @operation()
@@ -198,7 +195,9 @@ def switched(server: str, keep: int, venvs_dir: str, lease: str):
     if current["active_server"] == server and _running(report, current):
         host.noop(f"{server} runs (release {current['id']})")
         return
-    yield _apply(_switch_spec(current, server), keep, venvs_dir, lease)
+    routed = rollout.begin(host)
+    yield _apply(_switch_spec(current, server), keep, venvs_dir, lease, routed=routed)
+    rollout.end(host)
 
 
 def _switch_spec(current: dict, server: str) -> dict:
@@ -266,6 +265,7 @@ def rolled_back(to: str | None, keep: int, venvs_dir: str, lease: str):
     if state.config.DIFF:
         for file in changed:
             show_diff(file, states.get(file.path))
+    routed = rollout.begin(host)
     yield _agent(
         "switch",
         "--to",
@@ -274,8 +274,10 @@ def rolled_back(to: str | None, keep: int, venvs_dir: str, lease: str):
         str(keep),
         "--venvs-dir",
         QuoteString(venvs_dir),
+        *routed,
         lease=lease,
     )
+    rollout.end(host)
 
 
 def _text_or_bytes(data: bytes) -> str | bytes:

@@ -49,6 +49,7 @@ class Source:
     import_check: tuple[str, ...] = ("sglang", "torch", "sgl_kernel")
     hooks: tuple[ManagedFile, ...] = field(default=())  # files every venv gets (the NCCL startup hook)
     logins: tuple[IndexLogin, ...] = ()  # the indexes' logins (their passwords are Secrets: never shown)
+    project: str = "sglang"  # the distribution the venv holds at `version` (the router's: "sglang-router")
 
     def index_args(self, uv: bool = False, resolve: bool = False) -> list:
         """Index options; the URLs hold no credentials (config/indexes.py refuses them): the logins
@@ -81,10 +82,10 @@ class Source:
         """What uv resolves: sglang==version, each package of index_packages pinned to the extra
         index ([tool.uv.sources] apply to direct requirements only, so each is one). JSON strings
         are TOML basic strings; the URL has no credentials (NETRC=)."""
-        requirements = [f"sglang=={version}"]
+        requirements = [f"{self.project}=={version}"]
         lines = ["[project]", 'name = "sglang-pve-venv"', 'version = "0"']
         if self.extra_index_urls:
-            requirements += [name for name in self.index_packages if normalized(name) != "sglang"]
+            requirements += [name for name in self.index_packages if normalized(name) != normalized(self.project)]
             lines += ["dependencies = " + json.dumps(requirements), "", "[tool.uv.sources]"]
             lines += [f"{json.dumps(name)} = {{ index = {json.dumps(_EXTRA_INDEX)} }}" for name in self.index_packages]
             url = self.extra_index_urls[0]
@@ -114,7 +115,9 @@ class Source:
         if self.extra_index_urls and self.index_packages:
             urls.append(f"# from the extra index only: {', '.join(self.index_packages)}")
         return (
-            "\n".join([f"# sglang-pve lock of sglang=={version} (install with hashes required, --no-deps)", *urls])
+            "\n".join(
+                [f"# sglang-pve lock of {self.project}=={version} (install with hashes required, --no-deps)", *urls]
+            )
             + "\n"
         )
 
@@ -130,10 +133,10 @@ def _and(*commands: Sequence[object]) -> list[object]:
 
 
 def _resolve(source: Source, version: str, build: str) -> list:
-    """Resolve sglang==version into a hash lock at build/LOCK_IN_BUILD (header with masked URLs)."""
+    """Resolve project==version into a hash lock at build/LOCK_IN_BUILD (header with masked URLs)."""
     lock = QuoteString(f"{build}/{LOCK_IN_BUILD}")
     header = ["printf", "%s", QuoteString(source.lock_header(version)), ">", lock]
-    requirement = QuoteString(f"sglang=={version}")
+    requirement = QuoteString(f"{source.project}=={version}")
     if source.installer == "uv":
         resolve_dir = QuoteString(f"{build}/{_RESOLVE_DIR}")
         pyproject = QuoteString(f"{build}/{_RESOLVE_DIR}/pyproject.toml")
@@ -222,7 +225,8 @@ def _cleaned_on_failure(build: str, command: list) -> StringCommand:
 @operation()
 def venv(path: str, version: str, source: Source, run: str, lock: str | None = None):
     """
-    Make `path` a virtualenv holding exactly sglang==version and its locked dependencies.
+    Make `path` a virtualenv holding exactly sglang==version (source.project: another
+    distribution, e.g. the router's sglang-router) and its locked dependencies.
 
     + path: the venv, one per exact version (paths.venv_path)
     + version: an exact version, e.g. the nightly "0.5.16.dev20260720+g8905cbd42"
@@ -248,9 +252,9 @@ def venv(path: str, version: str, source: Source, run: str, lock: str | None = N
                            extra_index_urls=("https://docs.sglang.ai/whl/cu130/",)))
     """
     lock_file = paths.lock_path(path)
-    current = host.get_fact(SglangVenv, venv=path, lock=lock_file, uv=paths.UV_VENV)
+    current = host.get_fact(SglangVenv, venv=path, lock=lock_file, uv=paths.UV_VENV, distribution=source.project)
     if current.version == version and current.lock_sha256:
-        host.noop(f"sglang {version} is installed in {path}, locked")
+        host.noop(f"{source.project} {version} is installed in {path}, locked")
         return
     # root builds and later runs what lies here: nobody but root may be able to change it
     unsafe = [why for owner in host.get_fact(VenvParents, path=posixpath.dirname(path)) if (why := owner.problem())]

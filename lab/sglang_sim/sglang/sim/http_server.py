@@ -12,11 +12,23 @@ endpoint marked ADMIN_OPTIONAL (matched fully, method included) wants admin-api-
 else api-key; every other endpoint wants api-key when one is set. Refused: 401 with the JSON body
 {"error": "Unauthorized"}. python/sglang/srt/entrypoints/http_server.py adds the middleware at launch
 when a key is set.
+
+What SGLang's router (sglang-router 0.3.2, sgl-project/sglang sgl-model-gateway) calls on a worker,
+all served here: GET /health (src/core/steps/worker/local/detect_connection.rs
+try_http_health_check, and the health checker, --health-check-endpoint), GET /server_info and GET
+/model_info (discover_metadata.rs get_server_info / get_model_info, with the worker's key as
+Bearer), GET /get_load (the power_of_two policy's load monitor, src/core/worker_manager.rs
+get_worker_load), POST /generate, /v1/completions, /v1/chat/completions (src/routers/http/router.rs
+route_typed_request), GET /metrics (its /engine_metrics fan-out), POST /flush_cache (its
+/flush_cache fan-out), and the proxied GETs /health_generate, /get_server_info, /get_model_info,
+/v1/models (router.rs proxy_get_request). Seen with the real router against this simulator: only
+/get_load was missing (a 404 in its access log) before it was added.
 """
 
 import hmac
 import json
 import logging
+import time
 import traceback
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -80,6 +92,23 @@ def _metrics(tm: TokenizerManager, path: str, body) -> Reply:
     return Reply(200, "text/plain; version=0.0.4; charset=utf-8", render_metrics(tm).encode())
 
 
+def _get_load(tm: TokenizerManager, path: str, body) -> Reply:
+    """SGLang's deprecated /get_load shim over /v1/loads (http_server.py get_load at the pinned
+    commit): one entry per DP rank (one here), num_reqs = running + waiting requests."""
+    _deprecated(path, "/v1/loads")
+    total = int(tm.scheduler_info["max_total_num_tokens"])
+    used = int(total * float(tm.chans.stat("token_usage")))
+    load = {
+        "dp_rank": 0,
+        "num_reqs": len(tm.inflight_rids()),
+        "num_waiting_reqs": 0,
+        "num_tokens": total,
+        "num_pending_tokens": total - used,
+        "ts_tic": time.perf_counter(),
+    }
+    return _json([load])
+
+
 def _flush_cache(tm: TokenizerManager, path: str, body) -> Reply:
     return Reply(200, "text/plain", FLUSH_CACHE_TEXT.encode())
 
@@ -94,6 +123,7 @@ ROUTES: Dict[str, Tuple[Tuple[str, ...], Handler]] = {
     "/get_server_info": (("GET",), _server_info),
     "/v1/models": (("GET",), lambda tm, path, body: _json(api.list_models(tm))),
     "/metrics": (("GET",), _metrics),
+    "/get_load": (("GET",), _get_load),
     "/flush_cache": (("GET", "POST"), _flush_cache),
     "/generate": (("POST",), lambda tm, path, body: api.generate(tm, body)),
     "/v1/completions": (("POST",), lambda tm, path, body: api.openai_completion(tm, body, chat=False)),

@@ -1,0 +1,92 @@
+"""SGLang's router of a replica set: its unit from its files, (re)started when they changed and up
+before the operation ends (router_unit); its workers the set's ready replicas (router_workers)."""
+
+from pyinfra import host, state
+from pyinfra.api import QuoteString, StringCommand, operation
+from pyinfra.facts.systemd import SystemdStatus
+
+from sglang_pve.deploy import paths
+from sglang_pve.deploy.facts.files import FileDigests
+from sglang_pve.deploy.facts.router import RouterStatus
+from sglang_pve.deploy.operations.files import ManagedFile, changed_files, converge
+
+# Polls the router until GET /readiness (at least one healthy worker; GET /liveness when it has
+# none) answers 200 (sgl-model-gateway src/server.rs readiness / liveness), within the deadline.
+_WAIT = """\
+import sys, time, urllib.request
+url, deadline = sys.argv[1], time.monotonic() + float(sys.argv[2])
+while True:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            if response.status == 200:
+                break
+    except OSError:
+        pass
+    if time.monotonic() > deadline:
+        sys.exit(f"{url} did not answer 200 within {sys.argv[2]} s")
+    time.sleep(0.5)
+"""
+
+
+@operation()
+def router_unit(unit: str, files: list[ManagedFile], probe: str, timeout_s: float = 120):
+    """
+    Make the router's `unit` run from exactly `files`: written when they differ (then systemd
+    reloads and the unit restarts), enabled, started when it does not run; then wait until
+    `probe` answers 200.
+
+    + unit: the unit's name, e.g. "sglang-router-kimi.service"
+    + files: the unit file, its launcher and its key (deploy/render.py router_files)
+    + probe: the URL that answers 200 once the router serves, e.g. "http://127.0.0.1:30000/readiness"
+    + timeout_s: how long it may take
+
+    **Example:**
+
+    .. code:: python
+
+        router_unit(unit="sglang-router-kimi.service", files=render.router_files(...),
+                    probe="http://127.0.0.1:30000/readiness")
+    """
+    states = host.get_fact(FileDigests, paths=[f.path for f in files])
+    changed = changed_files(files, states)
+    running = host.get_fact(SystemdStatus, services=[unit]).get(unit, False)
+    if not changed and running:
+        host.noop(f"{unit} runs from its files")
+        return
+    yield from converge(files, states)
+    if changed:
+        yield StringCommand("systemctl", "daemon-reload")
+    yield StringCommand("systemctl", "enable", "--quiet", QuoteString(unit))
+    yield StringCommand("systemctl", "restart" if running else "start", QuoteString(unit))
+    yield StringCommand("python3", "-c", QuoteString(_WAIT), QuoteString(probe), str(timeout_s))
+
+
+@operation()
+def router_workers(router: str, members: dict[str, str], key_file: str | None = None):
+    """
+    Make the router's workers exactly the set's ready replicas, through its worker API (the
+    agent's router-sync): the members (host name: worker URL) that did not fail in this run.
+
+    + router: the router's URL as its host reaches it, e.g. "http://127.0.0.1:30000"
+    + members: every member's worker URL, by host name
+    + key_file: the router's key on its host (the worker API wants it)
+
+    **Example:**
+
+    .. code:: python
+
+        router_workers(router="http://127.0.0.1:30000", key_file="/etc/sglang/secrets/router-kimi.key",
+                       members={"@pveguest/sglang1": "http://10.200.0.11:30000"})
+    """
+    failed = {h.name for h in getattr(state, "failed_hosts", ())}
+    wanted = sorted(url for name, url in members.items() if name not in failed)
+    report = host.get_fact(RouterStatus, router=router, key_file=key_file)
+    listed = sorted(w["url"] for w in (report or {}).get("workers", []))
+    if report is not None and not report.get("error") and listed == wanted:
+        host.noop(f"router {router} routes to {len(wanted)} ready replica(s)")
+        return
+    words = ["python3", "-I", QuoteString(paths.AGENT), "router-sync", "--router", QuoteString(router)]
+    words += ["--key-file", QuoteString(key_file)] if key_file else []
+    for url in wanted:
+        words += ["--worker", QuoteString(url)]
+    yield StringCommand(*words)

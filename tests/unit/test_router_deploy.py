@@ -1,0 +1,91 @@
+"""The router's files (deploy/render.py router_files) and a replica set's rolling order
+(deploy/rollout.py): the key never on a command line, the launch_router flags, the sandbox; a
+replica whose switch failed stops the members of later batches."""
+
+from types import SimpleNamespace
+
+import pytest
+from pyinfra.api import OperationError
+
+from sglang_pve.config import load_deployment
+from sglang_pve.config.replica_set import ReplicaSet
+from sglang_pve.deploy import paths, rollout, sandbox
+from sglang_pve.deploy.render import router_args, router_files
+from tests.conftest import PROJECT, group_data
+
+KEY = "s3cr3t-router-key"
+SET = {
+    "members": ["sglang1", "sglang2", "sglang3"],
+    "router": {"host": "router1", "policy": "power_of_two", "options": {"health-check-interval-secs": 5}},
+}
+
+
+def deployment(**data):
+    return load_deployment("router1", dict(group_data("all"), **data), PROJECT)
+
+
+def _files(tmp_path, **data):
+    key = tmp_path / "api-key"
+    key.write_text(KEY + "\n")
+    key.chmod(0o600)
+    config = deployment(sglang_secrets={"api-key": {"file": str(key)}}, **data)
+    workers = ["http://10.200.0.11:30000", "http://10.200.0.12:30000"]
+    return {f.path: f for f in router_files(config, "kimi", ReplicaSet.model_validate(SET), "/opt/r", workers)}
+
+
+def test_the_unit_runs_the_launcher_with_launch_routers_flags(tmp_path):
+    files = _files(tmp_path)
+    unit = files[paths.router_unit_path("kimi")].content
+    exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
+    assert exec_start == (
+        f"ExecStart=/opt/r/bin/python -I {paths.ROUTER_LAUNCHER} --host 0.0.0.0 --port 30000 --policy power_of_two "
+        "--prometheus-host 0.0.0.0 --prometheus-port 29000 "
+        "--worker-urls http://10.200.0.11:30000 http://10.200.0.12:30000 --health-check-interval-secs 5"
+    )
+    for prop in (*sandbox.identity(paths.ROUTER_USER, []), *sandbox.PROPERTIES):
+        assert f"{prop[0]}={prop[1]}" in unit.splitlines()
+
+
+def test_the_key_goes_through_a_credential_never_the_unit_or_argv(tmp_path):
+    files = _files(tmp_path)
+    key_file = files[paths.router_key_path("kimi")]
+    assert (key_file.content, key_file.mode, key_file.secret) == (KEY + "\n", "600", True)
+    unit = files[paths.router_unit_path("kimi")].content
+    assert KEY not in unit and f"LoadCredential=api-key:{paths.router_key_path('kimi')}" in unit
+    launcher = files[paths.ROUTER_LAUNCHER].content
+    assert "CREDENTIALS_DIRECTORY" in launcher and '"--api-key"' in launcher
+
+
+def test_without_a_key_no_credential_and_no_key_file(tmp_path):
+    config = deployment()
+    files = router_files(config, "kimi", ReplicaSet.model_validate(SET), "/opt/r", [])
+    assert [f.path for f in files] == [paths.router_unit_path("kimi"), paths.ROUTER_LAUNCHER]
+    assert "LoadCredential" not in files[0].content
+
+
+def test_no_workers_no_worker_urls_flag():
+    assert "--worker-urls" not in router_args(ReplicaSet.model_validate(SET), [])
+
+
+class _Host:
+    def __init__(self, name: str, data: dict):
+        self.name, self.data = name, SimpleNamespace(get=data.get, dict=lambda: data)
+
+
+def test_a_failed_replica_stops_the_rollout_of_later_batches(monkeypatch):
+    hosts = [_Host(f"@pveguest/sglang{i}", {"replica_sets": {"kimi": SET}}) for i in (1, 2, 3)]
+    replica_set = ReplicaSet.model_validate(SET)
+    fake_state = SimpleNamespace(inventory=SimpleNamespace(get_active_hosts=lambda: hosts))
+    monkeypatch.setattr(rollout, "state", fake_state)
+    monkeypatch.setattr(rollout.replicas, "replica_sets", lambda: {"kimi": replica_set})
+    monkeypatch.setattr(rollout.replicas, "member_of", lambda host: ("kimi", replica_set))
+    monkeypatch.setattr(rollout.replicas, "router_url", lambda rs: "http://10.200.0.14:30000")
+    monkeypatch.setattr(rollout.replicas, "address", lambda host: host.name[-7:])
+    assert rollout.parallel() == 1
+    words = [getattr(word, "obj", word) for word in rollout.begin(hosts[0])]
+    assert words == ["--router", "http://10.200.0.14:30000", "--address", "sglang1", "--drain-s", "60"]
+    rollout.end(hosts[0])
+    rollout.begin(hosts[1])  # sglang1 ended: sglang2 goes
+    # sglang2's command failed: no end(); sglang3, in a later batch, is refused, naming sglang2
+    with pytest.raises(OperationError, match=r"rolling switch of replica set kimi stopped at @pveguest/sglang2"):
+        rollout.begin(hosts[2])
