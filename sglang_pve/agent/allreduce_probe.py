@@ -22,15 +22,26 @@ processes (one per GPU) starts, because NCCL reads its variables once, at init. 
 median at decode sizes moved by 30 % between two inits of the same profile while the replays of
 one init agreed within 1 %, so the noise that matters is between inits.
 
+The rendezvous (torch's TCPStore) listens on a loopback port the driver binds itself before any
+rank starts (--port, 0: one the kernel picks), so nobody else holds it, and rank 0 serves the
+store on that very socket (master_listen_fd). Every rank claims its slot with a proof keyed by a
+secret of this run (in the ranks' environment, root-only), and checks every other slot's: a
+process that reaches the store but is not one of this driver's ranks is refused before anything
+is measured, so a local user cannot steer a result that --write would deploy.
+
 A profile whose group does not finish within --timeout is killed (its process group, by the
 PIDs this script started) and reported as hung; one that fails is reported with its last error
 lines. The result is one JSON document (see `_result`); the analysis lives on the controller.
 """
 
 import argparse
+import hashlib
+import hmac
 import json
 import os
+import secrets
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -47,6 +58,8 @@ BF16_BYTES = 2
 DECODE_BATCHES = (1, 2, 4, 8, 16, 32, 64)
 PREFILL_MIB = (1, 4, 16, 32, 64)
 SGLANG_NCCL_DEFAULTS = {"NCCL_NVLS_ENABLE": "0", "NCCL_CUMEM_ENABLE": "0"}  # set by SGLang if unset
+LISTEN_FD, TOKEN = "SGLANG_PVE_PROBE_LISTEN_FD", "SGLANG_PVE_PROBE_TOKEN"  # driver -> ranks
+REFUSED = 3  # a rank's exit status when a process that is not one of the ranks joined the rendezvous
 Entry = dict[str, Any]  # a JSON document of the result (see _result)
 Timer = Callable[[], float]  # seconds per all-reduce, one trial
 
@@ -78,6 +91,9 @@ def _rank_main(args: argparse.Namespace) -> int:
     os.environ.update({key: str(value) for key, value in profile.items()})
     os.environ["NCCL_CONF_FILE"] = os.devnull
 
+    token = os.environ.pop(TOKEN, "")
+    listen_fd = os.environ.pop(LISTEN_FD, None)
+
     import torch
     import torch.distributed as dist
 
@@ -85,7 +101,19 @@ def _rank_main(args: argparse.Namespace) -> int:
     cuda = args.backend == "nccl"
     if cuda:
         torch.cuda.set_device(rank)
-    dist.init_process_group(args.backend, rank=rank, world_size=world)
+    store = dist.TCPStore(  # type: ignore[attr-defined]  # torch re-exports it from its C extension
+        "127.0.0.1",
+        int(os.environ["MASTER_PORT"]),
+        world,
+        is_master=rank == 0,
+        master_listen_fd=int(listen_fd) if rank == 0 and listen_fd is not None else None,
+        wait_for_workers=False,
+    )
+    stranger = check_peers(store, rank, world, token.encode(), os.getppid())
+    if stranger:
+        print(f"nccl-probe: refused: {stranger}; nothing measured", file=sys.stderr, flush=True)
+        return REFUSED
+    dist.init_process_group(args.backend, store=store, rank=rank, world_size=world)
     device = torch.device("cuda", rank) if cuda else torch.device("cpu")
     # gloo has no bf16 all-reduce everywhere: same bytes in float32.
     dtype, itemsize = (torch.bfloat16, 2) if cuda else (torch.float32, 4)
@@ -119,6 +147,50 @@ def _rank_main(args: argparse.Namespace) -> int:
             json.dump(info, handle)
     dist.destroy_process_group()
     return 0
+
+
+def proof(token: bytes, rank: int, pid: int) -> str:
+    return hmac.new(token, f"{rank}:{pid}".encode(), hashlib.sha256).hexdigest()
+
+
+def check_peers(store: Any, rank: int, world: int, token: bytes, driver: int) -> str | None:
+    """Claim this rank's slot in the store, then check every slot: each must be claimed by a child
+    of `driver` with the proof of this run's token. What is wrong, or None."""
+    mine = json.dumps({"pid": os.getpid(), "proof": proof(token, rank, os.getpid())})
+    held = store.compare_set(f"peer/{rank}", "", mine).decode()  # set only if nobody has it
+    if held != mine:
+        return f"rank {rank}'s slot at the rendezvous was taken by another process ({held[:120]!r})"
+    for other in range(world):
+        try:
+            claim = json.loads(store.get(f"peer/{other}"))
+            pid, shown = int(claim["pid"]), str(claim["proof"])
+        except (ValueError, KeyError, TypeError):
+            return f"rank {other} joined the rendezvous without a claim of this probe"
+        if not hmac.compare_digest(shown, proof(token, other, pid)) or _parent(pid) != driver:
+            return f"rank {other} at the rendezvous (pid {pid}) is not one of this probe's ranks"
+    return None
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[1])  # comm may hold blanks and ')'
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def rendezvous_socket(port: int) -> socket.socket:
+    """A listening loopback socket for the store, bound here first: the port is verified free (0:
+    the kernel picks one) and held until rank 0 serves the store on it. OSError: in use."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT only: never a live listener
+    try:
+        sock.bind(("127.0.0.1", port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def _cuda_timer(torch: ModuleType, dist: ModuleType, buf: "Tensor", iters: int) -> tuple[Timer, str]:
@@ -190,8 +262,14 @@ def _loop_timer(dist: ModuleType, buf: "Tensor", iters: int) -> Timer:
 def _run_profile(
     name: str, profile: Mapping[str, object], scrub: list[str], args: argparse.Namespace, world: int, port: int
 ) -> Entry:
+    listener = rendezvous_socket(port)
     env = profile_env(dict(os.environ), profile, scrub)
-    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world))
+    env.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(listener.getsockname()[1]),
+        WORLD_SIZE=str(world),
+        **{TOKEN: secrets.token_hex(32)},
+    )
     workdir = tempfile.mkdtemp(prefix="nccl-probe-")
     result = os.path.join(workdir, "result.json")
     common = [
@@ -218,20 +296,26 @@ def _run_profile(
     for rank in range(world):
         log: TextIO = open(os.path.join(workdir, f"rank{rank}.log"), "w+", encoding="utf-8")
         logs.append(log)
+        held = {LISTEN_FD: str(listener.fileno())} if rank == 0 else {}
         procs.append(
             subprocess.Popen(
                 common,
-                env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+                env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank), **held},
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                pass_fds=(listener.fileno(),) if rank == 0 else (),
             )
         )
+        if rank == 0:
+            listener.close()  # rank 0 holds the socket now
     tic = time.monotonic()
     deadline = tic + args.timeout
-    while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+    refused = False
+    while time.monotonic() < deadline and any(p.poll() is None for p in procs) and not refused:
         time.sleep(0.2)
-    hung = any(p.poll() is None for p in procs)
+        refused = any(p.poll() == REFUSED for p in procs)  # the others wait for it: end them too
+    hung = not refused and any(p.poll() is None for p in procs)
     for proc in procs:  # our own children, each leading its own process group
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -242,6 +326,9 @@ def _run_profile(
     }
     if hung:
         entry.update(status="hung", error=f"no result within {args.timeout:g}s; ranks killed")
+    elif refused:
+        said = _tail(logs, lines=2, only="nccl-probe: refused: ")  # the refusing rank's words, not its peers' crash
+        entry.update(status="failed", error=f"refused at the rendezvous: {said}")
     elif any(p.returncode for p in procs) or not os.path.exists(result):
         codes = ", ".join(f"rank{r}={p.returncode}" for r, p in enumerate(procs))
         entry.update(status="failed", error=f"exit codes {codes}: {_tail(logs)}")
@@ -253,11 +340,11 @@ def _run_profile(
     return entry
 
 
-def _tail(logs: list[TextIO], lines: int = 6) -> str:
+def _tail(logs: list[TextIO], lines: int = 6, only: str = "") -> str:
     text: list[str] = []
     for log in logs:
         log.seek(0)
-        text += [line.rstrip() for line in log.read().splitlines() if line.strip()]
+        text += [line.rstrip() for line in log.read().splitlines() if line.strip() and only in line]
     return " | ".join(text[-lines:])[-800:]
 
 
@@ -302,8 +389,14 @@ def _result(profiles: Mapping[str, Mapping[str, object]], args: argparse.Namespa
                 f"on {world} ranks ({args.backend})",
                 flush=True,
             )
-            entry = _run_profile(name, profile, scrub, args, world, port)
-            port += 1
+            try:
+                entry = _run_profile(name, profile, scrub, args, world, port)
+            except OSError as error:  # the rendezvous port is taken: by whom is not ours to trust
+                raise SystemExit(
+                    f"nccl-probe: 127.0.0.1:{port} cannot be bound for the rendezvous ({error.strerror}): another "
+                    "process holds it and could pose as a rank; pass --port 0 (a free port) or another one"
+                ) from None
+            port += 1 if port else 0
             print(
                 f"nccl-probe: profile {name}: {entry['status']} in {entry['seconds']}s"
                 + (f": {entry['error']}" if entry.get("error") else ""),
@@ -333,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iters", type=int, default=20, help="all-reduces per timed graph replay")
     parser.add_argument("--max-bytes", type=int, default=64 << 20)
     parser.add_argument("--timeout", type=float, default=180, help="seconds per profile before it counts as hung")
-    parser.add_argument("--port", type=int, default=29650)
+    parser.add_argument("--port", type=int, default=0, help="rendezvous port on 127.0.0.1 (0: a free one)")
     parser.add_argument("--rank-mode", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--profile-json", help=argparse.SUPPRESS)
     parser.add_argument("--scrub-json", help=argparse.SUPPRESS)

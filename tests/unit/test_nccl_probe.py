@@ -3,8 +3,13 @@ the gloo backend (the lab's simulator venv has no torch), a profile that hangs b
 timeout, the noise rule of the analysis, and the measured profile written for the next deploy."""
 
 import json
+import os
+import socket
 import subprocess
 import sys
+import threading
+import time
+from datetime import timedelta
 
 import pytest
 
@@ -42,8 +47,8 @@ def gloo_result(tmp_path_factory):
             "2",
             "--max-bytes",
             str(1 << 20),
-            "--timeout",
-            "12",
+            "--timeout",  # a profile takes 12 s here with 2 cores under load: room, and still bounded
+            "30",
         ],
         check=True,
         timeout=300,
@@ -134,3 +139,76 @@ def test_the_measured_profile_becomes_host_data_below_the_command_line(tmp_path)
         ("@pveguest/gpu2", {"nccl_profile": "nccl-defaults"}),
     ]
     assert set(measured.load(tmp_path)) == {"gpu1", "gpu2"}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _probe(tmp_path, profiles: dict, *args: str) -> subprocess.CompletedProcess:
+    (tmp_path / "p.json").write_text(json.dumps(profiles))
+    command = [sys.executable, allreduce_probe.__file__, "--profiles", str(tmp_path / "p.json")]
+    command += ["--out", str(tmp_path / "r.json"), "--backend", "gloo", "--rounds", "1", "--trials", "2"]
+    command += ["--iters", "2", "--max-bytes", str(1 << 20), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+
+def test_a_rendezvous_port_someone_else_holds_is_refused_before_any_rank_starts(tmp_path):
+    with socket.socket() as squatter:  # a local user's listener, there first
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        done = _probe(tmp_path, {"nccl-defaults": {}}, "--port", str(squatter.getsockname()[1]))
+    assert done.returncode != 0 and "cannot be bound for the rendezvous" in done.stderr, done.stderr
+    assert "profile nccl-defaults:" not in done.stdout and not (tmp_path / "r.json").exists()  # no rank ran
+
+
+def test_a_process_that_is_not_one_of_the_ranks_is_refused_at_the_rendezvous(tmp_path):
+    """The ranks believe in 3 slots (WORLD_SIZE 3 in the profile), the driver starts 2: an outsider
+    who reaches the store claims the third with a made-up proof, and the group measures nothing."""
+    import torch.distributed as dist
+
+    port = _free_port()
+    claimed = []
+
+    def outsider():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        store = dist.TCPStore("127.0.0.1", port, 3, is_master=False, timeout=timedelta(seconds=120))
+        claimed.append(store.compare_set("peer/2", "", json.dumps({"pid": os.getpid(), "proof": "0" * 64})))
+
+    thread = threading.Thread(target=outsider, daemon=True)
+    thread.start()
+    done = _probe(tmp_path, {"intruded": {"WORLD_SIZE": "3"}}, "--port", str(port), "--timeout", "200")
+    thread.join(timeout=5)
+    entry = json.loads((tmp_path / "r.json").read_text())["profiles"]["intruded"]
+    assert claimed and entry["status"] == "failed", (entry, done.stdout, done.stderr)
+    assert "refused at the rendezvous" in entry["error"] and "rank 2" in entry["error"], entry["error"]
+    assert done.returncode == 1  # no profile measured
+
+
+def test_peers_are_the_drivers_children_with_this_runs_proof():
+    import torch.distributed as dist
+
+    token, me, driver = b"secret-of-this-run", os.getpid(), os.getppid()  # me: a child of `driver`
+
+    def check(**slots: str) -> str | None:
+        store = dist.TCPStore("127.0.0.1", 0, 1, is_master=True, wait_for_workers=False)
+        for key, value in slots.items():
+            store.set(key.replace("_", "/"), value)
+        return allreduce_probe.check_peers(store, 0, 2, token, driver)
+
+    def claim(rank: int, secret: bytes = token, pid: int = me) -> str:
+        return json.dumps({"pid": pid, "proof": allreduce_probe.proof(secret, rank, pid)})
+
+    assert check(peer_1=claim(1)) is None
+    assert "rank 1 at the rendezvous (pid" in check(peer_1=claim(1, b"a guess"))
+    assert "rank 1 at the rendezvous (pid 1)" in check(peer_1=claim(1, pid=1))  # right proof, not our child
+    assert "rank 0's slot at the rendezvous was taken" in check(peer_0=claim(0, pid=1), peer_1=claim(1))
+    assert "rank 1 joined the rendezvous without a claim" in check(peer_1="not json")
