@@ -28,6 +28,9 @@ _GPUS = {
 }
 _SERVERS = {"sglang4": "group_data/scale/tp.yml", "sglang5": "group_data/scale/tp.yml"}  # the rest: the replicas'
 _ROUTER = "router1"
+# The TP group (sglang_pve/config/tp_group.py): one configuration over both members, rank 0 first;
+# named on its members (each checks the group with every member's data).
+_TP_GROUPS = {"tp": {"server": "baseline", "members": ["sglang4", "sglang5"], "dist_init_port": 20000}}
 
 env = InventoryEnv("inventory/lab_scale.py")
 for path, what in inventory.required(_NODES):
@@ -44,7 +47,8 @@ def _guest(name: str) -> tuple[str, dict]:
     entry_name, data = inventory.guest_entry(name, node, vmid, address, SSH_CONFIG, gpus=_GPUS[name])
     if name == _ROUTER:
         return entry_name, {**data, "active_server": None, "servers_file": "group_data/scale/replica.yml"}
-    return entry_name, {**data, "servers_file": _SERVERS.get(name, "group_data/scale/replica.yml")}
+    tp = {"tp_groups": _TP_GROUPS} if name in _TP_GROUPS["tp"]["members"] else {}
+    return entry_name, {**data, **tp, "servers_file": _SERVERS.get(name, "group_data/scale/replica.yml")}
 
 
 sglang_hosts = with_measured([_guest(name) for name in layout.SCALE_GUESTS])

@@ -1,0 +1,127 @@
+"""The scale lab's TP group (inventory/lab_scale.py): sglang4 on pve1 is rank 0, sglang5 on pve2
+rank 1, one SGLang configuration over both (--nnodes 2, the simulator's rendezvous on rank 0's
+dist-init port across the lab bridge), deployed by the toolkit through both nodes' APIs.
+
+A hang injected on rank 1 (weights): rank 1's gate fails it at the stall timeout, rank 0's gate sees
+rank 1 gone (peer watch) and fails too, every rank's poststop verifies its node's GPUs free; the
+rerun (the deploy again) brings the group back. The bound is asserted on the agents' recorded epoch
+timestamps, never on this test's wall time: rank 1's last progress (its gate's last_progress_at)
+to each rank's `stopped` (recorded by poststop once no process holds /dev/nvidia* and memory is
+idle) must be within the stall timeout plus 5 s. Both guests read the lab host's one clock.
+"""
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import PROJECT, group_data
+from tests.lab.conftest import AGENT_PYZ, FAULTS_FILE, grand_total, lab_missing, on_target, pyinfra
+
+pytestmark = pytest.mark.lab
+
+RANK0, RANK1 = "sglang4", "sglang5"
+UNIT = "sglang-baseline.service"
+STATUS = "/var/lib/sglang-pve/status/baseline.json"
+LIMIT = ("--limit", "pve1", "--limit", "pve2", "--limit", RANK0, "--limit", RANK1)
+STALL_S = group_data("lab")["lifecycle"]["stall_timeout_s"]["weights"]
+
+
+def deploy_group() -> str:
+    """The TP group's members (and the nodes, which provision every scale guest) deployed."""
+    code, output = pyinfra(*LIMIT, inventory="inventory/lab_scale.py")
+    return output
+
+
+@pytest.fixture(scope="module")
+def group():
+    reason = lab_missing()
+    if reason:
+        pytest.skip(reason)
+    subprocess.run([sys.executable, "-m", "lab", "up", "--scale"], cwd=PROJECT, check=True, capture_output=True)
+    deploy_group()
+    yield
+    for host in (RANK0, RANK1):
+        faults(host, {})
+
+
+def faults(host: str, entries: dict) -> None:
+    text = json.dumps(entries) + "\n" if entries else ""
+    script = (
+        "import os, sys; os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True); "
+        "open(sys.argv[1], 'w').write(sys.argv[2])"
+    )
+    on_target("python3", "-c", script, FAULTS_FILE, text, host=host)
+
+
+def status(host: str) -> dict:
+    return json.loads(on_target("cat", STATUS, host=host).stdout)
+
+
+def agent_entry(host: str) -> dict:
+    report = json.loads(on_target("python3", AGENT_PYZ, "status", "--json", host=host).stdout)
+    return next(entry for entry in report["servers"] if entry.get("server") == "baseline")
+
+
+def active_state(host: str) -> str:
+    return on_target("systemctl", "show", "-p", "ActiveState", "--value", UNIT, host=host).stdout.strip()
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def gpu_memory_used(host: str) -> list[int]:
+    out = on_target("nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", host=host).stdout
+    return [int(value) for value in out.split()]
+
+
+def test_both_ranks_serve_as_one_group(group):
+    rank0, rank1 = agent_entry(RANK0), agent_entry(RANK1)
+    assert rank0["verdict"] == rank1["verdict"] == "ready"
+    assert (rank0["group"], rank1["group"]) == (
+        {"name": "tp", "rank": 0, "nnodes": 2},
+        {"name": "tp", "rank": 1, "nnodes": 2},
+    )
+    assert rank0["health"]["status"] == rank1["health"]["status"] == 200  # rank 1: SGLang's dummy server
+    log1 = on_target("cat", "/var/log/sglang/baseline.log", host=RANK1).stdout
+    assert "Dummy health check server started in background thread at 0.0.0.0:8000" in log1
+    assert "TP4]" in log1 and "TP0]" not in log1 and "fired up" not in log1
+
+
+def test_a_hang_on_rank_1_fails_the_group_frees_both_nodes_gpus_and_the_rerun_brings_it_back(group):
+    for host in (RANK0, RANK1):
+        on_target("systemctl", "stop", UNIT, host=host)
+    faults(RANK1, {"baseline": {"hang": "weights"}})
+    for host in (RANK0, RANK1):  # both ranks start again, as a rerun of a stopped group would
+        on_target("systemctl", "start", "--no-block", UNIT, host=host)
+    for host in (RANK0, RANK1):
+        wait_for(lambda h=host: active_state(h) == "failed", 4 * STALL_S + 60, f"{UNIT} on {host} to fail")
+        wait_for(lambda h=host: status(h).get("stopped"), 60, f"poststop on {host}")
+    rank0, rank1 = status(RANK0), status(RANK1)
+    assert rank1["verdict"].startswith("failed: stalled in weights"), rank1["verdict"]
+    assert rank0["verdict"].startswith("failed: TP group tp: rank 1 (10."), rank0["verdict"]
+    assert rank0["gpus_free"] is True and rank1["gpus_free"] is True
+    hang = rank1["last_progress_at"]  # rank 1's last log progress, as its own gate recorded it
+    assert rank1["failed_at"] - hang >= STALL_S  # the stall path, not something faster
+    for record in (rank0, rank1):
+        assert record["stopped"] - hang <= STALL_S + 5, (record["stopped"] - hang, record)
+    for host in (RANK0, RANK1):
+        assert max(gpu_memory_used(host)) <= 1024  # each node's GPUs idle (the poststop's own check)
+    print(
+        f"\nhang -> rank 1 failed {rank1['failed_at'] - hang:.1f}s, rank 0 failed {rank0['failed_at'] - hang:.1f}s, "
+        f"GPUs free rank 1 {rank1['stopped'] - hang:.1f}s, rank 0 {rank0['stopped'] - hang:.1f}s (stall {STALL_S}s)"
+    )
+
+    faults(RANK1, {})
+    output = deploy_group()
+    assert grand_total(output)["error"] == 0
+    for host in (RANK0, RANK1):
+        assert agent_entry(host)["verdict"] == "ready"
