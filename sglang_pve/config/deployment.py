@@ -142,9 +142,10 @@ class HostData(SshAccess):
     # TP groups: one configuration over containers on several nodes (config/tp_group.py, checked
     # across the members when the deploy has the whole inventory).
     tp_groups: dict[Name, dict[Any, Any]] = {}
-    # The networks the servers' clients are in (a router, the users' LAN), e.g. ["192.168.10.0/24"]:
-    # the unit denies every other IP address (IPAddressDeny=any) but the loopback and the host's own
-    # addresses (sglang_pve/deploy/sandbox.py ip_allow). Empty: only this host's own clients; a
+    # The networks the servers' and routers' clients are in (the users' LAN), e.g. ["192.168.10.0/24"]:
+    # the units deny every other IP address (IPAddressDeny=any) but the loopback, the host's own
+    # addresses, a TP group's members, a replica's router and a router's workers
+    # (sglang_pve/deploy/sandbox.py ip_allow). Empty: only this host's own clients; a
     # network that holds the Proxmox node gives the server its API and SSH too, so name hosts or
     # the clients' own subnet.
     server_clients: list[str] = []

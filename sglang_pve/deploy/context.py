@@ -1,5 +1,6 @@
 """The validated Deployment of the host pyinfra is currently preparing, built once per host."""
 
+import dataclasses
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -11,7 +12,7 @@ from sglang_pve.config import ConfigError, Deployment, Problem, load_deployment
 from sglang_pve.config.deployment import NIGHTLY, HostData
 from sglang_pve.config.indexes import read_index_logins
 from sglang_pve.config.replica_set import ROUTER_DISTRIBUTION
-from sglang_pve.deploy import index, paths
+from sglang_pve.deploy import index, paths, replicas, sandbox
 from sglang_pve.deploy.facts.python import VenvSitePackages
 from sglang_pve.deploy.facts.unit_host import UnitHost, UnitHostInfo
 from sglang_pve.deploy.operations import venvs
@@ -105,9 +106,14 @@ _unit_hosts: dict[str, UnitHost] = {}
 
 def unit_host() -> UnitHost:
     """The host's systemd version and own addresses, asked once per run (the units and the
-    release record render from them)."""
+    release record render from them), and its peers from the inventory: the router of the replica
+    set it serves in reaches its server (an address: a router reached by name cannot be allowed)."""
     if host.name not in _unit_hosts:
-        _unit_hosts[host.name] = host.get_fact(UnitHostInfo)
+        found = host.get_fact(UnitHostInfo)
+        member = replicas.member_of(host)
+        router = replicas.address(replicas.named_host(member[1].router.host)) if member else None
+        peers = (router,) if router and sandbox.is_address(router) else ()
+        _unit_hosts[host.name] = dataclasses.replace(found, peers=peers)
     return _unit_hosts[host.name]
 
 

@@ -9,6 +9,7 @@ import hashlib
 import math
 import shlex
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
@@ -152,7 +153,9 @@ def _unit(deployment: Deployment, server: ServerConfig, venv: str, host: UnitHos
         identity=sandbox.identity(deployment.data.server_user, deployment.data.server_groups),
         sandbox=(
             *sandbox.for_systemd(host.systemd),
-            sandbox.ip_allow((*host.addresses, *(tp.addresses if tp else ())), deployment.data.server_clients),
+            sandbox.ip_allow(
+                (*host.addresses, *host.peers, *(tp.addresses if tp else ())), deployment.data.server_clients
+            ),
         ),
         runtime_dirs=deployment.data.server_runtime_dirs,
         home_name=paths.SERVER_HOME,
@@ -234,16 +237,25 @@ def router_args(replica_set: ReplicaSet, workers: list[str]) -> list[str]:
 
 
 def router_files(
-    deployment: Deployment, name: str, replica_set: ReplicaSet, venv: str, workers: list[str]
+    deployment: Deployment,
+    name: str,
+    replica_set: ReplicaSet,
+    venv: str,
+    workers: list[str],
+    host: UnitHost = UNKNOWN,
 ) -> list[ManagedFile]:
-    """The router unit of replica set `name`, its launcher, and its key (the host's api-key) when it has one."""
+    """The router unit of replica set `name`, its launcher, and its key (the host's api-key) when it
+    has one. Its IP allow list: the host's own addresses, its workers' (a worker URL by name cannot
+    be allowed: give the replica a static address) and server_clients, the router's clients."""
+    hosts = [h for h in (urlsplit(url).hostname or "" for url in workers) if sandbox.is_address(h)]
+    allow = sandbox.ip_allow((*host.addresses, *hosts), deployment.data.server_clients)
     key = deployment.secrets.api_key
     unit = render(
         "sglang-router.service.j2",
         replica_set=name,
         version=deployment.data.router_version,
         identity=sandbox.identity(paths.ROUTER_USER, []),
-        sandbox=sandbox.PROPERTIES,
+        sandbox=(*sandbox.for_systemd(host.systemd), allow),
         key_path=paths.router_key_path(name) if key else None,
         venv=venv,
         launcher=paths.ROUTER_LAUNCHER,

@@ -84,3 +84,12 @@ def ip_allow(addresses: Iterable[str], clients: Iterable[str]) -> tuple[str, str
 def identity(user: str, groups: list[str]) -> list[tuple[str, str]]:
     """Who the sandboxed process is: a dedicated (dynamic) user and its supplementary groups."""
     return [("User", user), ("DynamicUser", "yes")] + ([("SupplementaryGroups", " ".join(groups))] if groups else [])
+
+
+def is_address(value: str) -> bool:
+    """An IP address literal: what an allow list can name (a host name cannot be)."""
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True

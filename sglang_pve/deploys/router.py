@@ -9,7 +9,7 @@ from pyinfra.api import deploy
 
 from sglang_pve.agent import contract
 from sglang_pve.deploy import paths, replicas
-from sglang_pve.deploy.context import deployment, router_source
+from sglang_pve.deploy.context import deployment, router_source, unit_host
 from sglang_pve.deploy.operations import router as router_ops
 from sglang_pve.deploy.operations import venvs
 from sglang_pve.deploy.provenance import run_token
@@ -38,7 +38,7 @@ def router() -> None:
         router_ops.router_unit(
             name=f"Router of replica set {name} (sglang-router {version})",
             unit=paths.router_unit_name(name),
-            files=router_files(config, name, replica_set, venv, sorted(members.values())),
+            files=router_files(config, name, replica_set, venv, sorted(members.values()), unit_host()),
             probe=f"{local}/readiness",
         )
         router_ops.router_workers(

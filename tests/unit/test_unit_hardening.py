@@ -85,3 +85,20 @@ def test_an_open_bind_without_clients_is_warned_about_naming_the_key():
     assert [w.key for w in warnings] == [f"servers.{name}.host" for name in d.servers]
     assert all("server_clients" in w.fix and w.value == "0.0.0.0" for w in warnings)
     assert client_warnings(deployment(server_clients=["192.168.10.0/24"])) == []
+
+
+def test_a_replicas_unit_allows_its_router_and_the_routers_unit_its_workers():
+    """The replica set's router is a client of every member (deploy/context.py unit_host: peers);
+    the router's own unit reaches the workers by address (a worker by name cannot be listed)."""
+    from sglang_pve.config.replica_set import ReplicaSet
+    from sglang_pve.deploy.render import router_files
+
+    d = deployment(server_clients=["192.168.10.0/24"])
+    member = UnitHost(252, ("10.0.0.12",), peers=("10.0.0.14",))
+    assert unit_of(d, member)["IPAddressAllow"] == ["localhost 10.0.0.12 10.0.0.14 192.168.10.0/24"]
+    replica_set = ReplicaSet.model_validate({"members": ["sglang2", "sglang3"], "router": {"host": "router1"}})
+    workers = ["http://10.0.0.12:8000", "http://[fd00::13]:8000", "http://replica-by-name:8000"]
+    unit = router_files(d, "kimi", replica_set, "/opt/rv", workers, UnitHost(252, ("10.0.0.14",)))[0].content
+    lines = service(unit)
+    assert lines["IPAddressAllow"] == ["localhost 10.0.0.14 10.0.0.12 fd00::13 192.168.10.0/24"]
+    assert lines["IPAddressDeny"] == ["any"] and lines["ProtectProc"] == ["invisible"]

@@ -21,6 +21,7 @@ _VERSION = re.compile(r"^systemd (\d+)\b")
 class UnitHost:
     systemd: int | None = None  # None: unknown (no systemd): every directive is rendered
     addresses: tuple[str, ...] = ()  # the host's own addresses, loopback and link-local excluded
+    peers: tuple[str, ...] = ()  # not asked of the host: its replica set's router (deploy/context.py)
 
 
 UNKNOWN = UnitHost()  # render's default: no host asked (every property, no own address)
