@@ -9,7 +9,7 @@ from pyinfra import host, logger
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import MissingCommandError, PyinfraError
 
-from sglang_pve.deploy.context import deployment, venv
+from sglang_pve.deploy.context import deployment, unit_host, venv
 from sglang_pve.deploy.facts.gpu import UserSpaceDriver
 from sglang_pve.deploy.facts.preflight import PreflightProbe
 from sglang_pve.deploy.preflight import check, probe_spec
@@ -29,7 +29,7 @@ def preflight(judge_all: bool = False) -> None:
     if is_node():
         return
     config = deployment()
-    spec = probe_spec(config, venv(), judge_all=judge_all)
+    spec = probe_spec(config, venv(), judge_all=judge_all, systemd=unit_host().systemd)
     try:
         snapshot = host.get_fact(PreflightProbe, spec=spec)
     except MissingCommandError:

@@ -726,6 +726,10 @@ def test_the_judge_gets_the_units_identity_and_sandbox_and_a_private_home():
     assert set(default.judge_env) == set(paths.server_home_env())  # HOME, HF_HOME, ...: none of the server's dirs
     root = probe_spec(load_deployment("sglang1", dict(group_data("all"), server_user="root"), PROJECT), VENV, True)
     assert root.sandbox[:2] == (("User", sandbox.JUDGE_USER), ("DynamicUser", "yes"))
+    assert ("IPAddressDeny", "any") in default.sandbox  # the judge reaches nothing on the network
+    # systemd-run refuses a property its systemd does not know: Debian 11's 247 has no PrivateIPC
+    old = probe_spec(load_deployment("sglang1", group_data("all"), PROJECT), VENV, True, systemd=247)
+    assert "PrivateIPC" not in dict(old.sandbox) and dict(old.sandbox)["ProtectProc"] == "invisible"
 
 
 def test_probe_tells_our_listeners_from_foreign_ones(host_files):

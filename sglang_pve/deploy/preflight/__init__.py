@@ -67,9 +67,10 @@ def merged(problems: list[Problem]) -> list[Problem]:
     return result
 
 
-def probe_spec(deployment: Deployment, venv: str, judge_all: bool) -> ProbeSpec:
+def probe_spec(deployment: Deployment, venv: str, judge_all: bool, systemd: int | None = None) -> ProbeSpec:
     """What the probe reads for this deployment; judge_all=False lets SGLang's parser judge only
-    configs that differ from the host's copy (or every one, when the venv holds another version)."""
+    configs that differ from the host's copy (or every one, when the venv holds another version);
+    `systemd`: the host's version (the UnitHostInfo fact), whose systemd-run refuses a newer property."""
     configs = {}
     for name, server in deployment.servers.items():
         text = server_yaml(server, tp=tp_rank(deployment, server))
@@ -86,7 +87,7 @@ def probe_spec(deployment: Deployment, venv: str, judge_all: bool) -> ProbeSpec:
         venv,
         deployment.sglang_version,
         judge_all,
-        sandbox=judge_sandbox(deployment),
+        sandbox=judge_sandbox(deployment, systemd),
         judge_env=paths.server_home_env(state=JUDGE_HOME, cache=f"{JUDGE_HOME}/cache"),
         reach=reach_targets(tp),
     )
@@ -97,12 +98,12 @@ def probe_spec(deployment: Deployment, venv: str, judge_all: bool) -> ProbeSpec:
 JUDGE_HOME = "/tmp/sglang-pve-judge"
 
 
-def judge_sandbox(deployment: Deployment) -> tuple[tuple[str, str], ...]:
+def judge_sandbox(deployment: Deployment, systemd: int | None = None) -> tuple[tuple[str, str], ...]:
     """The server unit's identity and sandbox for SGLang's parse; a root server's judge still runs as
     a dynamic user (nothing read from a model folder runs as root at preflight)."""
     data = deployment.data
     user = data.server_user if data.server_user != "root" else sandbox.JUDGE_USER
-    return (*sandbox.identity(user, data.server_groups), *sandbox.PROPERTIES)
+    return (*sandbox.identity(user, data.server_groups), *sandbox.for_systemd(systemd))  # IPAddressDeny=any: no net
 
 
 def server_problems(
