@@ -136,7 +136,6 @@ def _unit(deployment: Deployment, server: ServerConfig, venv: str, host: UnitHos
         before=[paths.unit_name(n) for n in sorted(deployment.servers) if n > server.name],
         nccl_env_path=paths.NCCL_ENV,
         nccl_env_sha1=hashlib.sha1(nccl_env_text(deployment).encode()).hexdigest(),
-        env=server.env,
         venv=venv,
         config_path=paths.server_config_path(server.name),
         log_path=paths.log_path(server.name),
@@ -159,7 +158,8 @@ def _unit(deployment: Deployment, server: ServerConfig, venv: str, host: UnitHos
         ),
         runtime_dirs=deployment.data.server_runtime_dirs,
         home_name=paths.SERVER_HOME,
-        home_env=paths.server_home_env(),
+        # set for the server alone, by env(1) in ExecStart (the root steps get none of it)
+        server_env={**(paths.server_home_env() if deployment.data.server_user != "root" else {}), **server.env},
         secret_config_path=paths.secret_config_path(server.name) if deployment.secrets.flags else None,
         secret_env_path=paths.secret_env_path(server.name) if deployment.secrets.env else None,
     )

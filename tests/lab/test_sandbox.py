@@ -2,15 +2,18 @@
 model folder (config.json's auto_map names it; the servers run with trust-remote-code) is run by
 SGLang's parser at preflight and by the server, and the simulator loads it the way transformers
 does (lab/sglang_sim/sglang/srt/remote_code.py). The preflight judge runs it as the server's user,
-in the server's sandbox (sglang_pve/deploy/sandbox.py), under --dry and in a deploy; root never."""
+in the server's sandbox (sglang_pve/deploy/sandbox.py), under --dry and in a deploy; root never.
+And the unit's root steps (ExecStart*=+) get none of the server's environment (HOME, caches, env:)."""
 
 import re
 
 import pytest
+import yaml
 
 from lab import layout
 from sglang_pve.deploy import paths
-from tests.lab.conftest import pyinfra, restore_servers, sh
+from tests.conftest import PROJECT
+from tests.lab.conftest import pyinfra, restore_servers, sh, unit_cgroup_pids
 
 pytestmark = pytest.mark.lab
 
@@ -81,3 +84,29 @@ def test_a_deploy_leaves_no_root_owned_canary_and_the_server_ran_the_code(plante
     found = canaries()
     assert found and {owner for owner, _ in found} == {uid} != {0}, found
     assert all(path.endswith(f"{CANARY}.{uid}") and "/var/lib/" in path for _, path in found), found
+
+
+def environ(pid: int) -> dict[str, str]:
+    raw = sh(f"tr '\\0' '\\n' < /proc/{pid}/environ")
+    return dict(line.split("=", 1) for line in raw.splitlines() if "=" in line)
+
+
+def test_the_root_steps_see_none_of_the_servers_environment(planted, tmp_path):
+    preload = sh("readlink -f /lib/*/libm.so.6 /usr/lib/*/libm.so.6 2>/dev/null | head -1").strip()
+    servers = yaml.safe_load((PROJECT / "group_data" / "servers.yml").read_text())
+    own = {"LD_PRELOAD": preload, "SGLANG_ROOT_STEP_CANARY": "server-only"}
+    servers["servers"]["baseline"] = {"env": own, "allow_env": ["LD_PRELOAD"]}
+    (tmp_path / "servers.yml").write_text(yaml.safe_dump(servers))
+    pyinfra("--data", f"servers_file={tmp_path / 'servers.yml'}")  # restarts baseline with its new env
+    unit = paths.unit_name("baseline")
+    main = int(sh(f"systemctl show -p MainPID --value {unit}"))
+    server = environ(main)
+    home = paths.server_home_env()
+    assert {k: server.get(k) for k in (*own, *home)} == own | home  # the server has all of it
+    # the gate's watchdog: started by ExecStartPost=+ as root, with the environment that step got
+    root_steps = [pid for pid in unit_cgroup_pids(unit) if sh(f"stat -c %u /proc/{pid}").strip() == "0"]
+    assert any("watchdog" in sh(f"tr '\\0' ' ' < /proc/{pid}/cmdline") for pid in root_steps), root_steps
+    for pid in root_steps:
+        seen = environ(pid)
+        assert not set(seen) & (set(own) | set(home) - {"HOME"}), seen
+        assert seen.get("HOME") != home["HOME"] and seen["SGLANG_PVE_UNIT"] == unit, seen

@@ -31,13 +31,26 @@ def _directives(unit: str) -> list[str]:
 
 
 def unit_environment(unit: str) -> dict[str, str]:
+    """The server's environment as systemd and env(1) build it: the unit's Environment= lines, then
+    the NAME=VALUE words of ExecStart=/usr/bin/env ... (specifiers and $ unescaped as systemd does)."""
     environment = {}
     for line in unit.splitlines():
         if line.startswith("Environment="):
             for word in systemd_words(line.removeprefix("Environment=").replace("%%", "%")):
                 name, _, value = word.partition("=")
                 environment[name] = value
+    environment.update(exec_start_environment(unit))
     return environment
+
+
+def exec_start_environment(unit: str) -> dict[str, str]:
+    """What env(1) at the head of ExecStart= sets for the server alone."""
+    line = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
+    words = [w.replace("%%", "%").replace("$$", "$") for w in systemd_words(line.removeprefix("ExecStart="))]
+    if words[0] != "/usr/bin/env":
+        return {}
+    assignments = words[1 : next(i for i, w in enumerate(words) if i and "=" not in w)]
+    return dict(word.split("=", 1) for word in assignments)
 
 
 def _check_round_trip(deployment):
@@ -50,7 +63,8 @@ def _check_round_trip(deployment):
         plain = server_files(
             deployment, type(server)(server.name, server.args, {}, server.lifecycle), "/opt/sglang/venvs/x"
         )[0]
-        assert directives.count("Environment") == _directives(plain.content).count("Environment") + len(server.env)
+        assert directives.count("Environment") == _directives(plain.content).count("Environment")  # env: not there
+        assert set(exec_start_environment(unit)) == set(exec_start_environment(plain.content)) | set(server.env)
         environment = unit_environment(unit)
         assert len(environment) == len(unit_environment(plain.content)) + len(
             server.env
@@ -89,7 +103,9 @@ def test_refused_naming_the_key_or_read_back_exactly(tmp_path, field, value):
 def test_quotes_percent_and_dollar_in_env_are_accepted_and_escaped(tmp_path):
     deployment = load_deployment("sglang1", data_for("env value", 'say "hi" 100% $HOME', tmp_path), PROJECT)
     unit = server_files(deployment, deployment.servers["baseline"], "/v")[0].content
-    assert 'Environment="SGLANG_FOO=say \\"hi\\" 100%% $HOME"' in unit.splitlines()
+    exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart=/usr/bin/env "))
+    assert ' "SGLANG_FOO=say \\"hi\\" 100%% $$HOME" ' in exec_start  # no specifier, no variable expansion
+    assert exec_start_environment(unit)["SGLANG_FOO"] == 'say "hi" 100% $HOME'
 
 
 @pytest.mark.parametrize(
