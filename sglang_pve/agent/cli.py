@@ -117,8 +117,8 @@ def _poststop(args: argparse.Namespace) -> int:
     crash = stopping.crashed(stopping.take(spec), os.environ)
     failing = stopping.take(spec, "failing")
     code = reaper.poststop(spec, say)
-    if crash and failing:  # the watchdog's SIGKILL at its restart cap: its verdict says why
-        say(f"{spec.unit} was failed by the watchdog at its restart cap; the unit stays failed", error=True)
+    if crash and failing:  # the watchdog's SIGKILL (its restart cap, a TP peer gone): its verdict says why
+        say(f"{spec.unit} was failed on purpose by its watchdog; the unit stays failed", error=True)
         return exitcodes.CRASH
     if crash:
         blocked = None if code == exitcodes.OK else f"the GPUs were not released (poststop exit {code})"

@@ -38,6 +38,9 @@ from sglang_pve.agent.output import Say
 from sglang_pve.agent.release_store import ReleaseError, Store
 from sglang_pve.agent.spec import Spec
 
+POLL_S = 0.5
+STOP_SLACK_S = 60.0  # above the 40 s the unit's TimeoutStopSec adds (render.py)
+
 
 def timer_name(spec: Spec) -> str:
     """sglang-baseline.crash-restart: the "." keeps it out of every server unit name (contract.SERVER_NAME)."""
@@ -114,11 +117,22 @@ def _schedule(spec: Spec, wait: float, say: Say) -> str | None:
     return None
 
 
-def restart(spec: Spec, say: Say) -> int:
-    """`crash-restart`: the timer's service. Starts the unit unless something changed meanwhile."""
+def _active_state(spec: Spec) -> str | None:
+    return systemd.show([spec.unit], ["ActiveState"]).get(spec.unit, {}).get("ActiveState")
+
+
+def restart(spec: Spec, say: Say, *, poll_s: float = POLL_S) -> int:
+    """`crash-restart`: the timer's service. Starts the unit unless something changed meanwhile.
+    A unit still `deactivating` is the crash's own stop, still in poststop (a short backoff can
+    end first): waited for, within the stop's own bound (the unit's TimeoutStopSec, render.py,
+    is stop_timeout_s + gpu_free_timeout_s + 40)."""
     crash = state.read_status(spec).get("crash") or {}
+    deadline = time.monotonic() + spec.stop_timeout_s + spec.gpu_free_timeout_s + STOP_SLACK_S
     try:
-        found = systemd.show([spec.unit], ["ActiveState"]).get(spec.unit, {}).get("ActiveState")
+        found = _active_state(spec)
+        while found == "deactivating" and time.monotonic() < deadline:
+            time.sleep(poll_s)
+            found = _active_state(spec)
     except systemd.SystemdError as error:
         say(f"cannot read the state of {spec.unit}: {error}", error=True)
         return exitcodes.INTERNAL

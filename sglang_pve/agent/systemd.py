@@ -87,8 +87,10 @@ def run_later(
     --collect (CollectMode=inactive-or-failed, systemd >= 236) unloads the service even when
     it failed. AccuracySec= defaults to 1 min (systemd.timer(5)): set to 100 ms so the backoff
     is what was asked. Its stdout is appended to `output` (StandardOutput=append:, systemd >=
-    240), as the unit's own Exec lines are, and its messages reach the journal by syslog
-    (output.py), once. A leftover of the same name (a pending one) is stopped first."""
+    240, which the server unit itself needs already), as the unit's own Exec lines are, and its
+    messages reach the journal by syslog (output.py), once. No version-dependent restart
+    directive is used (RestartSteps=/RestartMaxDelaySec= exist only from systemd 254). A leftover
+    of the same name (a pending one) is stopped first."""
     tool = overrides.systemd_run()
     if tool is None:
         raise SystemdError("systemd-run not found")

@@ -4,6 +4,7 @@ by it (poststop tells them apart from what systemd gives ExecStopPost=), and the
 that asks for it is validated (config/lifecycle.py)."""
 
 import json
+import threading
 from pathlib import Path
 
 import pydantic
@@ -135,6 +136,7 @@ def test_no_restart_when_the_policy_is_off_or_the_unit_is_not_what_should_run(tm
 
 def test_a_tp_group_member_is_never_restarted_alone(tmp_path):
     group = {"name": "g", "rank": 1, "nnodes": 2, "dist_init_port": 29500, "addresses": ["10.0.0.1", "10.0.0.2"]}
+    group["rank0_port"] = 30000
     spec = write_spec(tmp_path, group=group)
     assert crashes.after_crash(spec, CRASH, messages()) == exitcodes.CRASH
     assert systemd_run_calls(tmp_path) == [] and restarts.in_window(spec) == []
@@ -199,6 +201,21 @@ def test_the_timer_starts_the_unit_again_unless_something_changed_meanwhile(tmp_
     say = messages()
     assert crashes.restart(spec, say) == exitcodes.OK
     assert systemctl_calls(tmp_path).count(START) == 1 and "it is activating" in " ".join(say.said)
+
+
+def test_the_timer_waits_for_the_crash_s_own_stop_to_end(tmp_path, monkeypatch):
+    """A 1 s backoff can end while poststop still writes the diagnosis: the unit is deactivating."""
+    spec = write_spec(tmp_path)
+    monkeypatch.setenv(
+        "SGLANG_PVE_SYSTEMCTL", str(fake_systemctl(tmp_path, {"sglang-t1.service": {"ActiveState": "deactivating"}}))
+    )
+    stopped = threading.Timer(0.5, fake_systemctl, (tmp_path, {"sglang-t1.service": {"ActiveState": "failed"}}))
+    stopped.start()
+    try:
+        assert crashes.restart(spec, messages(), poll_s=0.05) == exitcodes.OK
+    finally:
+        stopped.join()
+    assert systemctl_calls(tmp_path).count(START) == 1
 
 
 def test_status_shows_the_count_the_cap_the_policy_and_a_pending_restart(tmp_path):

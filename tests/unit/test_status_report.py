@@ -80,3 +80,22 @@ def test_a_tp_group_members_row_names_its_rank():
     text = render("sglang5", {**REPORT, "servers": [member]})
     row = next(line for line in text.splitlines() if line.strip().startswith("tp "))
     assert row.strip().startswith("tp [kimi rank 1/2]") and row.endswith("ready")
+
+
+def test_restarts_show_the_count_against_the_cap_and_the_crash_policy():
+    crashed = {
+        "server": "baseline",
+        "state": {"ActiveState": "failed", "SubState": "failed"},
+        "restarts": {"in_window": 1, "max": 3, "on_crash": "restart (cap 3 within 3600s)", "crash_restart_at": None},
+        "verdict": "restarting in 30s: crashed after ready: the main process ended by itself",
+    }
+    pending = dict(crashed, restarts=dict(crashed["restarts"], crash_restart_at="2026-12-01T18:00:30Z"))
+    off = dict(crashed, server="eagle3", restarts={"in_window": 0, "max": 3, "on_crash": "off"}, verdict="failed: x")
+    report = dict(REPORT, servers=[crashed])
+    (row,) = [line for line in render("sglang1", report).splitlines() if line.strip().startswith("baseline ")]
+    assert " 1/3 " in row and " restart " in row, row
+    (row,) = [line for line in render("sglang1", dict(report, servers=[pending])).splitlines() if "baseline " in line]
+    assert " restart at 2026-12-01T18:00:30Z " in row, row
+    (row,) = [line for line in render("sglang1", dict(report, servers=[off])).splitlines() if "eagle3 " in line]
+    assert " 0/3 " in row and " off " in row, row
+    assert "RESTARTS" in render("sglang1", report) and "ON CRASH" in render("sglang1", report)
