@@ -38,7 +38,7 @@ class ProxmoxError(RuntimeError):
     """A call that failed: `call` is "METHOD /path"; the message says what Proxmox answered."""
 
     def __init__(self, call: str, message: str):
-        self.call = call
+        self.call, self.message = call, message
         super().__init__(f"{call}: {message}")
 
 

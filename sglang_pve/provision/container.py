@@ -283,7 +283,7 @@ def _put(node: Node, vmid: int, diff: ConfigDiff, digest: str) -> None:
             )
     except ProxmoxError as error:
         if "detected modified configuration" in str(error):
-            raise ProxmoxError(error.call, f"{str(error).split(': ', 1)[1]}: {CONFLICT}") from None
+            raise ProxmoxError(error.call, f"{error.message}: {CONFLICT}") from None
         raise
 
 

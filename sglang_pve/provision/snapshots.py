@@ -81,7 +81,7 @@ def rollback(node: Node, vmid: int, name: str | None) -> str:
     except ProxmoxError as error:
         if "is not most recent snapshot" not in str(error):
             raise
-        raise ProxmoxError(error.call, f"{str(error).split(': ', 1)[1]}. {zfs_rule(vmid, target, newer, [])}") from None
+        raise ProxmoxError(error.call, f"{error.message}. {zfs_rule(vmid, target, newer, [])}") from None
     finally:
         node.forget(vmid)
     return target
