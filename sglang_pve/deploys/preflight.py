@@ -13,6 +13,7 @@ from sglang_pve.deploy.context import deployment, unit_host, venv
 from sglang_pve.deploy.facts.gpu import UserSpaceDriver
 from sglang_pve.deploy.facts.preflight import PreflightProbe
 from sglang_pve.deploy.preflight import check, probe_spec
+from sglang_pve.deploy.preflight.auth import ip_filter_warnings
 from sglang_pve.deploy.preflight.driver import driver_problems
 from sglang_pve.deploy.preflight.tp_group import RankFacts, disagreement, rank_facts
 from sglang_pve.provision.roles import is_node, node_driver
@@ -38,6 +39,7 @@ def preflight(judge_all: bool = False) -> None:
         raise PyinfraError(f"preflight could not read {host.name}: its probe failed (output above)")
 
     report = check(config, spec, snapshot)
+    report.warnings += ip_filter_warnings(unit_host())
     facts = rank_facts(host.name, config, snapshot)
     if facts is not None and config.tp is not None:  # a TP group member: against the members read before it
         group = _ranks.setdefault(config.tp.group, {})

@@ -7,6 +7,8 @@ import re
 import pytest
 
 from sglang_pve.deploy import paths
+from sglang_pve.deploy.facts import unit_host
+from sglang_pve.deploy.facts.unit_host import UnitHostInfo
 from tests.conftest import PROJECT, group_data
 from tests.lab.conftest import HOST, grand_total, http_status, lab_api_key, on_target, pyinfra, sh, snapshot
 
@@ -212,9 +214,14 @@ def test_the_hardened_unit_scores_below_2_5_and_its_sandbox_holds(deployed):
     # (kernel.unprivileged_bpf_disabled, 2 on Debian's and Ubuntu's kernels): there systemd goes on
     # without IPAddressDeny (the rest of the sandbox is seccomp and namespaces, which hold).
     assert on_target("python3", "-c", BPF_LOAD).stdout.strip() == "loaded"
+    fact = UnitHostInfo().command()
+    assert unit_host.parse(sh(fact).splitlines()).ip_filter is True  # so preflight warns of nothing
     if sh("cat /proc/sys/kernel/unprivileged_bpf_disabled").strip() != "0":
         in_userns = on_target("unshare", "--user", "--map-root-user", "python3", "-c", BPF_LOAD).stdout.strip()
         assert in_userns == "Operation not permitted", in_userns
+        # ... and the fact says so there (preflight then warns: deploy/preflight/auth.py ip_filter_warnings)
+        said = on_target("unshare", "--user", "--map-root-user", "sh", "-c", fact).stdout
+        assert unit_host.parse(said.splitlines()).ip_filter is False, said
 
 
 def test_active_server_is_data_and_exactly_one_runs(deployed):

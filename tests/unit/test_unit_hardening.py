@@ -102,3 +102,12 @@ def test_a_replicas_unit_allows_its_router_and_the_routers_unit_its_workers():
     lines = service(unit)
     assert lines["IPAddressAllow"] == ["localhost 10.0.0.14 10.0.0.12 fd00::13 192.168.10.0/24"]
     assert lines["IPAddressDeny"] == ["any"] and lines["ProtectProc"] == ["invisible"]
+
+
+def test_a_host_whose_systemd_cannot_filter_ip_traffic_is_warned_about():
+    from sglang_pve.deploy.preflight.auth import ip_filter_warnings
+
+    (warning,) = ip_filter_warnings(UnitHost(252, ("10.0.0.21",), ip_filter=False))
+    assert warning.key == "IPAddressDeny" and "unprivileged container" in warning.message
+    assert "Proxmox firewall" in warning.fix
+    assert ip_filter_warnings(UnitHost(252, (), ip_filter=True)) == ip_filter_warnings(UnitHost()) == []

@@ -2,8 +2,12 @@
 admin endpoints included, unless SGLang has an API key."""
 
 import ipaddress
+from typing import TYPE_CHECKING
 
 from sglang_pve.config import Deployment, Problem
+
+if TYPE_CHECKING:
+    from sglang_pve.deploy.facts.unit_host import UnitHost
 
 _LOOPBACK_NAMES = {"localhost"}
 
@@ -66,4 +70,21 @@ def client_warnings(deployment: Deployment) -> list[Problem]:
         )
         for name, server in deployment.servers.items()
         if not loopback(server.args.host)
+    ]
+
+
+def ip_filter_warnings(host: "UnitHost") -> list[Problem]:
+    """Where systemd cannot load its cgroup BPF filter (deploy/facts/unit_host.py), the units' IP
+    allow lists are not enforced: said once per host, with what does hold."""
+    if host.ip_filter is not False:
+        return []
+    return [
+        Problem(
+            "IPAddressDeny",
+            "any",
+            "not enforced on this host: root here is root of a user namespace (an unprivileged container) and "
+            "kernel.unprivileged_bpf_disabled is set, so systemd runs the units without their IP filter (the rest "
+            "of the sandbox, seccomp and namespaces, holds)",
+            "filter the container's traffic on the node (Proxmox firewall), or run it privileged",
+        )
     ]
