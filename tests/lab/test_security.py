@@ -28,6 +28,21 @@ from tests.lab.conftest import (
 pytestmark = pytest.mark.lab
 
 PROBE_UNIT = "/etc/systemd/system/sgpve-hostile-probe.service"  # not sglang-*: the deploy never sees it
+RUN_UNIT, RUN_VENV = "/etc/systemd/system/sgpve-hostile-run.service", "/run/sgpve-hostile-venv"
+
+
+def started_environment(deployment, server) -> dict[str, str]:
+    """The environment of the process the unit's ExecStart= starts (its venv's python prints it)."""
+    put_file(f"{RUN_VENV}/bin/python", "#!/usr/bin/python3\nimport json, os\nprint(json.dumps(dict(os.environ)))\n")
+    sh(f"chmod 755 {RUN_VENV}/bin/python")
+    unit = server_files(deployment, server, RUN_VENV)[0].content
+    kept = [line for line in unit.splitlines() if line.startswith(("Environment=", "ExecStart="))]
+    put_file(
+        RUN_UNIT, "[Service]\nType=oneshot\nStandardOutput=file:/run/sgpve-hostile-env.json\n" + "\n".join(kept) + "\n"
+    )
+    sh(f"systemctl daemon-reload && systemctl start {RUN_UNIT.rsplit('/', 1)[1]}")
+    environment = json.loads(sh("cat /run/sgpve-hostile-env.json; rm -f /run/sgpve-hostile-env.json"))
+    return {k: v for k, v in environment.items() if k not in ("INVOCATION_ID", "SYSTEMD_EXEC_PID", "JOURNAL_STREAM")}
 
 
 def test_systemd_reads_every_accepted_hostile_value_back_exactly(lab, tmp_path):
@@ -44,23 +59,20 @@ def test_systemd_reads_every_accepted_hostile_value_back_exactly(lab, tmp_path):
     server = type(server)(server.name, server.args, accepted, server.lifecycle)
     unit = server_files(deployment, server, "/opt/sglang/venvs/x")[0].content
     put_file(PROBE_UNIT, unit)
+    plain = type(server)(server.name, server.args, {}, server.lifecycle)
     try:
         sh("systemctl daemon-reload")
         shown = sh(f"systemctl show -p Environment -p Description --value {PROBE_UNIT.rsplit('/', 1)[1]}").splitlines()
-        environment = dict(word.split("=", 1) for word in systemd_words(shown[0]))
-        assert {name: environment.get(name) for name in accepted} == accepted
-        plain = server_files(
-            deployment, type(server)(server.name, server.args, {}, server.lifecycle), "/opt/sglang/venvs/x"
-        )[0].content
-        assert set(environment) - set(accepted) == {
-            w.split("=", 1)[0]
-            for line in plain.splitlines()
-            if line.startswith("Environment=")
-            for w in systemd_words(line.removeprefix("Environment="))
-        }  # nothing split, nothing added
+        unit_wide = dict(word.split("=", 1) for word in systemd_words(shown[0]))
+        assert not set(unit_wide) & set(accepted)  # env: is the server's alone: the root steps never see it
         assert shown[1] == f"SGLang server baseline ({server.args.served_model_name})"
+        # what the server process gets: the unit's Environment= and ExecStart= lines, started for real
+        # with a "python" that prints its environment
+        environment = started_environment(deployment, server)
+        assert {name: environment.get(name) for name in accepted} == accepted
+        assert set(environment) - set(accepted) == set(started_environment(deployment, plain))  # nothing split/added
     finally:
-        sh(f"rm -f {PROBE_UNIT}; systemctl daemon-reload")
+        sh(f"rm -rf {PROBE_UNIT} {RUN_UNIT} {RUN_VENV}; systemctl daemon-reload")
 
 
 CANARY = "/root/canary"
