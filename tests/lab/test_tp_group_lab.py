@@ -8,6 +8,11 @@ rerun (the deploy again) brings the group back. The bound is asserted on the age
 timestamps, never on this test's wall time: rank 1's last progress (its gate's last_progress_at)
 to each rank's `stopped` (recorded by poststop once no process holds /dev/nvidia* and memory is
 idle) must be within the stall timeout plus 5 s. Both guests read the lab host's one clock.
+
+Cost (slot 8, 2 cores shared by 8 helpers): 290 s alone from a lab without the scale node or
+guests (lab up --scale, the six scale guests provisioned by the nodes' deploy, both members
+deployed), 134 s with the group deployed already. Measured: hang -> rank 1 failed 10.2-10.3 s,
+rank 0 failed 11.0-11.3 s, GPUs free 12.3-13.5 s (stall timeout 10 s; two runs).
 """
 
 import json
