@@ -26,6 +26,7 @@ from sglang_pve.deploy import paths, rollout
 from sglang_pve.deploy.facts.files import FileDigests
 from sglang_pve.deploy.facts.releases import Releases
 from sglang_pve.deploy.operations.files import ManagedFile, show_diff
+from sglang_pve.deploy.progress import FollowedCommand
 from sglang_pve.deploy.provenance import who
 
 
@@ -80,10 +81,11 @@ class Release:
         return spec
 
 
-def _agent(*args, lease: str) -> StringCommand:
+def _agent(*args, lease: str, server: str | None) -> StringCommand:
     """A switch of the run that holds the container's deploy lock (`lease`: its token), in a unit of
-    its own that goes on when this run's SSH session ends (agent/detached.py); the run follows it."""
-    return StringCommand(
+    its own that goes on when this run's SSH session ends (agent/detached.py); the run follows it,
+    logging `server`'s phase while it waits (deploy/progress.py)."""
+    return FollowedCommand(
         "python3",
         QuoteString(paths.AGENT),
         *args,
@@ -92,6 +94,7 @@ def _agent(*args, lease: str) -> StringCommand:
         "--lease",
         lease,
         "--detach",
+        server=server,
     )
 
 
@@ -107,6 +110,7 @@ def _apply(spec: dict, keep: int, venvs_dir: str, lease: str, record_only: bool 
         QuoteString(venvs_dir),
         *(["--record-only"] if record_only else routed),
         lease=lease,
+        server=spec.get("active_server"),
     )
 
 
@@ -219,7 +223,7 @@ def transient(server: str | None, lease: str) -> StringCommand:
     """The agent command that runs configuration `server` of the current release (None: none) through
     the switch's steps, recording nothing (agent/switch.py, transient): exit 0 once its gate passed,
     9 when it failed and what ran before runs again, 10 when that failed too."""
-    return _agent("transient", *(["--server", QuoteString(server)] if server else []), lease=lease)
+    return _agent("transient", *(["--server", QuoteString(server)] if server else []), lease=lease, server=server)
 
 
 @operation()
@@ -276,6 +280,7 @@ def rolled_back(to: str | None, keep: int, venvs_dir: str, lease: str):
         QuoteString(venvs_dir),
         *routed,
         lease=lease,
+        server=target["active_server"],
     )
     rollout.end(host)
 

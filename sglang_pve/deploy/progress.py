@@ -1,0 +1,93 @@
+"""Live progress while an operation's command waits: a switch's gate wait takes 30-90 minutes for a 1T
+model, and pyinfra shows a command's output only once it ended (pyinfra-dev/pyinfra
+pyinfra/connectors/util.py read_output_buffers: lines are queued, printed only with print_output,
+i.e. -v, and then raw, unescaped).
+
+So the command runs in a greenlet (pyinfra's connectors read their channels in gevent greenlets,
+pyinfra_cli/__init__.py monkey.patch_all, so a second command on the same connection runs beside
+it) and every INTERVAL_S seconds, until it ends, the host's `status --json` (the ServerStatus fact's
+command) is read and one line logged through pyinfra's logger, without -v:
+
+    [gpu1] progress: baseline weights 42 s, starting (weights, 42s); last: Load weight begin. ...
+
+Plain lines on a terminal and in a pipe alike: no control codes of ours (on a terminal pyinfra's own
+spinner, pyinfra/progress.py _print_spinner, clears its line before any log line); every value
+from the host goes through printable().
+"""
+
+from collections.abc import Callable
+from typing import Protocol, TypeVar
+
+import gevent
+from pyinfra import logger
+from pyinfra.api import StringCommand
+
+from sglang_pve.config.safe import printable
+from sglang_pve.deploy.facts.server_status import ServerStatus
+
+INTERVAL_S = 15.0  # issue 18: refreshed every 10-30 s
+LAST_LINE_CHARS = 160
+
+T = TypeVar("T")
+
+
+class Work(Protocol[T]):  # a gevent Greenlet
+    def join(self, timeout: float | None = None) -> None: ...
+    def ready(self) -> bool: ...
+    def get(self) -> T: ...
+
+
+def follow(work: "Work[T]", poll: Callable[[], str], emit: Callable[[str], None], interval: float | None = None) -> T:
+    """Wait for `work`; every `interval` (INTERVAL_S) seconds while it runs, emit what `poll` says. Its result."""
+    while True:
+        work.join(timeout=INTERVAL_S if interval is None else interval)
+        if work.ready():
+            return work.get()
+        emit(poll())
+
+
+def line(server: str | None, report: dict | None) -> str:
+    """One progress line for `server` from a `status --json` report (agent/status.py)."""
+    if report is None:
+        return "progress: the agent is not installed yet"
+    records = [r for r in report.get("servers") or [] if r.get("server") == server]
+    if not records:
+        return f"progress: {printable(str(server))} is not among the host's servers yet"
+    record = records[0]
+    if "error" in record:
+        return f"progress: {printable(str(server))}: {printable(str(record['error']))}"
+    seconds = record.get("seconds_in_phase")
+    last = printable(str(record.get("last_log_line") or ""))
+    if len(last) > LAST_LINE_CHARS:
+        last = last[: LAST_LINE_CHARS - 3] + "..."
+    return (
+        f"progress: {printable(str(server))} {printable(str(record.get('phase')))}"
+        + (f" {seconds:.0f} s" if isinstance(seconds, (int, float)) else "")
+        + f", {printable(str(record.get('verdict')))}; last: {last}"
+    )
+
+
+def _poll(host, server: str | None) -> str:
+    fact = ServerStatus()
+    try:
+        ok, output = host.run_shell_command(StringCommand(fact.command()), print_output=False)
+    except Exception as error:  # a lost connection: the command's own end reports it, the wait goes on
+        return f"progress: status failed: {printable(f'{type(error).__name__}: {error}')}"
+    if not ok:
+        return f"progress: status failed: {printable(' '.join(output.stderr_lines)[-LAST_LINE_CHARS:])}"
+    try:
+        return line(server, fact.process(output.stdout_lines))
+    except (ValueError, TypeError, AttributeError) as error:
+        return f"progress: unreadable status: {printable(str(error))}"
+
+
+class FollowedCommand(StringCommand):
+    """A StringCommand (same text, same JSON cases) that logs `server`'s progress while it runs."""
+
+    def __init__(self, *bits, server: str | None, **kwargs):
+        super().__init__(*bits, **kwargs)
+        self.server = server
+
+    def execute(self, state, host, connector_arguments):
+        work = gevent.spawn(super().execute, state, host, connector_arguments)
+        return follow(work, lambda: _poll(host, self.server), lambda text: logger.info(f"{host.print_prefix}{text}"))
