@@ -15,11 +15,15 @@ no mutating endpoint); all writes happen in one callback when it executes.
 
 import json
 import time
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, OperationError, QuoteString, StringCommand, operation
+from pyinfra.context import ctx_host
 from pyinfra.facts.server import Hostname
 
 from sglang_pve.config.errors import ConfigError, Problem
@@ -30,7 +34,8 @@ from sglang_pve.provision.client import ProxmoxError
 from sglang_pve.provision.connector import restarted
 from sglang_pve.provision.diff import ConfigDiff, creation_diff, diff_config
 from sglang_pve.provision.nodes import Node
-from sglang_pve.provision.restart_debt import Debt, RestartDebt
+from sglang_pve.provision.raw_lines import RawLxcLines
+from sglang_pve.provision.restart_debt import Debt, RestartDebts
 from sglang_pve.provision.token_perm import token_refusals
 
 HOST_KEY = "/etc/ssh/ssh_host_ed25519_key.pub"
@@ -85,7 +90,7 @@ def plan(
 ) -> Plan:
     """Read the node (cached for the run) and decide; raises ConfigError for anything refused.
     ``ssh_node``: the PVE node name of the SSH host the node's shell commands run on; ``debt``: the
-    node's RestartDebt fact for this container."""
+    node's RestartDebts fact's entry for this container."""
     listed = node.containers().get(spec.vmid)
     wanted = desired.build(spec, gpus.gpu_indices, gpus.majors, guest.public_keys)
     problems = list(wanted.problems)
@@ -149,6 +154,20 @@ def _node_refusals(wanted: Plan, node: Node, ssh_node: str | None) -> list[Probl
     return problems
 
 
+# What every container operation of one node host reads on the node, read once per host object
+# (pyinfra 3 caches no fact; one host object per node per run): uname -n (PVE::INotify::nodename),
+# the restarts owed and the containers' raw lxc.* lines. A no-change run then costs the node the
+# same commands for 1 or 16 containers.
+_node_reads: "weakref.WeakKeyDictionary[object, dict[str, Any]]" = weakref.WeakKeyDictionary()
+
+
+def _once(node_host, key: str, read: Callable[[], Any]) -> Any:
+    reads = _node_reads.setdefault(node_host, {})
+    if key not in reads:
+        reads[key] = read()
+    return reads[key]
+
+
 @operation()
 def container(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest):
     """
@@ -166,8 +185,14 @@ def container(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest
         container(name="CT 129", spec=spec, node=node_for("pve1", host.data.dict()),
                   gpus=host.get_fact(GpuDevices), guest=Guest("10.0.0.129", "~/.ssh/known_hosts_pve"))
     """
-    ssh_node = host.get_fact(Hostname).split(".", 1)[0]  # PVE::INotify::nodename: uname -n, no domain
-    debt = host.get_fact(RestartDebt, directory=node.debt_dir, vmid=spec.vmid)
+    node_host = ctx_host.get()  # the Host itself: the `host` proxy is one object for every host
+    ssh_node = _once(node_host, "hostname", lambda: host.get_fact(Hostname)).split(".", 1)[0]  # PVE's nodename
+    debts = _once(node_host, node.debt_dir, lambda: host.get_fact(RestartDebts, directory=node.debt_dir))
+    debt = debts.get(spec.vmid)
+    vmids = sorted(node.containers())
+    if vmids:  # their raw lxc.* lines in one node command: one API read per container then
+        raw = lambda: host.get_fact(RawLxcLines, etc_pve=node.etc_pve, node=node.name, vmids=vmids)  # noqa: E731
+        node.preload_raw(_once(node_host, f"raw {node.name}", raw))
     try:
         wanted = plan(spec, node, gpus, guest, ssh_node, debt)
     except (ConfigError, ProxmoxError) as error:
@@ -190,6 +215,7 @@ def _apply(state, host, node: Node, wanted: Plan, guest: Guest) -> bool:
     (on the node), snapshot, config (one PUT with the digest), root volume, raw lines,
     start/restart (then the restart owed cleared), host key; the oldest snapshots beyond
     snapshots_keep are deleted last, once all of it succeeded."""
+    node.forget(wanted.spec.vmid)  # what the writes read, they read fresh (the plan's digest guards them)
     try:
         _converge(host, node, wanted, guest)
     except (ProxmoxError, OperationError) as error:
@@ -259,8 +285,9 @@ def _unchanged_since_planned(node: Node, vmid: int, planned: dict) -> str:
 
 
 def _settings(config: dict) -> dict:
-    """A config without what a snapshot itself changes (digest, parent)."""
-    return {k: v for k, v in config.items() if k not in ("digest", "parent")}
+    """A config without what a snapshot itself changes (digest, parent); values as the config file
+    has them (GET .../config types them, GET .../pending does not: cores 4 and "4" are the same)."""
+    return {k: v if isinstance(v, list) else str(v) for k, v in config.items() if k not in ("digest", "parent")}
 
 
 def _put(node: Node, vmid: int, diff: ConfigDiff, digest: str) -> None:

@@ -2,10 +2,13 @@
 guest connector (does the container exist yet?) and the operations (what does it look like?).
 
 A no-change run reads one list per node (GET /nodes/{node}/lxc: every container and its status)
-and, per container, its current config (``current=1``: what the container runs with; without it
-PVE merges [pve:pending] into the answer) and what waits in [pve:pending] (GET .../pending); the
-execute pass reuses what the prepare pass read, so what was reviewed is what gets applied, and a
-concurrent edit in between is caught by the config digest. Anything a write touches is read again.
+and, per container, one call: GET .../pending, which holds the current config (each key's
+``value``, the digest included) and what waits in [pve:pending] (pve-guest-common GuestHelpers.pm
+config_with_pending_array), all but the raw lxc.* lines, which the container operation reads for
+every container of the node in one node command (provision/raw_lines.py) and hands over
+(preload_raw). Without them, the current config is GET .../config ``current=1`` (what the container
+runs with; without it PVE merges [pve:pending] into the answer). The plan's digest guards every
+write, so a concurrent edit in between is caught; anything a write touches is read again.
 """
 
 from dataclasses import dataclass, field
@@ -27,6 +30,7 @@ class Node:
     _containers: dict[int, dict] | None = None
     _configs: dict[int, dict] = field(default_factory=dict)
     _pending: dict[int, dict[str, str | None]] = field(default_factory=dict)
+    _raw: dict[int, list[list[str]]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -58,26 +62,38 @@ class Node:
             self._containers = {int(entry["vmid"]): entry for entry in self.api.get(self.path())}
         return self._containers
 
+    def preload_raw(self, raw: dict[int, list[list[str]]]) -> None:
+        """The raw lxc.* lines of containers as their node's /etc/pve holds them now (RawLxcLines):
+        their config then comes with their pending values in one GET .../pending."""
+        self._raw.update(raw)
+
     def config(self, vmid: int) -> dict:
         """The current config (pve-container API2/LXC/Config.pm vm_config with current=1), digest included."""
+        if vmid not in self._configs and vmid in self._raw:
+            self.pending(vmid)
         if vmid not in self._configs:
             self._configs[vmid] = self.api.get(self.path(vmid, "config"), current=True)
         return self._configs[vmid]
 
     def pending(self, vmid: int) -> dict[str, str | None]:
         """What waits in [pve:pending] for the next start: {key: new value, or None for a delete}
-        (API2/LXC.pm vm_pending: pve-guest-common GuestHelpers.pm config_with_pending_array)."""
+        (API2/LXC.pm vm_pending: pve-guest-common GuestHelpers.pm config_with_pending_array, whose
+        items carry each current key's value too: with the raw lines preloaded, the config)."""
         if vmid not in self._pending:
             items = self.api.get(self.path(vmid, "pending"))
             changed = {i["key"]: str(i["pending"]) for i in items if "pending" in i}
             self._pending[vmid] = changed | {i["key"]: None for i in items if i.get("delete")}
+            if vmid in self._raw and vmid not in self._configs:
+                current = {i["key"]: i["value"] for i in items if "value" in i}
+                self._configs[vmid] = current | ({"lxc": self._raw[vmid]} if self._raw[vmid] else {})
         return self._pending[vmid]
 
     def forget(self, vmid: int) -> None:
-        """After a write: the next read asks the node again."""
+        """After a write (and before the writes): the next read asks the node again, GET .../config."""
         self._containers = None
         self._configs.pop(vmid, None)
         self._pending.pop(vmid, None)
+        self._raw.pop(vmid, None)
 
 
 _nodes: dict[str, Node] = {}

@@ -44,25 +44,36 @@ def debt_path(directory: str, vmid: int) -> str:
     return f"{directory}/{vmid}.json"
 
 
-class RestartDebt(FactBase["Debt | None"]):
-    """The restart owed to container ``vmid`` (read on its node), or None. A file without the
-    toolkit's marker is not a debt of ours.
+class RestartDebts(FactBase[dict[int, Debt]]):
+    """Every restart owed on this node, {vmid: Debt}, in one command for all its containers (a
+    no-change run reads the node once, not once per container). A file without the toolkit's
+    marker, or not JSON, is not a debt of ours; the vmid is the file's name.
 
-    host.get_fact(RestartDebt, directory="/var/lib/sglang-pve/restart-owed", vmid=129)
-    # Debt(since="2026-12-01T14:02:11Z", keys=("hostname", "lxc"))
+    host.get_fact(RestartDebts, directory="/var/lib/sglang-pve/restart-owed")
+    # {129: Debt(since="2026-12-01T14:02:11Z", keys=("hostname", "lxc"))}
     """
 
-    def command(self, directory: str, vmid: int) -> str:
-        return f"cat {shlex.quote(debt_path(directory, vmid))} 2>/dev/null || true"
+    @staticmethod
+    def default() -> dict[int, Debt]:
+        return {}  # no output (nothing owed): pyinfra does not call process()
 
-    def process(self, output) -> "Debt | None":
-        try:
-            record = json.loads("\n".join(output) or "null")
-        except ValueError:
-            return None
-        if not isinstance(record, dict) or record.get("marker") != MARKER:
-            return None
-        return Debt(str(record.get("since", "?")), tuple(str(k) for k in record.get("keys", [])))
+    def command(self, directory: str) -> str:
+        return f"grep -H '' {shlex.quote(directory)}/*.json 2>/dev/null || true"
+
+    def process(self, output) -> dict[int, Debt]:
+        debts = {}
+        for line in output:
+            path, found, text = line.partition(".json:")
+            name = path.rsplit("/", 1)[-1]
+            if not found or not name.isdigit():
+                continue
+            try:
+                record = json.loads(text)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("marker") == MARKER:
+                debts[int(name)] = Debt(str(record.get("since", "?")), tuple(str(k) for k in record.get("keys", [])))
+        return debts
 
 
 def record_command(directory: str, vmid: int, debt: Debt) -> StringCommand:

@@ -57,7 +57,7 @@ from sglang_pve.deploy.facts import zfs as zfs_facts
 from sglang_pve.deploy.operations import files, lock, releases, router, systemd, venvs
 from sglang_pve.deploy.operations.files import ManagedFile
 from sglang_pve.deploy.provenance import who
-from sglang_pve.provision import device_nodes, guest_deploy, restart_debt
+from sglang_pve.provision import device_nodes, guest_deploy, raw_lines, restart_debt
 
 CASES = Path(__file__).resolve().parent.parent
 _RANDOM = re.compile(r"/[0-9a-f]{24}\b")
@@ -92,7 +92,8 @@ FACTS = {
         (lock_facts, ("DeployLock", "DeployUnlock")),
         (preflight_facts, ("PreflightProbe",)),
         (zfs_facts, ("ZfsSnapshots",)),
-        (restart_debt, ("RestartDebt",)),
+        (restart_debt, ("RestartDebts",)),
+        (raw_lines, ("RawLxcLines",)),
         (unit_host_facts, ("UnitHostInfo",)),
     )
     for name in names
@@ -225,8 +226,8 @@ def test_operation_case(name, path, caplog):
 def plain(value):
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, dict):  # keys as JSON writes them ({129: ...} is {"129": ...})
+        return {str(k) if isinstance(k, int) else k: plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [plain(v) for v in value]
     if isinstance(value, bytes):

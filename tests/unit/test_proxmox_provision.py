@@ -322,7 +322,8 @@ def test_container_operation_says_when_a_change_needs_a_restart(pve, guest, capl
     commands = operation(container, host, diff=True, spec=spec, node=node_of(pve), gpus=GPUS, guest=guest)
     assert "[pve1] Will modify container 129 (sglang1) on pve1" in caplog.text
     assert "    (restart: features only apply at start)" in caplog.text
-    assert execute(host, commands) == [True] and "features: nesting=0" in pve.conf_text(129)
+    assert execute(host, commands) == [True], host.errors
+    assert "features: nesting=0" in pve.conf_text(129)
     quiet = NodeHost()
     caplog.clear()
     assert operation(container, quiet, spec=spec_of(pve, cores=96), node=node_of(pve), gpus=GPUS, guest=guest)
