@@ -11,6 +11,7 @@ runs with; without it PVE merges [pve:pending] into the answer). The plan's dige
 write, so a concurrent edit in between is caught; anything a write touches is read again.
 """
 
+import threading
 from dataclasses import dataclass, field
 
 from sglang_pve.config.proxmox import ApiSettings, load_api_settings
@@ -31,6 +32,9 @@ class Node:
     _configs: dict[int, dict] = field(default_factory=dict)
     _pending: dict[int, dict[str, str | None]] = field(default_factory=dict)
     _raw: dict[int, list[list[str]]] = field(default_factory=dict)
+    # One login and one list per node per run: pyinfra connects its hosts at once (gevent greenlets,
+    # threading patched by pyinfra_cli), and every guest's connector asks its node whether it exists.
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     @property
     def name(self) -> str:
@@ -39,9 +43,10 @@ class Node:
 
     @property
     def api(self) -> Api:
-        if self._api is None:
-            self._api = connect(self.settings, read_credential(self.host_name, self.settings))
-        return self._api
+        with self._lock:
+            if self._api is None:
+                self._api = connect(self.settings, read_credential(self.host_name, self.settings))
+            return self._api
 
     def path(self, vmid: int | None = None, *parts: str) -> str:
         """nodes/pve1/lxc[/129[/config]]"""
@@ -58,9 +63,10 @@ class Node:
 
     def containers(self) -> dict[int, dict]:
         """{vmid: {"status": "running", "name": ...}} of every container on the node."""
-        if self._containers is None:
-            self._containers = {int(entry["vmid"]): entry for entry in self.api.get(self.path())}
-        return self._containers
+        with self._lock:
+            if self._containers is None:
+                self._containers = {int(entry["vmid"]): entry for entry in self.api.get(self.path())}
+            return self._containers
 
     def preload_raw(self, raw: dict[int, list[list[str]]]) -> None:
         """The raw lxc.* lines of containers as their node's /etc/pve holds them now (RawLxcLines):

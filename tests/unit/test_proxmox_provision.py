@@ -534,3 +534,20 @@ def test_a_restart_owed_is_recorded_before_the_first_write_and_dry_writes_none(p
     assert converge(pve, node_of(pve), spec, guest).errors == []
     assert debt_file(pve) is None and "features: nesting=0" in pve.conf_text(129)
     assert plan(spec, node_of(pve), GPUS, guest).idle
+
+
+def test_a_no_change_run_reads_each_container_once_and_its_node_once(pve, guest):
+    """One list per node and one GET .../pending per container (its config's values and digest and
+    what is pending), the raw lines from the node's /etc/pve in one command for all its containers;
+    uname -n, the restarts owed and the raw lines read once per node host, whatever the count."""
+    converge(pve, node_of(pve), spec_of(pve), guest)
+    node, host = node_of(pve), NodeHost()
+    reads = len(pve.requests())
+    facts = []
+    real = host.get_fact
+    host.get_fact = lambda fact, **kwargs: facts.append(fact.__name__) or real(fact, **kwargs)
+    for _ in range(3):  # three container operations of one node in one run (the same container here)
+        assert operation(container, host, spec=spec_of(pve), node=node, gpus=GPUS, guest=guest) == []
+    calls = [f"{e['method']} {e['path']}" for e in pve.requests()[reads:] if not e["path"].endswith("/access/ticket")]
+    assert calls == ["GET /nodes/pve1/lxc", "GET /nodes/pve1/lxc/129/pending"]
+    assert sorted(facts) == ["Hostname", "RawLxcLines", "RestartDebts"]
