@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
@@ -45,6 +46,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         last = lab[-1] + 1
         before = [item for item in items[:last] if not item.get_closest_marker("lab_down")]
         items[:last] = before + [item for item in items[:last] if item.get_closest_marker("lab_down")]
+
+
+# The scale lab (pve2 and inventory/lab_scale.py's six guests, tests/lab/scale/conftest.py): every
+# module under SCALE_DIR is one unit of work for xdist, so one worker runs them all and its one
+# session fixture deploys the scale lab once for all of them; the other workers never bring it up.
+SCALE_DIR = "tests/lab/scale/"
+
+
+class ScaleLabOnce(LoadScopeScheduling):
+    """--dist loadscope with the scale lab's modules as one scope (xdist LoadScopeScheduling groups
+    by module: its _split_scope is nodeid.rsplit("::", 1)[0])."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return SCALE_DIR if nodeid.startswith(SCALE_DIR) else super()._split_scope(nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """ScaleLabOnce under --dist loadscope (make test); any other --dist: xdist's own."""
+    return ScaleLabOnce(config, log) if config.getvalue("dist") == "loadscope" else None
 
 
 def group_file(name: str) -> dict:

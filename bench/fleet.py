@@ -1,0 +1,112 @@
+"""Fleet cost: remote commands, API reads and logins, and wall time of the first deploy and of a
+no-change run for 1, 4 and 16 containers, as ratios to 1 (issue 17, deliver 4).
+
+    python -m lab up --scale && python bench/fleet.py [--counts 1 4 16] [--runs 3] [--no-first]
+
+For each count N: the fleet's guests (bench/fleet_inventory.py: fleet1..N over pve1 and pve2) are
+destroyed through pct, then the whole deploy runs once from none (the first deploy: create, start,
+venv, units, servers ready) and `--runs` times with nothing to change (-y). Remote commands per host
+from pyinfra --debug ("Running command on HOST"); API requests per node from the emulator's request
+logs (logins apart). The budgets: a no-change run costs at most 4 commands on a node and 7 in a
+container, one API read per container (plus the node's list) and one login per node; no-change over
+16 at most 3x the wall time of 1, first deploy of 4 at most 2x of 1. The guests are real LXC
+containers: 16 of them on a 2-core machine are heavy (give --counts 1 4 to stop below).
+"""
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parent.parent
+PYINFRA = PROJECT / ".venv" / "bin" / "pyinfra"
+sys.path.insert(0, str(PROJECT))
+
+from lab import layout  # noqa: E402
+from lab.pve import requestlog  # noqa: E402
+
+NODES = [layout.NODES["pve1"], layout.NODES["pve2"]]
+
+
+def requests() -> dict[str, list[dict]]:
+    return {n.name: requestlog.read(n.request_log) if n.request_log.exists() else [] for n in NODES}
+
+
+def run(count: int) -> tuple[float, dict, Counter, str]:
+    before = {name: len(entries) for name, entries in requests().items()}
+    env = {**os.environ, "SGLANG_PVE_BENCH_CONTAINERS": str(count)}
+    args = [str(PYINFRA), "--debug", "-y", "bench/fleet_inventory.py", "deploy.py"]
+    start = time.perf_counter()
+    result = subprocess.run(args, cwd=PROJECT, capture_output=True, text=True, env=env)
+    elapsed = time.perf_counter() - start
+    log = result.stdout + result.stderr
+    if result.returncode != 0:
+        sys.exit(f"deploy of {count} failed:\n{log[-4000:]}")
+    calls = {}
+    for name, entries in requests().items():
+        new = entries[before[name] :]
+        calls[name] = Counter("login" if e["path"] == "/access/ticket" else e["method"] for e in new)
+    return elapsed, calls, Counter(re.findall(r"Running command on (\S+?):", log)), log
+
+
+def destroy(count: int) -> None:
+    """Every fleet guest up to ``count`` gone, through its node's pct (stop, then destroy)."""
+    for i in range(1, count + 1):
+        node = NODES[(i - 1) % 2].name if count > 1 else "pve1"
+        for command in (["pct", "stop", str(300 + i)], ["pct", "destroy", str(300 + i)]):
+            argv = [sys.executable, "-m", "lab", "exec", node, "--", *command]
+            subprocess.run(argv, cwd=PROJECT, capture_output=True)
+
+
+def summary(count: int, runs: list) -> dict:
+    commands = runs[0][2]
+    nodes = {h: c for h, c in commands.items() if h.startswith("pve")}
+    guests = {h: c for h, c in commands.items() if not h.startswith("pve")}
+    calls = runs[0][1]
+    return {
+        "wall": statistics.median(r[0] for r in runs),
+        "node_commands": max(nodes.values(), default=0),
+        "container_commands": max(guests.values(), default=0),
+        "api_get": sum(c["GET"] for c in calls.values()),
+        "logins": max(c["login"] for c in calls.values()),
+        "count": count,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--counts", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--no-first", action="store_true", help="keep the guests: no-change runs only")
+    args = parser.parse_args()
+    first, idle = {}, {}
+    for count in args.counts:
+        if not args.no_first:
+            destroy(max(args.counts))
+            first[count] = summary(count, [run(count)])
+        else:
+            run(count)  # converge
+        runs = [run(count) for _ in range(args.runs)]
+        changed = [log for *_, log in runs if re.search(r"\] Success", log)]
+        if changed:
+            sys.exit(f"a no-change run of {count} changed something:\n" + changed[0][-3000:])
+        idle[count] = summary(count, runs)
+        print(f"{count} container(s): first {first.get(count)}\n    no-change {idle[count]}", flush=True)
+    base = args.counts[0]
+    for label, table in (("first deploy", first), ("no-change run", idle)):
+        for count, row in table.items():
+            print(
+                f"{label:14} N={count:2}: wall {row['wall']:6.1f} s ({row['wall'] / table[base]['wall']:.2f}x of "
+                f"{base}), max commands on a node {row['node_commands']}, in a container "
+                f"{row['container_commands']}, API GETs {row['api_get']} ({row['api_get'] / count:.1f} per "
+                f"container), logins per node {row['logins']}"
+            )
+
+
+if __name__ == "__main__":
+    main()
