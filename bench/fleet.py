@@ -4,7 +4,7 @@ no-change run for 1, 4 and 16 containers, as ratios to 1 (issue 17, deliver 4).
     python -m lab up --scale && python bench/fleet.py [--counts 1 4 16] [--runs 3] [--no-first]
 
 For each count N: the fleet's guests (bench/fleet_inventory.py: fleet1..N over pve1 and pve2) are
-destroyed through pct, then the whole deploy runs once from none (the first deploy: create, start,
+destroyed through their nodes' API, then the whole deploy runs once from none (the first deploy: create, start,
 venv, units, servers ready) and `--runs` times with nothing to change (-y). Remote commands per host
 from pyinfra --debug ("Running command on HOST"); API requests per node from the emulator's request
 logs (logins apart). The budgets: a no-change run costs at most 4 commands on a node and 7 in a
@@ -27,8 +27,10 @@ PROJECT = Path(__file__).resolve().parent.parent
 PYINFRA = PROJECT / ".venv" / "bin" / "pyinfra"
 sys.path.insert(0, str(PROJECT))
 
-from lab import layout  # noqa: E402
+from lab import inventory, layout  # noqa: E402
 from lab.pve import requestlog  # noqa: E402
+from sglang_pve.config.proxmox import load_api_settings  # noqa: E402
+from sglang_pve.provision.nodes import Node  # noqa: E402
 
 NODES = [layout.NODES["pve1"], layout.NODES["pve2"]]
 
@@ -55,12 +57,19 @@ def run(count: int) -> tuple[float, dict, Counter, str]:
 
 
 def destroy(count: int) -> None:
-    """Every fleet guest up to ``count`` gone, through its node's pct (stop, then destroy)."""
-    for i in range(1, count + 1):
-        node = NODES[(i - 1) % 2].name if count > 1 else "pve1"
-        for command in (["pct", "stop", str(300 + i)], ["pct", "destroy", str(300 + i)]):
-            argv = [sys.executable, "-m", "lab", "exec", node, "--", *command]
-            subprocess.run(argv, cwd=PROJECT, capture_output=True)
+    """Every fleet guest up to ``count`` gone (stopped, then destroyed through its node's API, as
+    `pct destroy` would: the lab's pct has no destroy), and its host key pin with it."""
+    inventory.export_password()
+    for node in NODES:
+        name, data = inventory.node_entry(node)
+        api = Node(node.name, load_api_settings(node.name, data)).api
+        listed = {int(entry["vmid"]): entry for entry in api.get(f"nodes/{node.name}/lxc")}
+        for vmid in range(301, 301 + count):
+            if vmid not in listed:
+                continue
+            if listed[vmid].get("status") == "running":
+                api.run_task("POST", f"nodes/{node.name}/lxc/{vmid}/status/stop")
+            api.run_task("DELETE", f"nodes/{node.name}/lxc/{vmid}")
 
 
 def summary(count: int, runs: list) -> dict:
