@@ -31,6 +31,14 @@ _ROUTER = "router1"
 # The TP group (sglang_pve/config/tp_group.py): one configuration over both members, rank 0 first;
 # named on its members (each checks the group with every member's data).
 _TP_GROUPS = {"tp": {"server": "baseline", "members": ["sglang4", "sglang5"], "dist_init_port": 20000}}
+# The replica set behind SGLang's router on router1 (config/replica_set.py); every host names it.
+REPLICA_SETS = {
+    "llama": {
+        "members": ["sglang1", "sglang2", "sglang3"],
+        "router": {"host": _ROUTER, "options": {"health-check-interval-secs": 2, "log-level": "warn"}},
+        "drain_timeout_s": 30,
+    }
+}
 
 env = InventoryEnv("inventory/lab_scale.py")
 for path, what in inventory.required(_NODES):
@@ -45,6 +53,7 @@ pve_nodes = [inventory.node_entry(node) for node in _NODES]
 def _guest(name: str) -> tuple[str, dict]:
     node, vmid, address = layout.SCALE_GUESTS[name]
     entry_name, data = inventory.guest_entry(name, node, vmid, address, SSH_CONFIG, gpus=_GPUS[name])
+    data = {**data, "replica_sets": REPLICA_SETS}
     if name == _ROUTER:
         return entry_name, {**data, "active_server": None, "servers_file": "group_data/scale/replica.yml"}
     tp = {"tp_groups": _TP_GROUPS} if name in _TP_GROUPS["tp"]["members"] else {}

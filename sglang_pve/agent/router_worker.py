@@ -250,19 +250,33 @@ def status(router_url: str, metrics_url: str | None, key_file: str | None) -> di
     return report
 
 
-def sync(router_url: str, key_file: str | None, wanted: list[str], say: Say) -> int:
-    """Make the router's workers exactly `wanted`: the ready replicas (removed first, then added)."""
+def _serves(url: str) -> bool:
+    """The replica's own GET /health answers 200 (SGLang exempts it from the key)."""
+    try:
+        return _request(url, "GET", "/health", None)[0] == 200
+    except RouterError:
+        return False
+
+
+def sync(router_url: str, key_file: str | None, members: list[str], say: Say) -> int:
+    """Make the router's workers the `members` that serve: those not among them are removed, those
+    that answer /health and are not listed are added; one that does not serve yet is left to the
+    router (its --worker-urls job keeps trying it for --worker-startup-timeout-secs) and named."""
     router = Router(router_url, _key_file(key_file))
     try:
         listed = {str(w.get("url")): w for w in router.workers()}
         for url, worker in sorted(listed.items()):
-            if url not in wanted:
+            if url not in members:
                 _request(router_url, "DELETE", f"/workers/{urllib.parse.quote(str(worker['id']))}", router.key)
                 say(f"router {router_url}: removing worker {url} (not a ready replica)")
-        router._wait(lambda now: not (set(now) - set(wanted)), REMOVE_TIMEOUT_S, "remove what is not ready")
-        for url in wanted:
-            if url not in listed:
+        router._wait(lambda now: not (set(now) - set(members)), REMOVE_TIMEOUT_S, "remove what is not ready")
+        for url in members:
+            if url in listed:
+                continue
+            if _serves(url):
                 router.add(url, say)
+            else:
+                say(f"router {router_url}: {url} does not serve yet; not added")
     except RouterError as error:
         say(str(error), error=True)
         return exitcodes.ROUTER

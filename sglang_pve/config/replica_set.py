@@ -20,7 +20,8 @@ workers, addresses and the key; `options` may set the tuning flags in OPTIONS, n
 
 replica_set_problems() checks a set against the inventory before any change: every member and
 the router host exist, are containers and are not in two roles; every member runs a server
-configuration, all of them the same model and the same SGLang version.
+configuration, all of them the same model and the same SGLang version (a member's server unit
+lets its set's router in by itself: deploy/context.py unit_host peers).
 """
 
 import re

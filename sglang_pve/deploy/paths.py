@@ -67,7 +67,8 @@ def server_home_env(state: str = f"/var/lib/{SERVER_HOME}", cache: str = f"/var/
 
 
 # SGLang's router of a replica set (deploys/router.py): its own unit, venv, launcher, key and log.
-ROUTER_UNIT_PREFIX = "sglang-router-"
+# not UNIT_PREFIX ("sglang-"): the servers' unit op removes every marked sglang-*.service it does not declare
+ROUTER_UNIT_PREFIX = "sgl-router-"
 ROUTER_LAUNCHER = f"{ETC_DIR}/router_launch.py"
 ROUTER_USER = "sglang-router"  # its DynamicUser, whatever server_user is
 

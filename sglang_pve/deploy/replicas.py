@@ -50,7 +50,8 @@ def _member(inventory_host) -> Member:
     except ConfigError:
         return Member(container, None, None)
     active = config.servers.get(config.data.active_server or "")
-    return Member(container, config.sglang_version, str(active.args.model_path) if active else None)
+    model = str(active.args.model_path) if active else None
+    return Member(container, config.sglang_version, model)
 
 
 def replica_sets() -> dict[str, ReplicaSet]:

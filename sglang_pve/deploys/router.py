@@ -39,7 +39,7 @@ def router() -> None:
             name=f"Router of replica set {name} (sglang-router {version})",
             unit=paths.router_unit_name(name),
             files=router_files(config, name, replica_set, venv, sorted(members.values()), unit_host()),
-            probe=f"{local}/readiness",
+            probe=f"{local}/liveness",  # its workers: the next operation
         )
         router_ops.router_workers(
             name=f"Router of {name}: its ready replicas",

@@ -12,7 +12,7 @@ from pathlib import Path
 from pyinfra import state
 from pyinfra.api import deploy
 
-from sglang_pve.deploy import provenance, rollout
+from sglang_pve.deploy import provenance
 from sglang_pve.deploy.context import deployment, site_packages, unit_host, venv
 from sglang_pve.deploy.operations import releases, systemd
 from sglang_pve.deploy.provenance import run_token
@@ -39,5 +39,4 @@ def servers() -> None:
         keep=config.data.releases_kept,
         venvs_dir=config.data.sglang_venvs_dir,
         lease=run_token(),
-        _parallel=rollout.parallel() or 0,  # a replica set: max_unavailable at a time (deploy/rollout.py)
     )

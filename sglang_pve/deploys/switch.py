@@ -8,7 +8,6 @@ the diagnosis. The next whole deploy switches back to the inventory's active_ser
 from pyinfra.api import deploy
 
 from sglang_pve.config.tasks import switch_options
-from sglang_pve.deploy import rollout
 from sglang_pve.deploy.context import deployment, task_options
 from sglang_pve.deploy.operations import releases
 from sglang_pve.deploy.provenance import run_token
@@ -30,5 +29,4 @@ def switch() -> None:
         keep=config.data.releases_kept,
         venvs_dir=config.data.sglang_venvs_dir,
         lease=run_token(),
-        _parallel=rollout.parallel() or 0,  # a replica set: max_unavailable at a time (deploy/rollout.py)
     )

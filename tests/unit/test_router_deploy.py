@@ -4,6 +4,7 @@ replica whose switch failed stops the members of later batches."""
 
 from types import SimpleNamespace
 
+import gevent
 import pytest
 from pyinfra.api import OperationError
 
@@ -28,7 +29,7 @@ def _files(tmp_path, **data):
     key = tmp_path / "api-key"
     key.write_text(KEY + "\n")
     key.chmod(0o600)
-    config = deployment(sglang_secrets={"api-key": {"file": str(key)}}, **data)
+    config = deployment(sglang_secrets={"api-key": {"file": str(key)}}, server_clients=["10.200.0.1"], **data)
     workers = ["http://10.200.0.11:30000", "http://10.200.0.12:30000"]
     return {f.path: f for f in router_files(config, "kimi", ReplicaSet.model_validate(SET), "/opt/r", workers)}
 
@@ -44,6 +45,8 @@ def test_the_unit_runs_the_launcher_with_launch_routers_flags(tmp_path):
     )
     for prop in (*sandbox.identity(paths.ROUTER_USER, []), *sandbox.PROPERTIES):
         assert f"{prop[0]}={prop[1]}" in unit.splitlines()
+    # IPAddressDeny=any with its workers and its clients (server_clients) allowed
+    assert "IPAddressAllow=localhost 10.200.0.11 10.200.0.12 10.200.0.1" in unit.splitlines()
 
 
 def test_the_key_goes_through_a_credential_never_the_unit_or_argv(tmp_path):
@@ -70,22 +73,28 @@ def test_no_workers_no_worker_urls_flag():
 class _Host:
     def __init__(self, name: str, data: dict):
         self.name, self.data = name, SimpleNamespace(get=data.get, dict=lambda: data)
+        self.executing_op_hash = "op"  # pyinfra's, while the host runs an operation
 
 
-def test_a_failed_replica_stops_the_rollout_of_later_batches(monkeypatch):
+def test_members_go_max_unavailable_at_a_time_and_a_failed_one_stops_the_rest(monkeypatch):
     hosts = [_Host(f"@pveguest/sglang{i}", {"replica_sets": {"kimi": SET}}) for i in (1, 2, 3)]
     replica_set = ReplicaSet.model_validate(SET)
-    fake_state = SimpleNamespace(inventory=SimpleNamespace(get_active_hosts=lambda: hosts))
-    monkeypatch.setattr(rollout, "state", fake_state)
-    monkeypatch.setattr(rollout.replicas, "replica_sets", lambda: {"kimi": replica_set})
+    monkeypatch.setattr(rollout, "state", SimpleNamespace())
+    monkeypatch.setattr(rollout, "POLL_S", 0.01)
     monkeypatch.setattr(rollout.replicas, "member_of", lambda host: ("kimi", replica_set))
     monkeypatch.setattr(rollout.replicas, "router_url", lambda rs: "http://10.200.0.14:30000")
     monkeypatch.setattr(rollout.replicas, "address", lambda host: host.name[-7:])
-    assert rollout.parallel() == 1
     words = [getattr(word, "obj", word) for word in rollout.begin(hosts[0])]
     assert words == ["--router", "http://10.200.0.14:30000", "--address", "sglang1", "--drain-s", "60"]
+    second = gevent.spawn(rollout.begin, hosts[1])
+    gevent.sleep(0.1)
+    assert not second.ready()  # sglang1 is out of the router: sglang2 waits
     rollout.end(hosts[0])
-    rollout.begin(hosts[1])  # sglang1 ended: sglang2 goes
-    # sglang2's command failed: no end(); sglang3, in a later batch, is refused, naming sglang2
+    assert second.get(timeout=5)  # sglang1 came back: sglang2 goes
+    hosts[1].executing_op_hash = None  # its command failed: its operation is over without end()
     with pytest.raises(OperationError, match=r"rolling switch of replica set kimi stopped at @pveguest/sglang2"):
         rollout.begin(hosts[2])
+
+
+def test_hosts_of_no_set_never_wait():
+    assert rollout.begin(_Host("@pveguest/sglang4", {})) == []

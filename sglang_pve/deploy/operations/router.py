@@ -10,8 +10,8 @@ from sglang_pve.deploy.facts.files import FileDigests
 from sglang_pve.deploy.facts.router import RouterStatus
 from sglang_pve.deploy.operations.files import ManagedFile, changed_files, converge
 
-# Polls the router until GET /readiness (at least one healthy worker; GET /liveness when it has
-# none) answers 200 (sgl-model-gateway src/server.rs readiness / liveness), within the deadline.
+# Polls the router until `probe` answers 200 (sgl-model-gateway src/server.rs: GET /liveness once it
+# serves, GET /readiness once a worker is healthy), within the deadline.
 _WAIT = """\
 import sys, time, urllib.request
 url, deadline = sys.argv[1], time.monotonic() + float(sys.argv[2])
@@ -35,17 +35,17 @@ def router_unit(unit: str, files: list[ManagedFile], probe: str, timeout_s: floa
     reloads and the unit restarts), enabled, started when it does not run; then wait until
     `probe` answers 200.
 
-    + unit: the unit's name, e.g. "sglang-router-kimi.service"
+    + unit: the unit's name, e.g. "sgl-router-kimi.service"
     + files: the unit file, its launcher and its key (deploy/render.py router_files)
-    + probe: the URL that answers 200 once the router serves, e.g. "http://127.0.0.1:30000/readiness"
+    + probe: the URL that answers 200 once the router serves, e.g. "http://127.0.0.1:30000/liveness"
     + timeout_s: how long it may take
 
     **Example:**
 
     .. code:: python
 
-        router_unit(unit="sglang-router-kimi.service", files=render.router_files(...),
-                    probe="http://127.0.0.1:30000/readiness")
+        router_unit(unit="sgl-router-kimi.service", files=render.router_files(...),
+                    probe="http://127.0.0.1:30000/liveness")
     """
     states = host.get_fact(FileDigests, paths=[f.path for f in files])
     changed = changed_files(files, states)
