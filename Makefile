@@ -4,7 +4,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYINFRA := $(VENV)/bin/pyinfra
-SYSTEM_PACKAGES := lxc lxcfs debootstrap debian-archive-keyring gpgv nftables openssh-client iproute2 make python3-venv
+SYSTEM_PACKAGES := lxc lxcfs debootstrap debian-archive-keyring gpgv nftables openssh-client iproute2 make python3-venv prometheus
 
 .PHONY: demo demo-scale test lint venv system-packages lab-up lab-up-scale lab-down deploy deploy-scale preflight status clean
 

@@ -20,6 +20,10 @@ RELEASES_DIR = f"{STATE_DIR}/releases"  # <id>.json records, blobs/ of the files
 # "started"}, written by the controller's bench before its first start and removed after its
 # last; found by a later run (which holds the deploy lock, so that bench is dead): it restores "before".
 BENCH_MARK = f"{STATE_DIR}/bench/in-progress.json"
+# node_exporter's textfile collector directory: Debian's prometheus-node-exporter (1.5.0-1) has
+# this default compiled in (its /etc/default/prometheus-node-exporter says ARGS=""; its
+# README.textfile names the directory); the deploy passes it as --collector.textfile.directory.
+TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 SECRETS_DIR = f"{ETC_DIR}/secrets"  # root-only (0600) files: SGLang's config with its keys, secret environment
 # The first line of every file the toolkit writes whole carries this; a file or unit without it
 # (an operator's own sglang-router.service) is never changed or removed.

@@ -10,6 +10,7 @@
 | `SGLANG_PVE_SYSTEMD_RUN` | `systemd-run` on PATH   | detached switches (detached.py), crash restarts (crashes.py) |
 | `SGLANG_PVE_RUN_DIR`    | `/run/sglang-pve`        | the stop-requested markers (stopping.py)  |
 | `SGLANG_PVE_RELEASES_DIR` | `/var/lib/sglang-pve/releases` | the releases prestart holds files to (mixed.py) |
+| `SGLANG_PVE_TEXTFILE_DIR` | `/var/lib/prometheus/node-exporter` | where the metrics file goes (metrics.py) |
 
 Production units set none of them. They are read at call time, so tests can set them per test.
 """
@@ -34,6 +35,10 @@ def run_dir() -> str:
 
 def releases_dir() -> str:
     return os.environ.get("SGLANG_PVE_RELEASES_DIR", contract.RELEASES_DIR)
+
+
+def textfile_dir() -> str:
+    return os.environ.get("SGLANG_PVE_TEXTFILE_DIR", contract.TEXTFILE_DIR)
 
 
 def nvidia_smi_timeout() -> float:

@@ -1,7 +1,7 @@
 """The restart history (state_dir/restarts/NAME.json) and the restart policy: the watchdog's
 restarts of a wedged server and crashes.py's of a crashed one, counted together.
 
-    {"server": "baseline", "release": "20261130T114354Z-3f2a9c1d",
+    {"server": "baseline", "release": "20261130T114354Z-3f2a9c1d", "total": 7,
      "restarts": [{"boot": "5b1f...", "monotonic": 81234.5, "time": 1784541600.0}]}
 
 The history belongs to the release that was current when it was written: a new release (the fix
@@ -67,6 +67,15 @@ def history(spec: Spec) -> list[Moment]:
     return entries
 
 
+def total(spec: Spec) -> int:
+    """Every restart of the current release (the history keeps only the window's): a counter."""
+    record = state.read_json(spec.state_file("restarts")) or {}
+    if record.get("release") != _release():
+        return 0
+    counted = record.get("total")
+    return counted if isinstance(counted, int) else len(record.get("restarts", []))
+
+
 def in_window(spec: Spec, at: Moment | None = None) -> list[Moment]:
     """This window's restarts, oldest first."""
     at = at or now()
@@ -79,7 +88,8 @@ def record(spec: Spec, at: Moment | None = None) -> list[Moment]:
     Raises OSError when the state directory is not writable (the caller acted already)."""
     at = at or now()
     kept = in_window(spec, at) + [at]
-    document = {"server": spec.server, "release": _release(), "restarts": [asdict(m) for m in kept]}
+    restarts = [asdict(m) for m in kept]
+    document = {"server": spec.server, "release": _release(), "total": total(spec) + 1, "restarts": restarts}
     state.write_json(spec.state_file("restarts"), document)
     return kept
 

@@ -16,7 +16,7 @@ one /proc scan, and per server a look at its log, state files and (if the port l
                   "phase": "ready", "seconds_in_phase": 3600.0, "seconds_since_progress": 2.1,
                   "health": {"status": 200, "error": null, "seconds": 0.9} | null,
                   "last_log_line": "...",
-                  "restarts": {"in_window": 0, "max": 3, "window_s": 3600, "last": null,
+                  "restarts": {"in_window": 0, "total": 0, "max": 3, "window_s": 3600, "last": null,
                                "on_crash": "restart (cap 3 within 3600s)", "crash_restart_at": null},
                   "diagnosis": "/var/lib/sglang-pve/diagnoses/baseline-20260720T081500Z-stall.json" | null,
                   "group": {"name": "kimi", "rank": 1, "nnodes": 2} | null, "verdict": "ready"}]}
@@ -233,6 +233,7 @@ def _restarts(spec: Spec, record: Record, timer_waits: bool) -> dict[str, object
     restart_at = (record.get("crash") or {}).get("restart_at") if timer_waits else None
     return {
         "in_window": len(recent),
+        "total": restarts.total(spec),
         "max": spec.watchdog.max_restarts,
         "window_s": spec.watchdog.window_s,
         "last": None if last is None else _iso(last),

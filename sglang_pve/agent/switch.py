@@ -29,7 +29,19 @@ import os
 import subprocess
 import time
 
-from sglang_pve.agent import contract, diagnosis, exitcodes, gpus, holders, overrides, release_store, state, systemd
+from sglang_pve.agent import (
+    contract,
+    diagnosis,
+    exitcodes,
+    gpus,
+    holders,
+    metrics,
+    overrides,
+    release_store,
+    state,
+    switch_history,
+    systemd,
+)
 from sglang_pve.agent import spec as spec_module
 from sglang_pve.agent.output import Say
 from sglang_pve.agent.release_store import ReleaseError, Store
@@ -228,14 +240,14 @@ def switch(
         _make_current(store, release, say, keep, venvs_dir, release["id"] if rollback else before)
         store.set_pending(None)
         say("switch-timings " + json.dumps(timings, sort_keys=True))
-        return exitcodes.OK
+        return _counted(store, release, "ready", timings, say, exitcodes.OK)
 
     release.update(status="failed", failure=failure)
     store.save(release)
     say(f"switch to release {release['id']} failed: {failure}", error=True)
     if previous is None or previous["id"] == release["id"]:
         say("no previous release to revert to", error=True)
-        return exitcodes.SWITCH_FAILED
+        return _counted(store, release, "failed", timings, say, exitcodes.SWITCH_FAILED)
     say(f"reverting to release {previous['id']} ({previous['active_server']}, SGLang {previous['sglang_version']})")
     try:
         revert_failure = _run(store, previous, say, {})
@@ -248,11 +260,21 @@ def switch(
             f"disk, GPUs held), then run the deploy again or tasks/rollback.py --data to={previous['id']}",
             error=True,
         )
-        return exitcodes.SWITCH_FAILED
+        return _counted(store, release, "failed", timings, say, exitcodes.SWITCH_FAILED)
     store.set_pending(None)
     say(f"reverted: release {previous['id']} runs again. The switch to {release['id']} failed: {failure}", error=True)
     say("switch-timings " + json.dumps(timings, sort_keys=True))
-    return exitcodes.SWITCH_REVERTED
+    return _counted(store, release, "reverted", timings, say, exitcodes.SWITCH_REVERTED)
+
+
+def _counted(store: Store, release: Record, result: str, timings: dict[str, float], say: Say, code: int) -> int:
+    """The switch's outcome into the switch history, and the host's metrics written (metrics.py)."""
+    switch_history.record(store.dir, release["id"], result, timings)
+    lifecycle = release.get("lifecycle")
+    unwritten = metrics.export(os.path.dirname(lifecycle) if lifecycle else contract.SERVERS_DIR, store.dir)
+    if unwritten:
+        say(unwritten, error=True)
+    return code
 
 
 def _now(*records: Record) -> str:

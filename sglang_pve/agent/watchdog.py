@@ -19,6 +19,7 @@ A TP group member (spec.group) is never restarted alone (a lone rank cannot rejo
 wedged, it is failed as at the cap; and between probes, every tick, it watches its peers
 (peers.py: rank 0 every rank, the others rank 0): a peer gone -> a `peer_gone` diagnosis, the
 main PID SIGKILLed, exit 12, so every rank of the group stops when one is gone.
+Every metrics.INTERVAL_S, before a probe, it writes the host's metrics (metrics.py) for node_exporter.
 It exits 0 as soon as the main PID is gone or a stop is requested (a draining server answers
 503: never a reason to restart a unit that is stopping), checked again right before it acts: a
 switch that stops a wedged server must not have its stop job replaced by a restart.
@@ -35,6 +36,7 @@ from sglang_pve.agent import (
     exitcodes,
     health,
     logfollow,
+    metrics,
     peers,
     phases,
     procs,
@@ -118,6 +120,8 @@ def run(spec: Spec, main_pid: int | None, say: Say, *, tick_s: float = TICK_S) -
         f"timeout {wd.timeout_s:g}s; {wd.failures} consecutive failures with a silent log = wedged"
     )
     watch = peers.PeerWatch(spec.group, connected_now=True) if spec.group else None
+    metrics_said: str | None = None  # a metrics failure is said once, not every time
+    metrics_due = time.monotonic() + metrics.INTERVAL_S  # the switch that started it wrote them just now
     while True:
         alive, gone = _sleep_while_alive(main, wd.interval_s, tick_s, watch)
         if alive and gone and watch is not None and not stopping.requested(spec):
@@ -134,6 +138,12 @@ def run(spec: Spec, main_pid: int | None, say: Say, *, tick_s: float = TICK_S) -
         if stopping.requested(spec):
             say(f"{spec.unit} is being stopped (drain); watchdog exits")
             return exitcodes.OK
+        if time.monotonic() >= metrics_due:  # the host's state as metrics, once per scrape interval
+            metrics_due = time.monotonic() + metrics.INTERVAL_S
+            unwritten = metrics.export(os.path.dirname(spec.path))
+            if unwritten and unwritten != metrics_said:
+                say(unwritten, error=True)
+            metrics_said = unwritten
         result = health.get(spec.host, spec.port, "/health_generate", wd.timeout_s)
         busy = _progressed(follower.poll())
         if busy:
