@@ -43,26 +43,6 @@ def lab():
     return HOST
 
 
-SCALE = "inventory/lab_scale.py"
-
-
-@pytest.fixture(scope="session")
-def scale_lab():
-    """The scale lab (`lab up --scale`: pve1, pve2 and inventory/lab_scale.py's six guests), up and
-    deployed, shared by the tests that need it (a rerun of the deploy changes nothing: ~1 min): the
-    router's address and the replica sglang2's, and the servers' api-key."""
-    reason = lab_missing()
-    if reason:
-        pytest.skip(reason)
-    subprocess.run([sys.executable, "-m", "lab", "up", "--scale"], cwd=PROJECT, check=True)
-    pyinfra(inventory=SCALE)
-    from lab import layout
-
-    _, _, router = layout.SCALE_GUESTS["router1"]
-    _, _, replica = layout.SCALE_GUESTS["sglang2"]
-    return {"router": f"http://{router}:30000", "replica": f"http://{replica}:8000", "key": lab_api_key()}
-
-
 def guest_running() -> bool:
     return (
         subprocess.run(

@@ -9,9 +9,27 @@ import time
 import urllib.error
 import urllib.request
 
-from tests.lab.conftest import SCALE, grand_total, pyinfra
+import pytest
 
+from tests.lab.conftest import lab_api_key, pyinfra
+
+pytestmark = [pytest.mark.lab]
 REPLICA = "sglang2"
+
+
+@pytest.fixture(scope="module")
+def lab(scale_lab) -> dict:
+    """The router's address, the replica sglang2's and the servers' api-key, on the deployed scale lab."""
+    from lab import layout
+
+    _, _, router = layout.SCALE_GUESTS["router1"]
+    _, _, replica = layout.SCALE_GUESTS[REPLICA]
+    return {
+        "inventory": scale_lab.inventory,
+        "router": f"http://{router}:30000",
+        "replica": f"http://{replica}:8000",
+        "key": lab_api_key(),
+    }
 
 
 def _call(url: str, key: str, body: dict | None = None, timeout: float = 30) -> tuple[int | str, object]:
@@ -78,23 +96,26 @@ def _check(watch: Watch, lab: dict, output: str) -> None:
     assert len(watch.lists[-1]) == 3, watch.lists[-1]  # every replica serves again
 
 
-def test_a_rolling_switch_of_a_replica_and_its_rollback_fail_no_request(scale_lab):
-    with Watch(scale_lab) as watch:
+def test_a_rolling_switch_of_a_replica_and_its_rollback_fail_no_request(lab):
+    with Watch(lab) as watch:
         _, output = pyinfra(
-            "--limit", REPLICA, "--data", "server=baseline-small-batch", inventory=SCALE, deploy="tasks/switch.py"
+            "--limit",
+            REPLICA,
+            "--data",
+            "server=baseline-small-batch",
+            inventory=lab["inventory"],
+            deploy="tasks/switch.py",
         )
     print(f"switch: {watch.sent} requests, {len(watch.failed)} failed")
-    _check(watch, scale_lab, output)
+    _check(watch, lab, output)
 
-    with Watch(scale_lab) as watch:
-        _, output = pyinfra("--limit", REPLICA, inventory=SCALE, deploy="tasks/rollback.py")
+    with Watch(lab) as watch:
+        _, output = pyinfra("--limit", REPLICA, inventory=lab["inventory"], deploy="tasks/rollback.py")
     print(f"rollback: {watch.sent} requests, {len(watch.failed)} failed")
-    _check(watch, scale_lab, output)
+    _check(watch, lab, output)
 
 
-def test_the_router_in_status_and_the_rerun_changes_nothing(scale_lab):
-    _, output = pyinfra(inventory=SCALE, deploy="tasks/status.py")
+def test_the_router_in_status(lab):
+    _, output = pyinfra(inventory=lab["inventory"], deploy="tasks/status.py")
     assert "router of replica set llama" in output and ": ready" in output
     assert output.count("healthy, load") >= 3 and "smg_worker_health" in output
-    _, output = pyinfra(inventory=SCALE)
-    assert grand_total(output)["changed"] == 0, output[-3000:]
