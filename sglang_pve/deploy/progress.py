@@ -19,8 +19,10 @@ from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 import gevent
+from pyinfra import host as context_host
 from pyinfra import logger
 from pyinfra.api import StringCommand
+from pyinfra.context import ctx_host
 
 from sglang_pve.config.safe import printable
 from sglang_pve.deploy.facts.server_status import ServerStatus
@@ -89,5 +91,7 @@ class FollowedCommand(StringCommand):
         self.server = server
 
     def execute(self, state, host, connector_arguments):
+        if host is context_host:  # a nested operation (deploy_when_provisioned) hands over pyinfra's
+            host = ctx_host.get()  # context proxy, which the spawned greenlet's own context lacks
         work = gevent.spawn(super().execute, state, host, connector_arguments)
         return follow(work, lambda: _poll(host, self.server), lambda text: logger.info(f"{host.print_prefix}{text}"))

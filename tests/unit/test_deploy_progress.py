@@ -110,3 +110,17 @@ def test_a_switch_whose_start_is_slow_logs_progress_lines_until_it_ends(monkeypa
         "[sglang1] progress: baseline cuda_graph 30 s",
     ]
     assert all("\x1b" not in line and "\n" not in line and "\\x1b[2J" in line for line in lines)
+
+
+def test_a_nested_operation_hands_over_the_context_proxy_and_the_command_still_runs(monkeypatch):
+    """deploy_when_provisioned runs the container's operations nested, with pyinfra's `host` proxy as
+    the host: the greenlet the command runs in has no context of its own, so the real host is used."""
+    from pyinfra import host as context_host
+    from pyinfra.context import ctx_host
+
+    monkeypatch.setattr(progress, "INTERVAL_S", 0.01)
+    command = releases.transient("baseline", lease="3f9c0a1b")
+    real = SlowHost(polls=1)
+    with ctx_host.use(real):
+        ok, output = command.execute(types.SimpleNamespace(print_output=False, print_input=False), context_host, {})
+    assert ok and output.stdout_lines == ["switch: ready"]
