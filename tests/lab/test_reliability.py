@@ -6,6 +6,7 @@ under load drains the first configuration and starts the second.
 """
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -222,6 +223,28 @@ def test_a_controller_killed_during_the_gate_wait_then_a_rerun_starts_the_server
     assert report["switch"]["unit"].startswith("sglang-pve-switch-") and report["switch"]["code"] == 0
     assert report["switch"]["current"] == current["id"] and report["switch"]["seen"] is True  # the rerun saw it
     assert f"adopted: the apply of run {report['switch']['lease']}, whose controller went away" in output, output
+
+
+def test_a_slow_start_prints_progress_lines_while_the_switch_waits(deployed):
+    """A switch whose start takes a while (the simulator's weights phase, 20 s) logs progress lines
+    without -v while the gate waits (deploy/progress.py: every INTERVAL_S, read over a second command
+    on the same SSH connection): the server, its phase and seconds, plain text in a pipe. Measured
+    alone: 56 s (one deploy whose switch waits 20 s for the weights)."""
+    from sglang_pve.deploy import progress
+
+    report = json.loads(sh(f"python3 {paths.AGENT} releases --dir {paths.RELEASES_DIR}"))
+    now = next(r["nccl_profile"] for r in report["releases"] if r["id"] == report["current"])
+    other = PROFILES[1] if now == PROFILES[0] else PROFILES[0]  # a switch, with no deploy before it
+    set_faults({"baseline": {"phase_seconds": {"weights": progress.INTERVAL_S + 5}}})
+    try:
+        deploy = _deploy("--data", f"nccl_profile={other}")
+        output = deploy.communicate(timeout=600)[0]  # raw: a pipe, so no control codes of ours
+    finally:
+        set_faults({})
+    assert deploy.returncode == 0, output
+    lines = [line for line in output.splitlines() if "progress: " in line]
+    assert any(re.search(r"progress: baseline weights \d+ s, starting \(weights, ", line) for line in lines), output
+    assert all("\x1b" not in line and "\r" not in line for line in lines), lines
 
 
 def test_a_requested_stop_ends_inactive(deployed):
