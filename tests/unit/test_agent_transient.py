@@ -13,6 +13,7 @@ from sglang_pve.agent.release_store import ReleaseError, Store
 from tests.unit.agent_support import FakeHost, messages, rendered, write_spec
 
 A, B = "sglang-a.service", "sglang-b.service"
+GPU_FREE_TIMEOUT_S = 60
 
 
 @pytest.fixture
@@ -23,9 +24,10 @@ def host(tmp_path, monkeypatch, agent_env):
 
 @pytest.fixture
 def store(tmp_path):
-    """The host's current release, ready: configurations a (its active one) and b."""
+    """The host's current release, ready: configurations a (its active one) and b. The GPUs' wait is
+    bounded far above the fake's two lingering queries, which take seconds on a loaded machine."""
     for server in ("a", "b"):
-        write_spec(tmp_path, server=server, gpu_free_timeout_s=1)
+        write_spec(tmp_path, server=server, gpu_free_timeout_s=GPU_FREE_TIMEOUT_S)
     lock = tmp_path / "sglang-1.0.lock"
     lock.write_text("sglang==1.0 --hash=sha256:00\n")
     conf = tmp_path / "sglang.conf"
@@ -141,6 +143,8 @@ def test_nothing_to_revert_to_when_the_same_configuration_ran_before(tmp_path, h
 
 def test_the_start_never_comes_while_the_gpus_are_busy(tmp_path, host, store):
     host.change(linger=10**6)  # the memory is never released
+    for server in ("a", "b"):
+        write_spec(tmp_path, server=server, gpu_free_timeout_s=1)  # the wait that must end
     code, said = transient(tmp_path, store, "b")
     assert code == exitcodes.SWITCH_FAILED  # the revert to a waits for the GPUs too
     assert not [verb for verb in verbs(host) if verb.startswith("start")]
