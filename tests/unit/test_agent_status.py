@@ -40,7 +40,14 @@ def local_stamp(epoch: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
 
 
+def seconds_in(verdict: str, pattern: str) -> int:
+    match = re.fullmatch(pattern, verdict)
+    assert match, verdict
+    return int(match.group(1))
+
+
 def test_every_verdict_from_one_systemctl_call(tmp_path, monkeypatch):
+    began = time.time()  # the stamps below are relative to when they are written; a loaded machine is slow
     stall = {"weights": 600, "cuda_graph": 30, "warmup": 30}
     ready = write_spec(tmp_path, server="ready")
     starting = write_spec(tmp_path, server="starting", stall_timeout_s=stall)
@@ -172,9 +179,10 @@ def test_every_verdict_from_one_systemctl_call(tmp_path, monkeypatch):
     by_name = {entry.get("server"): entry for entry in report["servers"]}
     assert by_name["ready"]["verdict"] == "ready" and by_name["ready"]["health"]["status"] == 200
     assert by_name["ready"]["phase"] == "ready" and by_name["ready"]["seconds_in_phase"] >= 59
-    assert by_name["starting"]["verdict"].startswith("starting (weights, 4")  # 42 s by the line's stamp
+    late = int(time.time() - began) + 1
+    assert 41 <= seconds_in(by_name["starting"]["verdict"], r"starting \(weights, (\d+)s.*") <= 42 + late
     assert by_name["starting"]["last_log_line"] == "Multi-thread loading shards:  40% Completed | 26/64"
-    assert re.fullmatch(r"stalled \(warmup, no progress for (99|100|101)s\)", by_name["stalled"]["verdict"])
+    assert 99 <= seconds_in(by_name["stalled"]["verdict"], r"stalled \(warmup, no progress for (\d+)s\)") <= 100 + late
     assert (
         by_name["zombie"]["verdict"]
         == f"zombie since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(hour_ago + 60))}"
