@@ -10,6 +10,7 @@ session; teardown SIGKILLs that process group and any leaked child by PID, never
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -391,6 +392,12 @@ def test_baseline_starts_phase_by_phase_and_stops_on_sigterm(lab):
     assert "Draining requests and shutting down..." in sim.log()
 
 
+def _samples(text: str) -> dict:
+    """`name{labels}` -> value of every sample in a Prometheus text exposition."""
+    rows = (line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
+    return {key: float(value) for key, value in rows}
+
+
 def test_speculative_server_reports_acceptance(lab):
     sim = lab.start(lab.config("eagle3-2step", spec=True, random_seed=7))
     sim.wait_log(r"The server is fired up and ready to roll!")
@@ -407,13 +414,33 @@ def test_speculative_server_reports_acceptance(lab):
         ],
     )
     request = {"text": "hello", "sampling_params": {"max_new_tokens": 40, "temperature": 0}}
+    before = _samples(sim.http("/metrics")[1].decode())  # after the server's own warm-up request
     first, second = (json.loads(sim.http("/generate", request)[1]) for _ in range(2))
     assert first["text"] == second["text"]  # deterministic for a seed
     assert first["meta_info"]["spec_accept_length"] > 1.0
     info = json.loads(sim.http("/server_info")[1])
     assert info["internal_states"][0]["avg_spec_accept_length"] > 1.0
     assert info["speculative_num_draft_tokens"] == 3 and info["version"].startswith("0.5.16.dev")
-    assert b"sglang:spec_accept_length" in sim.http("/metrics")[1]
+    metrics = sim.http("/metrics")[1].decode()
+    assert "sglang:spec_accept_length{" in metrics
+    model = 'model_name="kimi-k2.5"'
+    values = _samples(metrics)
+    grew = {key: value - before.get(key, 0.0) for key, value in values.items()}
+    for name in ("time_to_first_token_seconds", "e2e_request_latency_seconds"):  # collector.py's histograms
+        assert grew[f"sglang:{name}_count{{{model}}}"] == 2
+        assert grew[f'sglang:{name}_bucket{{{model},le="+Inf"}}'] == 2
+        assert values[f"sglang:{name}_sum{{{model}}}"] > before[f"sglang:{name}_sum{{{model}}}"]
+    assert grew[f"sglang:generation_tokens_total{{{model}}}"] == 2 * 40
+    assert grew[f"sglang:inter_token_latency_seconds_count{{{model}}}"] == 0  # one chunk each: no interval
+    sim.http("/generate", {**request, "stream": True})  # chunk after chunk: an interval per token after the first
+    itl = f"sglang:inter_token_latency_seconds_count{{{model}}}"
+    assert 0 < _samples(sim.http("/metrics")[1].decode())[itl] - values[itl] < 40
+    promtool = shutil.which("promtool")
+    if promtool:  # Debian's prometheus (Makefile SYSTEM_PACKAGES)
+        # SGLang's own names break one lint rule (the colon is meant for recording rules); nothing else may
+        checked = subprocess.run([promtool, "check", "metrics"], input=metrics, capture_output=True, text=True)
+        problems = (checked.stdout + checked.stderr).splitlines()
+        assert problems and all(p.endswith("metric names should not contain ':'") for p in problems), problems
 
 
 def test_crash_fault_fails_like_the_draft_context_check(lab):

@@ -1,7 +1,11 @@
-"""GET /metrics (with --enable-metrics): SGLang's Prometheus gauges and counters.
+"""GET /metrics (with --enable-metrics): SGLang's Prometheus gauges, counters and histograms.
 
-Names follow SGLang's metrics_collector (sglang:gen_throughput, sglang:num_running_reqs,
-sglang:spec_accept_length, ...); the label set (model_name only) is a simplification.
+Names, help texts and buckets are SGLang's: sgl-project/sglang python/sglang/srt/metrics/collector.py
+at commit 00ae9c1590d2d0bb6c0bfff39e312c34ae3dd538, SchedulerMetricsCollector (the gauges:
+sglang:gen_throughput, sglang:num_running_reqs, sglang:spec_accept_length, ...) and
+TokenizerMetricsCollector (the counters sglang:prompt_tokens_total, sglang:generation_tokens_total,
+sglang:num_requests_total and the latency histograms, histograms.py). The subset is what the
+simulator models; the label set (model_name only) is a simplification of SGLang's labels.
 """
 
 from sglang.sim.tokenizer_manager import TokenizerManager
@@ -57,4 +61,5 @@ def render_metrics(tm: TokenizerManager) -> str:
             f"# TYPE sglang:{name}_total counter",
             f"sglang:{name}_total{labels} {tm.chans.stat(name)}",
         ]
+    lines += tm.histograms.render(labels.strip("{}"))
     return "\n".join(lines) + "\n"

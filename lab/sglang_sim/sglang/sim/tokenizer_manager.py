@@ -15,6 +15,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 from sglang.sim import env
 from sglang.sim.channels import Channels
+from sglang.sim.histograms import Histograms
 from sglang.srt.model_config import ModelConfig
 from sglang.srt.server_args import ServerArgs
 
@@ -53,6 +54,7 @@ class TokenizerManager:
         self._queues: Dict[str, queue.Queue] = {}
         self._lock = threading.Lock()
         self._counter = itertools.count()
+        self.histograms = Histograms()
         threading.Thread(target=self._handle_loop, name="handle_loop", daemon=True).start()
 
     def inflight_rids(self) -> List[str]:
@@ -96,17 +98,32 @@ class TokenizerManager:
         with self._lock:
             self._queues.update({rid: out_queue for rid in rids})
         try:
+            submitted = time.monotonic()
+            last: Dict[str, float] = {}  # each request's previous chunk
             for rid, spec in zip(rids, specs, strict=True):
                 self._submit(rid, spec)
             pending = len(rids)
             while pending:
                 output = out_queue.get()
                 pending -= output["done"]
+                self._observe(output, submitted, last)
                 yield index[output["rid"]], output
         finally:
             with self._lock:
                 for rid in rids:
                     self._queues.pop(rid, None)
+
+    def _observe(self, output: dict, submitted: float, last: Dict[str, float]) -> None:
+        """TTFT at a request's first chunk, ITL per later chunk (its interval over its new tokens),
+        E2E at its end: where SGLang's tokenizer manager observes them (collector.py's histograms)."""
+        now, rid, tokens = time.monotonic(), output["rid"], len(output["words"])
+        if rid not in last:
+            self.histograms.observe("time_to_first_token_seconds", now - submitted)
+        elif tokens:
+            self.histograms.observe("inter_token_latency_seconds", (now - last[rid]) / tokens, tokens)
+        last[rid] = now
+        if output["done"]:
+            self.histograms.observe("e2e_request_latency_seconds", now - submitted)
 
     def _submit(self, rid: str, spec: GenerateSpec) -> None:
         exact = spec.max_new_tokens is not None
