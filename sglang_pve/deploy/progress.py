@@ -37,15 +37,20 @@ class Work(Protocol[T]):  # a gevent Greenlet
     def join(self, timeout: float | None = None) -> None: ...
     def ready(self) -> bool: ...
     def get(self) -> T: ...
+    def kill(self) -> None: ...
 
 
 def follow(work: "Work[T]", poll: Callable[[], str], emit: Callable[[str], None], interval: float | None = None) -> T:
     """Wait for `work`; every `interval` (INTERVAL_S) seconds while it runs, emit what `poll` says. Its result."""
-    while True:
-        work.join(timeout=INTERVAL_S if interval is None else interval)
-        if work.ready():
-            return work.get()
-        emit(poll())
+    try:
+        while True:
+            work.join(timeout=INTERVAL_S if interval is None else interval)
+            if work.ready():
+                return work.get()
+            emit(poll())
+    finally:
+        if not work.ready():  # an interrupt raised where we wait (the bench's SIGINT): the command goes too
+            work.kill()
 
 
 def line(server: str | None, report: dict | None) -> str:
@@ -91,7 +96,25 @@ class FollowedCommand(StringCommand):
         self.server = server
 
     def execute(self, state, host, connector_arguments):
-        if host is context_host:  # a nested operation (deploy_when_provisioned) hands over pyinfra's
-            host = ctx_host.get()  # context proxy, which the spawned greenlet's own context lacks
+        host = _real(host)
         work = gevent.spawn(super().execute, state, host, connector_arguments)
-        return follow(work, lambda: _poll(host, self.server), lambda text: logger.info(f"{host.print_prefix}{text}"))
+        return follow(work, lambda: _poll(host, self.server), _logged(host))
+
+
+def _real(host):
+    """The host itself for pyinfra's context proxy (`from pyinfra import host`), which a nested
+    operation (deploy_when_provisioned) or a python.call hands over: the greenlet spawned here has no
+    context of its own."""
+    return ctx_host.get() if host is context_host else host
+
+
+def _logged(host) -> Callable[[str], None]:
+    return lambda text: logger.info(f"{host.print_prefix}{text}")
+
+
+def run_followed(host, command: StringCommand, server: str | None):
+    """host.run_shell_command(command) from code that runs at execution time (the bench's python.call),
+    logging `server`'s progress while it runs; its (ok, output)."""
+    host = _real(host)
+    work = gevent.spawn(host.run_shell_command, command, print_output=False)
+    return follow(work, lambda: _poll(host, server), _logged(host))

@@ -124,3 +124,34 @@ def test_a_nested_operation_hands_over_the_context_proxy_and_the_command_still_r
     with ctx_host.use(real):
         ok, output = command.execute(types.SimpleNamespace(print_output=False, print_input=False), context_host, {})
     assert ok and output.stdout_lines == ["switch: ready"]
+
+
+def test_an_interrupt_where_follow_waits_ends_the_command_too():
+    """The bench's SIGINT handler raises in the greenlet that waits (tools/bench/runner.py
+    _on_interrupt): the command's greenlet must not go on behind it."""
+    work = gevent.spawn(gevent.sleep, 3600)
+
+    def poll() -> str:
+        raise KeyboardInterrupt  # what the handler raises where follow() waits, here at the first line
+
+    try:
+        progress.follow(work, poll, lambda text: None, interval=0.01)
+    except KeyboardInterrupt:
+        pass
+    assert work.dead  # killed: it would sleep on for an hour
+
+
+def test_the_benchs_switch_logs_its_progress_through_the_context_proxy(monkeypatch, caplog):
+    """tools/bench/runner.py runs the transient switch at execution time with pyinfra's `host` proxy."""
+    from pyinfra import host as context_host
+    from pyinfra.context import ctx_host
+
+    monkeypatch.setattr(progress, "INTERVAL_S", 0.01)
+    real = SlowHost(polls=2)
+    with ctx_host.use(real), caplog.at_level(logging.INFO, logger="pyinfra"):
+        ok, output = progress.run_followed(context_host, releases.transient("baseline", lease="3f9c0a1b"), "baseline")
+    assert ok and output.stdout_lines == ["switch: ready"]
+    assert [r.getMessage().split(",")[0] for r in caplog.records if "progress:" in r.getMessage()] == [
+        "[sglang1] progress: baseline weights 10 s",
+        "[sglang1] progress: baseline kv_cache 20 s",
+    ]

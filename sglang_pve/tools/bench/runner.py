@@ -28,6 +28,7 @@ from sglang_pve.agent import systemd
 from sglang_pve.config.safe import printable, printable_tree
 from sglang_pve.deploy import paths
 from sglang_pve.deploy.operations import releases
+from sglang_pve.deploy.progress import run_followed
 from sglang_pve.tools.bench import chart, metrics, results
 
 REMOTE_DIR = f"{paths.STATE_DIR}/bench"
@@ -183,7 +184,7 @@ def _running_now(host, servers: list[str]) -> str | None:
 def _switch(host, server: str | None, lease: str) -> Start:
     """Run `server` (None: none) fresh through the agent's transient switch; its start's record."""
     tic = time.monotonic()
-    ok, output = host.run_shell_command(releases.transient(server, lease), print_output=False)
+    ok, output = run_followed(host, releases.transient(server, lease), server)  # its progress while it waits
     wall = time.monotonic() - tic
     lines = [printable(line) for line in output.output_lines]  # the agent's words, shown and kept
     timings: dict[str, float] = next(
