@@ -526,8 +526,10 @@ def known() -> dict[int, str]:
 
 
 def resolve(host: str) -> str | None:
-    """The LXC name of a guest given by vmid or hostname, None when there is none."""
-    for vmid, hostname in known().items():
+    """The LXC name of a guest given by vmid or hostname, None when there is none. A hostname two
+    guests share (the scale lab's sglang1, vmid 201, beside the default lab's, 129, in one slot)
+    names the lowest vmid: give the vmid for the other."""
+    for vmid, hostname in sorted(known().items()):
         if host in (str(vmid), hostname):
             return name(vmid)
     return None
