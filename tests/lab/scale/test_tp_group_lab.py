@@ -16,14 +16,12 @@ rank 0 failed 11.0-11.3 s, GPUs free 12.3-13.5 s (stall timeout 10 s; two runs).
 """
 
 import json
-import subprocess
-import sys
 import time
 
 import pytest
 
-from tests.conftest import PROJECT, group_data
-from tests.lab.conftest import AGENT_PYZ, FAULTS_FILE, grand_total, lab_missing, on_target, pyinfra
+from tests.conftest import group_data
+from tests.lab.conftest import AGENT_PYZ, FAULTS_FILE, grand_total, on_target, pyinfra
 
 pytestmark = pytest.mark.lab
 
@@ -41,12 +39,8 @@ def deploy_group() -> str:
 
 
 @pytest.fixture(scope="module")
-def group():
-    reason = lab_missing()
-    if reason:
-        pytest.skip(reason)
-    subprocess.run([sys.executable, "-m", "lab", "up", "--scale"], cwd=PROJECT, check=True, capture_output=True)
-    deploy_group()
+def group(scale_lab):
+    """The scale lab, deployed once for every module under tests/lab/scale (its conftest)."""
     yield
     for host in (RANK0, RANK1):
         faults(host, {})
