@@ -723,3 +723,42 @@ def test_server_args_pass_trust_remote_code_to_the_model_config(sglang, kimi, tm
     path.write_text(yaml.safe_dump({"model-path": str(kimi), "trust-remote-code": True, "tp-size": 1}))
     sglang.server_args.prepare_server_args(["--config", str(path)]).resolve_once()
     assert (tmp_path / "canary").read_text().startswith("loaded uid=")
+
+
+DASHBOARD = Path(__file__).parents[2] / "monitoring" / "grafana-dashboard.json"
+PROMQL_WORDS = {"and", "or", "unless", "bool", "by", "without", "on", "ignoring", "group_left", "group_right", "offset"}
+
+
+def promql_metrics(expr: str) -> set:
+    """The metric names a PromQL expression selects: identifiers that are no function (followed by
+    `(`), keyword, label matcher ({...}), grouping label list, range ([...]) or string."""
+    text = re.sub(r'"[^"]*"|\{[^}]*\}|\[[^\]]*\]', " ", expr)
+    text = re.sub(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", text)
+    names = re.findall(r"([A-Za-z_:][A-Za-z0-9_:]*)\s*(\(?)", text)
+    return {name for name, call in names if not call and name not in PROMQL_WORDS}
+
+
+def exported_families(text: str) -> set:
+    """Every series name a Prometheus text exposition can hold (a histogram's _bucket/_sum/_count)."""
+    names = set()
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ", 3)
+            names |= {name} | ({f"{name}_bucket", f"{name}_sum", f"{name}_count"} if kind == "histogram" else set())
+    return names
+
+
+def test_every_dashboard_query_names_a_metric_the_lab_exports(lab):
+    """monitoring/grafana-dashboard.json: each query's metrics are in the simulator's /metrics (SGLang's
+    names) or the agent's metrics file (metrics.py); a name neither exports fails it."""
+    from sglang_pve.agent import metrics, switch_history
+
+    sim = lab.start(lab.config("eagle3-2step", spec=True, random_seed=7))
+    sim.wait_log(r"The server is fired up and ready to roll!")
+    agent = metrics.render({"servers": [], "gpus": [], "holders": []}, None, switch_history.read("/nonexistent"))
+    exported = exported_families(sim.http("/metrics")[1].decode()) | exported_families(agent)
+    queries = [t["expr"] for panel in json.loads(DASHBOARD.read_text())["panels"] for t in panel["targets"]]
+    assert len(queries) >= 10 and all(promql_metrics(q) for q in queries)
+    missing = {q: promql_metrics(q) - exported for q in queries if promql_metrics(q) - exported}
+    assert not missing, missing
+    assert promql_metrics("rate(sglang:made_up_total[1m])") - exported == {"sglang:made_up_total"}
