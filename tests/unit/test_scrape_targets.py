@@ -10,12 +10,12 @@ from tests.unit.test_alerts import PROMTOOL
 
 
 def test_node_exporter_each_server_with_metrics_and_each_router():
-    servers = {"baseline": (8000, True), "eagle3-2step": (None, True), "quiet": (8001, False)}
+    servers = {"baseline": (8000, True), "eagle3": (8000, True), "big": (None, True), "quiet": (8001, False)}
     groups = targets("sglang1", "10.0.0.11", servers, {"kimi": 29000})
     assert groups == [
         {"targets": ["10.0.0.11:9100"], "labels": {"job": "node", "host": "sglang1"}},
-        {"targets": ["10.0.0.11:8000"], "labels": {"job": "sglang", "host": "sglang1", "server": "baseline"}},
-        {"targets": ["10.0.0.11:30000"], "labels": {"job": "sglang", "host": "sglang1", "server": "eagle3-2step"}},
+        {"targets": ["10.0.0.11:8000"], "labels": {"job": "sglang", "host": "sglang1"}},  # two take turns on it
+        {"targets": ["10.0.0.11:30000"], "labels": {"job": "sglang", "host": "sglang1", "server": "big"}},
         {"targets": ["10.0.0.11:29000"], "labels": {"job": "sglang-router", "host": "sglang1", "replica_set": "kimi"}},
     ]
 
