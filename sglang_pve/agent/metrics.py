@@ -215,10 +215,15 @@ def collect(spec_dir: str, releases_dir: str) -> str:
 
 
 def export(spec_dir: str = contract.SERVERS_DIR, releases_dir: str | None = None) -> str | None:
-    """Write the metrics file; None, or why it could not (metrics never fail what calls them)."""
+    """Write the metrics file; None, or why it could not (metrics never fail what calls them).
+    No textfile directory (node_exporter not installed): nothing is written, and the directory is
+    not made either (root's 0750 would keep the exporter's user out of a later package's own)."""
+    directory = overrides.textfile_dir()
+    if not os.path.isdir(directory):
+        return None
     try:
         text = collect(spec_dir, releases_dir or overrides.releases_dir())
-        state.write_atomic(os.path.join(overrides.textfile_dir(), FILE_NAME), text, mode=0o644)
+        state.write_atomic(os.path.join(directory, FILE_NAME), text, mode=0o644)
     except Exception as error:  # noqa: BLE001 - advisory: a watchdog or switch goes on without metrics
         return f"metrics not written: {type(error).__name__}: {error}"
     return None

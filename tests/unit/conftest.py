@@ -16,6 +16,7 @@ def agent_env(monkeypatch, tmp_path):
     monkeypatch.setenv("SGLANG_PVE_SYSTEMD_RUN", str(fake_systemd_run(tmp_path)))
     monkeypatch.setenv("SGLANG_PVE_RUN_DIR", str(tmp_path / "run"))
     monkeypatch.setenv("SGLANG_PVE_RELEASES_DIR", str(tmp_path / "releases"))
+    (tmp_path / "node-exporter").mkdir()  # node_exporter's textfile directory (metrics.py)
     monkeypatch.setenv("SGLANG_PVE_TEXTFILE_DIR", str(tmp_path / "node-exporter"))
     monkeypatch.delenv("INVOCATION_ID", raising=False)
     monkeypatch.delenv("SGLANG_PVE_UNIT", raising=False)

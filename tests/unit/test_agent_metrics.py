@@ -117,11 +117,16 @@ def test_a_reverted_switch_is_counted_and_names_the_release_that_runs(tmp_path, 
     assert values[f'sglang_pve_release_info{{release="{first}",server="a",sglang_version="1.0"}}'] == 1
 
 
-def test_a_metrics_directory_that_cannot_be_written_is_said_not_raised(tmp_path, monkeypatch):
+def test_a_metrics_file_that_cannot_be_written_is_said_not_raised(tmp_path):
     write_spec(tmp_path, server="baseline")
-    (tmp_path / "blocked").write_text("a file where the directory should be")
-    monkeypatch.setenv("SGLANG_PVE_TEXTFILE_DIR", str(tmp_path / "blocked" / "dir"))
-    assert (metrics.export(str(tmp_path / "specs")) or "").startswith("metrics not written: ")
+    (tmp_path / "node-exporter" / metrics.FILE_NAME).mkdir()  # the rename over it fails
+    assert (metrics.export(str(tmp_path / "specs")) or "").startswith("metrics not written: IsADirectoryError")
+
+
+def test_without_node_exporters_directory_nothing_is_written_or_made(tmp_path, monkeypatch):
+    write_spec(tmp_path, server="baseline")
+    monkeypatch.setenv("SGLANG_PVE_TEXTFILE_DIR", str(tmp_path / "var" / "node-exporter"))
+    assert metrics.export(str(tmp_path / "specs")) is None and not (tmp_path / "var").exists()
 
 
 def test_label_values_are_escaped():
