@@ -551,3 +551,20 @@ def test_a_no_change_run_reads_each_container_once_and_its_node_once(pve, guest)
     calls = [f"{e['method']} {e['path']}" for e in pve.requests()[reads:] if not e["path"].endswith("/access/ticket")]
     assert calls == ["GET /nodes/pve1/lxc", "GET /nodes/pve1/lxc/129/pending"]
     assert sorted(facts) == ["Hostname", "RawLxcLines", "RestartDebts"]
+
+
+@pytest.mark.parametrize(("stderr", "shown"), [("sh: 1: ss: not found\n", "sh: 1: ss: not found"), ("", "nothing")])
+def test_a_container_whose_sshd_never_listens_fails_naming_what_pct_exec_said(monkeypatch, tmp_path, stderr, shown):
+    """No host key within HOST_KEY_WAIT_S: the error says what `pct exec` printed, or that it printed nothing."""
+    from sglang_pve.provision import container as container_module
+
+    class Silent(NodeHost):
+        def run_shell_command(self, command):
+            return False, SimpleNamespace(stdout="", stderr=stderr)
+
+    monkeypatch.setattr(container_module, "HOST_KEY_WAIT_S", 0)
+    monkeypatch.setattr(container_module.time, "sleep", lambda s: None)
+    guest = Guest("10.0.3.129", str(tmp_path / "known_hosts"))
+    with pytest.raises(OperationError, match=rf"container 129: no sshd listening .* \(pct exec: {shown}\)"):
+        container_module._pin_host_key(Silent(), 129, guest)
+    assert not (tmp_path / "known_hosts").exists()  # nothing pinned
