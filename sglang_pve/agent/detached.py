@@ -4,9 +4,9 @@ A 1T model's gate wait takes 30-90 minutes, and the controller that asked for th
 drop at any time (a closed laptop, a killed run). `agent apply|switch|transient --detach ...`
 runs the same command as a transient service, `systemd-run --pipe --collect`: while the
 controller follows, the service's output is the command's output and systemd-run exits with its
-exit code; when the SSH session ends, the service goes on (systemd/src/run/run.c
-start_transient_service: the unit is PID 1's, nothing binds it to the client), its words in
-`journalctl -u sglang-pve-switch-<ms>.service`. Without systemd-run it runs in the session.
+exit code; when the SSH session ends, the service goes on (the unit is PID 1's: seen on the
+lab guest's systemd 252, a SIGKILLed systemd-run --pipe client leaves its unit running to the
+end), its words in `journalctl -u sglang-pve-switch-<ms>.service`. Without systemd-run it runs in the session.
 
 The command in the unit writes its outcome beside the releases, under the switch lock:
 
