@@ -235,7 +235,8 @@ def test_only_a_diagnosis_written_since_the_start_is_blamed(tmp_path, host, monk
 
 
 @pytest.mark.parametrize("cause", ["memory", "holder", "nvidia-smi"])
-def test_the_new_server_never_starts_while_the_gpus_are_busy(tmp_path, host, agent_env, cause):
+def test_the_new_server_never_starts_while_the_gpus_are_busy(tmp_path, host, agent_env, monkeypatch, cause):
+    monkeypatch.setenv("SGLANG_PVE_TEXTFILE_DIR", str(tmp_path / "none"))  # no metrics: count the switch's queries
     assert apply(tmp_path, release(tmp_path, "a", gpu_free_timeout_s=0.5)) == exitcodes.OK
     holder = None
     if cause == "memory":
