@@ -158,6 +158,7 @@ def _apply(args: argparse.Namespace) -> int:
                 args,
                 store,
                 lambda: switch.apply(store, spec, say, args.keep, args.venvs_dir, record_only=args.record_only),
+                spec.get("active_server"),
             )
         )
 
@@ -167,16 +168,22 @@ def _switch(args: argparse.Namespace) -> int:
         say = Reporter("switch", sys.stdout)
         to = args.to
         return done(
-            _routed(args, store, lambda: switch.switch(store, to, say, args.keep, args.venvs_dir, rollback=True))
+            _routed(
+                args,
+                store,
+                lambda: switch.switch(store, to, say, args.keep, args.venvs_dir, rollback=True),
+                to in store.ids() and store.get(to).get("active_server") or None,
+            )
         )
 
 
-def _routed(args: argparse.Namespace, store: Store, run: Callable[[], int]) -> int:
-    """A replica's switch goes out of its router and back (router_worker.py); others run as they are."""
+def _routed(args: argparse.Namespace, store: Store, run: Callable[[], int], target: str | None) -> int:
+    """A replica's switch goes out of its router and back (router_worker.py); others run as they are.
+    `target`: the configuration switched to."""
     if not args.router or args.record_only:
         return run()
     say = Reporter("router", sys.stdout)
-    key = router_worker.router_key(store)
+    key = router_worker.router_key(store, target)
     return router_worker.with_router(
         args.router, args.address, key, say, args.drain_s, run, lambda: router_worker.running_url(store, args.address)
     )

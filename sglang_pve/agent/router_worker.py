@@ -149,12 +149,17 @@ def running_url(store: Store, address: str) -> str | None:
     return f"http://[{address}]:{port}" if ":" in address else f"http://{address}:{port}"
 
 
-def router_key(store: Store) -> str | None:
-    """The replicas' api-key (the router's too), from the running configuration's secret config."""
+def router_key(store: Store, target: str | None = None) -> str | None:
+    """The replicas' api-key (the router's too), from the running configuration's secret config, else
+    from `target`'s (the configuration switched to): on a first deploy no release is current yet while
+    the router, deployed beside its replicas, may already answer and want the key."""
     record = store.current()
-    server = record.get("active_server") if record else None
-    path = contract.secret_config_path(server) if server else None
-    return read_api_key(path) if path and os.path.exists(path) else None
+    for server in (record.get("active_server") if record else None, target):
+        path = contract.secret_config_path(server) if server else None
+        key = read_api_key(path) if path and os.path.exists(path) else None
+        if key:
+            return key
+    return None
 
 
 def with_router(

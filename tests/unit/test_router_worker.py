@@ -253,3 +253,18 @@ def test_no_router_yet_switches_alone():
         url, "127.0.0.1", KEY, lambda text, error=False: said.append(text), 1, lambda: 7, lambda: None
     )
     assert code == 7 and "switching without the router" in said[0]
+
+
+def test_the_key_comes_from_the_configuration_switched_to_when_no_release_is_current(tmp_path, monkeypatch):
+    """A first deploy: no release is current yet, the router beside the replicas already wants its key
+    (found in the scale lab: the replica's switch got 401 from GET /workers and failed)."""
+    from sglang_pve.agent import contract
+    from sglang_pve.agent.release_store import Store
+
+    monkeypatch.setattr(contract, "SECRETS_DIR", str(tmp_path))
+    (tmp_path / "baseline.yaml").write_text(f"model-path: /m\napi-key: '{KEY}'\n")
+    store = Store(str(tmp_path / "releases"))
+    assert store.current() is None
+    assert router_worker.router_key(store) is None
+    assert router_worker.router_key(store, "baseline") == KEY
+    assert router_worker.router_key(store, "missing") is None
