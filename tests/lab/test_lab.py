@@ -276,7 +276,16 @@ def test_down_leaves_no_process_mount_link_or_container(lab):
     assert not daemons & set(processes)
     # (a path inside this slot's directory: another slot's /var/lib/sglang-pve-lab-slotN is not ours)
     assert not [p for p, (cmdline, _, _) in processes.items() if f"{layout.LAB_DIR}/" in cmdline]
-    assert not [p for p, (_, net, pids) in processes.items() if net == container_net or pids == container_pids]
+    # the kernel may finish tearing a namespace down after lxc-stop returns (one process of pve1's
+    # was seen once in CI, cause not found): what still shares one after 10 s was left behind
+    deadline = time.monotonic() + 10
+    while True:
+        shared = _live_processes().items()
+        left = {p: cmd for p, (cmd, net, pids) in shared if net == container_net or pids == container_pids}
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert not left, left
     assert mounts.mounts_under(layout.LAB_DIR) == []
     assert not link_exists(layout.BRIDGE)
     assert run(["nft", "list", "table", "inet", network.FIREWALL_TABLE], check=False).returncode != 0  # firewall gone
