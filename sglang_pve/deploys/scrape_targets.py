@@ -18,10 +18,14 @@ from sglang_pve.provision.roles import is_node
 OUT_DIR = "file_sd"  # under the project directory (pyinfra's cwd)
 
 
+def _text(groups: list[dict[str, object]]) -> str:
+    return json.dumps(groups, indent=2, sort_keys=True) + "\n"
+
+
 def _write(path: Path, groups: list[dict[str, object]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.tmp")
-    temp.write_text(json.dumps(groups, indent=2, sort_keys=True) + "\n")
+    temp.write_text(_text(groups))
     os.replace(temp, path)  # Prometheus re-reads the file on change: never a half-written one
 
 
@@ -35,4 +39,6 @@ def scrape_targets() -> None:
     name = replicas.short(host.name)
     groups = targets_module.targets(name, replicas.address(host), servers, routers)
     path = Path(state.cwd or os.getcwd()) / OUT_DIR / f"{name}.json"
+    if path.is_file() and path.read_text() == _text(groups):
+        return  # up to date: no change to report
     python.call(name=f"Scrape targets: {path}", function=_write, path=path, groups=groups)
