@@ -262,16 +262,18 @@ class _DummyHandler(BaseHTTPRequestHandler):
     sys_version = ""
     server: "DummyHealthServer"
 
-    def do_GET(self):
+    def _known(self) -> bool:
         path = urlsplit(self.path).path
-        if path in ("/ping", "/health", "/health_generate") or (path == "/metrics" and self.server.metrics):
+        return path in ("/ping", "/health", "/health_generate") or (path == "/metrics" and self.server.metrics)
+
+    def do_GET(self):
+        if self._known():
             self._send(Reply(200, "text/plain; charset=utf-8", b""))
         else:
             self._send(_json({"detail": "Not Found"}, 404))
 
     def do_POST(self):
-        path = urlsplit(self.path).path
-        known = path in ("/ping", "/health", "/health_generate") or (path == "/metrics" and self.server.metrics)
+        known = self._known()
         self._send(_json({"detail": "Method Not Allowed"}, 405) if known else _json({"detail": "Not Found"}, 404))
 
     def _send(self, reply: Reply) -> None:
