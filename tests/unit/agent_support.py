@@ -195,12 +195,24 @@ class HealthServer:
         self.httpd.server_close()
 
 
+def replace_text(path: Path, text: str) -> None:
+    """Write `path` by rename, so a fake read by the code under test while a test thread changes it
+    sees the old text or the new, never a half-written file (a truncated script or state file
+    made these tests fail under CI load)."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text)
+    partial.chmod(path.stat().st_mode if path.exists() else 0o644)
+    os.replace(partial, path)
+
+
 def fake_systemctl(tmp_path: Path, units: dict, restart_rc: int = 0) -> Path:
     """A systemctl stand-in: `show` answers from `units` ({unit: {property: value}}), every call is
-    appended as a JSON list to tmp_path/systemctl.calls."""
+    appended as a JSON list to tmp_path/systemctl.calls. Called again (from a test thread too), it
+    changes the answers atomically."""
     script = tmp_path / "systemctl"
-    (tmp_path / "systemctl.units.json").write_text(json.dumps(units))
-    script.write_text(
+    replace_text(tmp_path / "systemctl.units.json", json.dumps(units))
+    replace_text(
+        script,
         textwrap.dedent(f"""\
         #!{sys.executable}
         import json, sys
@@ -222,7 +234,7 @@ def fake_systemctl(tmp_path: Path, units: dict, restart_rc: int = 0) -> Path:
             if blocks:
                 print("\\n\\n".join(blocks))
         sys.exit({restart_rc} if args[0] == "restart" else 0)
-        """)
+        """),
     )
     script.chmod(0o755)
     return script
@@ -251,8 +263,8 @@ def systemctl_calls(tmp_path: Path) -> list:
 
 
 def fake_nvidia_smi(tmp_path: Path, csv_text: str) -> Path:
-    """nvidia-smi printing tmp_path/nvidia-smi.csv (rewrite that file to change the answer)."""
-    (tmp_path / "nvidia-smi.csv").write_text(csv_text)
+    """nvidia-smi printing tmp_path/nvidia-smi.csv (change the answer with replace_text)."""
+    replace_text(tmp_path / "nvidia-smi.csv", csv_text)
     script = tmp_path / "nvidia-smi"
     script.write_text(f"#!/bin/sh\ncat {tmp_path / 'nvidia-smi.csv'}\n")
     script.chmod(0o755)

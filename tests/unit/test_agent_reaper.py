@@ -10,7 +10,16 @@ import pytest
 from sglang_pve.agent import exitcodes, reaper, restarts, state
 from sglang_pve.agent.cli import main
 from sglang_pve.agent.output import Reporter
-from tests.unit.agent_support import append, fake_nvidia_smi, fake_systemctl, hold_device, messages, stop, write_spec
+from tests.unit.agent_support import (
+    append,
+    fake_nvidia_smi,
+    fake_systemctl,
+    hold_device,
+    messages,
+    replace_text,
+    stop,
+    write_spec,
+)
 
 pytestmark = pytest.mark.usefixtures("agent_env")  # isolated from the host's devices and systemd
 
@@ -99,7 +108,7 @@ def test_prestart_waits_for_a_conflicting_unit_that_is_still_stopping(tmp_path, 
 def test_prestart_waits_for_gpu_memory_to_go_idle(tmp_path, monkeypatch):
     spec = write_spec(tmp_path, gpu_free_timeout_s=20)
     monkeypatch.setenv("SGLANG_PVE_NVIDIA_SMI", str(fake_nvidia_smi(tmp_path, BUSY)))
-    threading.Timer(0.4, lambda: (tmp_path / "nvidia-smi.csv").write_text(IDLE)).start()
+    threading.Timer(0.4, replace_text, (tmp_path / "nvidia-smi.csv", IDLE)).start()
     say = messages()
     assert reaper.prestart(spec, say, poll_s=0.05) == exitcodes.OK
     assert any("waiting up to 20s for GPU memory" in m and "GPU 0 70211 MiB" in m for m in say.said)
@@ -211,6 +220,6 @@ def test_poststop_waits_for_memory_nobody_here_holds_until_its_bound(tmp_path, m
     by the driver): poststop waits within gpu_free_timeout_s instead of failing at once."""
     spec = write_spec(tmp_path, gpu_free_timeout_s=3)
     monkeypatch.setenv("SGLANG_PVE_NVIDIA_SMI", str(fake_nvidia_smi(tmp_path, BUSY)))
-    threading.Timer(0.8, lambda: (tmp_path / "nvidia-smi.csv").write_text(IDLE)).start()
+    threading.Timer(0.8, replace_text, (tmp_path / "nvidia-smi.csv", IDLE)).start()
     assert reaper.poststop(spec, messages(), settle_s=0, poll_s=0.05) == exitcodes.OK
     assert state.read_status(spec)["gpus_free"] is True
