@@ -4,7 +4,7 @@ creates through each node's API, every guest behind its own node (ProxyJump):
 
     sglang1 (pve1, GPUs 0-1)  sglang2 (pve2, GPUs 0-1)  sglang3 (pve1, GPUs 2-3)   the replica set
     sglang4 (pve1, GPUs 4-7)  sglang5 (pve2, GPUs 4-7)                            the TP group
-    router1 (pve2, GPUs 2-3 for now)                                               the router
+    router1 (pve2, no GPU: it runs no SGLang server)                               the router
 
     python -m lab up --scale && pyinfra -y inventory/lab_scale.py deploy.py      (make demo-scale)
 
@@ -24,7 +24,7 @@ _GPUS = {
     "sglang3": [2, 3],
     "sglang4": [4, 5, 6, 7],
     "sglang5": [4, 5, 6, 7],
-    "router1": [2, 3],  # until the router host's own deploy runs no SGLang server: then [] (no GPU)
+    "router1": [],  # runs only the router (active_server null): no GPU (preflight asks none of it)
 }
 _SERVERS = {"sglang4": "group_data/scale/tp.yml", "sglang5": "group_data/scale/tp.yml"}  # the rest: the replicas'
 _ROUTER = "router1"

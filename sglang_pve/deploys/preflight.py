@@ -12,7 +12,7 @@ from pyinfra.api.exceptions import MissingCommandError, PyinfraError
 from sglang_pve.deploy.context import deployment, unit_host, venv
 from sglang_pve.deploy.facts.gpu import UserSpaceDriver
 from sglang_pve.deploy.facts.preflight import PreflightProbe
-from sglang_pve.deploy.preflight import check, probe_spec
+from sglang_pve.deploy.preflight import check, probe_spec, runs_server
 from sglang_pve.deploy.preflight.auth import ip_filter_warnings
 from sglang_pve.deploy.preflight.driver import driver_problems
 from sglang_pve.deploy.preflight.tp_group import RankFacts, disagreement, rank_facts
@@ -45,7 +45,8 @@ def preflight(judge_all: bool = False) -> None:
         group = _ranks.setdefault(config.tp.group, {})
         report.problems += disagreement(config.tp, facts, [f for f in group.values() if f.host != host.name])
         group[host.name] = facts
-    if (node := node_driver()) is not None:  # a container provisioned by the toolkit, its node in this run
+    node = node_driver() if runs_server(config) else None  # a host that runs no server needs no driver
+    if node is not None:  # a container provisioned by the toolkit, its node in this run
         report.problems += driver_problems(node[0], node[1], host.get_fact(UserSpaceDriver))
     for warning in report.warnings:
         logger.warning(f"{host.print_prefix}preflight warning: {warning.render(host.name)}")

@@ -68,6 +68,7 @@ def test_two_nodes_six_guests_each_behind_its_node(tmp_path):
         "router1": "pve2",
     }
     assert len({spec.vmid for spec in specs.values()}) == 6
+    assert specs["router1"].gpus == [] and guests["router1"]["data"]["active_server"] is None  # only a router
     assert len({spec.net0.ip for spec in specs.values()}) == 6
     per_node = defaultdict(dict)
     for name, spec in specs.items():

@@ -148,6 +148,13 @@ def test_shipped_eagle3_configs_pass_on_kimi(tmp_path):
     assert "8 GPUs >= 8 needed" in report.summary() and "port 8000 free" in report.summary()
 
 
+def test_a_host_that_runs_no_server_needs_no_gpu(tmp_path):
+    """A router's host (active_server null) passes with no GPU; the same host running a server does not."""
+    idle = judge(tmp_path, data={"active_server": None}, host=snapshot(gpus=[]))
+    assert idle.problems == [] and "0 GPUs: none needed (no active_server)" in idle.summary()
+    assert_refused(judge(tmp_path, host=snapshot(gpus=[])), "gpus", "no NVIDIA GPU device nodes")
+
+
 def test_an_open_bind_without_a_key_is_refused_unless_allowed(tmp_path):
     assert_refused(
         judge(tmp_path, data={"sglang_secrets": {}}),

@@ -151,7 +151,8 @@ def check(deployment: Deployment, spec: ProbeSpec, snapshot: HostSnapshot) -> Re
     servers, pinned = deployment.servers, deployment.sglang_version
     for server in servers.values():
         report.add(server_problems(server, spec, snapshot, pinned))
-    report.problems += gpu_problems(servers, snapshot.gpus, deployment.tp)
+    if runs_server(deployment):  # a host that starts no server (a router's) needs no GPU
+        report.problems += gpu_problems(servers, snapshot.gpus, deployment.tp)
     report.problems += port_problems(servers, snapshot.listeners)
     report.problems += limit_problems(deployment.data.unit_limits, snapshot)
     if deployment.tp is not None:
@@ -160,6 +161,12 @@ def check(deployment: Deployment, spec: ProbeSpec, snapshot: HostSnapshot) -> Re
     report.warnings += user_warnings(deployment) + client_warnings(deployment)
     report.checked = _checked(deployment, spec, snapshot)
     return report
+
+
+def runs_server(deployment: Deployment) -> bool:
+    """Whether the host starts an SGLang server (its active_server; a TP member names its group's):
+    the GPU and driver rules judge only such a host; a switch to a server judges it again."""
+    return deployment.data.active_server is not None
 
 
 def python_problems(python: tuple) -> list[Problem]:
@@ -214,7 +221,9 @@ def _checked(deployment: Deployment, spec: ProbeSpec, snapshot: HostSnapshot) ->
         f"{len(spec.configs)} server configs with canonical flags",
         f"{len(spec.models)} model dirs with config.json",
         f"drafts of {drafts} configs fit their targets (architecture, sizes, aux layers, context length)",
-        f"{len(snapshot.gpus)} GPUs >= {max(gpus_needed(s, deployment.tp) for s in servers)} needed",
+        f"{len(snapshot.gpus)} GPUs >= {max(gpus_needed(s, deployment.tp) for s in servers)} needed"
+        if runs_server(deployment)
+        else f"{len(snapshot.gpus)} GPUs: none needed (no active_server)",
         *(_port_line(number, snapshot) for number in spec.ports),
         limits,
         parser,

@@ -42,6 +42,7 @@ def test_every_guest_runs_on_its_node_with_its_gpus(scale_lab):
     gpus = "ls /dev | grep -E '^nvidia[0-9]+$'"  # by vmid: the default lab's sglang1 may share the slot
     assert on(str(layout.SCALE_GUESTS["sglang3"][1]), "sh", "-c", gpus).split() == ["nvidia2", "nvidia3"]
     assert on(str(layout.SCALE_GUESTS["sglang5"][1]), "sh", "-c", gpus).split() == [f"nvidia{i}" for i in range(4, 8)]
+    assert on(str(layout.SCALE_GUESTS["router1"][1]), "sh", "-c", gpus + " || true").split() == []  # only a router
 
 
 def test_the_second_run_changes_nothing_at_a_fixed_cost_per_host(scale_lab):
