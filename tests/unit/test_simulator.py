@@ -239,10 +239,10 @@ def sglang():
     """The simulator's package imported in-process (removed again afterwards)."""
     sys.path.insert(0, str(SIM_ROOT))
     try:
-        from sglang.sim import perf
+        from sglang.sim import faults, perf
         from sglang.srt import model_config, server_args
 
-        yield SimpleNamespace(server_args=server_args, model_config=model_config, perf=perf)
+        yield SimpleNamespace(server_args=server_args, model_config=model_config, perf=perf, faults=faults)
     finally:
         sys.path.remove(str(SIM_ROOT))
         for name in [m for m in sys.modules if m == "sglang" or m.startswith("sglang.")]:
@@ -441,6 +441,20 @@ def test_speculative_server_reports_acceptance(lab):
         checked = subprocess.run([promtool, "check", "metrics"], input=metrics, capture_output=True, text=True)
         problems = (checked.stdout + checked.stderr).splitlines()
         assert problems and all(p.endswith("metric names should not contain ':'") for p in problems), problems
+
+
+def test_a_fault_keyed_by_version_acts_only_in_that_build(sglang, lab, tmp_path, monkeypatch):
+    monkeypatch.setenv("SGLANG_SIM_FAULTS", str(tmp_path / "faults.yaml"))
+    this, other = sglang.faults.__version__, "0.5.16.dev20260723+gc0ffee123"
+    assert this != other
+    lab.faults({"baseline": {"hang": "weights", "phase_seconds": {"weights": 2}, "version": other}})
+    other_build = sglang.faults.load_faults("baseline")
+    assert other_build.hang is None and other_build.phase_seconds == {"weights": 2}  # durations apply everywhere
+    lab.faults({"baseline": {"crash": "context_length", "version": this}})
+    assert sglang.faults.load_faults("baseline").crash == "context_length"
+    lab.faults({"baseline": {"crash": "context_length", "version": 5}})
+    with pytest.raises(ValueError, match=r"faults.yaml: baseline: version must be a string"):
+        sglang.faults.load_faults("baseline")
 
 
 def test_crash_fault_fails_like_the_draft_context_check(lab):

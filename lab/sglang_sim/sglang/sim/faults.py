@@ -8,7 +8,9 @@ The file maps a server configuration name (the stem of the --config file) to its
 Keys: hang (a phase name), crash (context_length), wedge_after_ready, leak_child, phase_seconds,
 and the configuration's speed: decode_tok_s, accept_length (default: perf.SEED_RATES by name);
 node_rank: hang, crash, wedge_after_ready and leak_child act only on the node of that
---node-rank (one rank of a multi-node group); the durations and speed apply everywhere.
+--node-rank (one rank of a multi-node group); version: they act only in a build of that version
+(sglang.__version__; one release of a configuration fails while another of the same name, the one
+a failed switch reverts to, starts); the durations and speed apply everywhere.
 A missing file means no faults; a malformed one stops the start with a message naming it.
 
 A build of the simulator may carry a regression: a module `sglang.sim.regression` whose `FAULTS`
@@ -25,6 +27,7 @@ import yaml
 from sglang.sim import env
 from sglang.sim.perf import SEED_RATES, DecodeRate
 from sglang.sim.phases import PHASES, validate_phase_seconds
+from sglang.version import __version__
 
 try:
     from sglang.sim.regression import FAULTS as REGRESSION
@@ -32,7 +35,7 @@ except ImportError:
     REGRESSION = None
 
 CRASH_KINDS = ("context_length",)
-_NODE_FAULTS = ("hang", "crash", "wedge_after_ready", "leak_child")  # what node_rank restricts
+_NODE_FAULTS = ("hang", "crash", "wedge_after_ready", "leak_child")  # what node_rank and version restrict
 
 
 WEDGE_DELAY_S = 3.0
@@ -45,6 +48,7 @@ FILE_KEYS = (
     "decode_tok_s",
     "accept_length",
     "node_rank",
+    "version",
 )
 
 
@@ -78,9 +82,14 @@ def load_faults(config_name: Optional[str], node_rank: int = 0) -> Faults:
     if data.get(config_name) is None and REGRESSION is not None:
         return _parse_entry(REGRESSION, "sglang.sim.regression", SEED_RATES.get(config_name))
     entry = data.get(config_name) or {}
-    if isinstance(entry, dict) and entry.get("node_rank", node_rank) != node_rank:
-        entry = {k: v for k, v in entry.items() if k not in _NODE_FAULTS}  # another node's faults
+    if isinstance(entry, dict) and _elsewhere(entry, node_rank):
+        entry = {k: v for k, v in entry.items() if k not in _NODE_FAULTS}  # another node's or build's faults
     return _parse_entry(entry, f"{path}: {config_name}", SEED_RATES.get(config_name))
+
+
+def _elsewhere(entry: dict, node_rank: int) -> bool:
+    """The entry's node_rank or version names another node or another build than this one."""
+    return entry.get("node_rank", node_rank) != node_rank or entry.get("version", __version__) != __version__
 
 
 def _decode_rate(entry: dict, where: str, seed: Optional[DecodeRate]) -> Optional[DecodeRate]:
@@ -109,6 +118,8 @@ def _parse_entry(entry: object, where: str, seed: Optional[DecodeRate] = None) -
         raise ValueError(f"{where}: crash must be one of {', '.join(CRASH_KINDS)}, got {crash!r}")
     if not isinstance(entry.get("node_rank", 0), int) or isinstance(entry.get("node_rank"), bool):
         raise ValueError(f"{where}: node_rank must be an integer, got {entry['node_rank']!r}")
+    if not isinstance(entry.get("version", ""), str):
+        raise ValueError(f"{where}: version must be a string (a version of sglang), got {entry['version']!r}")
     if not isinstance(entry.get("leak_child", False), bool):
         raise ValueError(f"{where}: leak_child must be true or false, got {entry['leak_child']!r}")
     wedge = entry.get("wedge_after_ready", False)
