@@ -31,7 +31,7 @@ from sglang_pve.agent.state import Record
 
 FILE_NAME = "sglang-pve.prom"  # node_exporter reads *.prom only: the temp file beside it is ignored
 VERDICTS = ("ready", "starting", "stalled", "zombie", "restarting", "failed", "stopping", "stopped")
-PHASES = ("prestart", *phases.PHASES)
+PHASES = ("prestart", *phases.PHASES[:-1], phases.GATE, phases.PHASES[-1])
 MIB = 1 << 20
 INTERVAL_S = 15.0  # the watchdog's: Prometheus' usual scrape interval (a status.collect costs ~0.1-5 s)
 

@@ -54,6 +54,8 @@ from sglang_pve.agent import output
 from sglang_pve.agent.spec import STALL_PHASES
 
 PHASES = ("launch", *STALL_PHASES, "ready")  # the order of spec.StallTimeouts' fields
+# status only (agent/status.py), never the tracker's: the ready line seen, the gate's /health 200 not yet
+GATE = "gate"
 _ORDER = {phase: index for index, phase in enumerate(PHASES)}
 
 _PREFIX = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d+)?(?: ([^\]]*))?\] ?")

@@ -21,7 +21,9 @@ one /proc scan, and per server a look at its log, state files and (if the port l
                   "diagnosis": "/var/lib/sglang-pve/diagnoses/baseline-20260720T081500Z-stall.json" | null,
                   "group": {"name": "kimi", "rank": 1, "nnodes": 2} | null, "verdict": "ready"}]}
 
-Verdicts: `ready`; `starting (<phase>, Ns)`; `stalled (<phase>, no progress for Ns)` (silent
+Verdicts: `ready` (the gate passed: systemd's unit may still be activating for the moment the
+gate takes to exit); `starting (<phase>, Ns)` (phase `prestart`, a phases.PHASES name below ready,
+or `gate`: the ready line was seen, the gate's /health 200 not yet); `stalled (<phase>, no progress for Ns)` (silent
 longer than the phase's stall timeout; the gate is about to fail it); `zombie since <ISO time>`
 (active but /health failing and the log silent, or the port closed); `restarting in Ns:
 crashed after ready: <why>` (failed by a crash, its start scheduled by the crash policy,
@@ -148,6 +150,18 @@ def server(spec: Spec, unit: dict[str, str] | None, timer: dict[str, str] | None
             entry["verdict"] = f"restarting in {left:.0f}s: {record['crash']['summary']}"
         elif active == "failed":
             entry["verdict"] = f"failed: {_failure(spec, unit, record, entry['diagnosis'], started)}"
+        elif tracker.ready and _gate_passed(record, started):
+            # the gate saw /health answer 200 and said so; systemd calls the unit active once the gate exits
+            entry.update(phase="ready", seconds_in_phase=round(now - record["ready_at"], 1), verdict="ready")
+        elif tracker.ready:
+            # the ready line, but not yet the gate's /health 200 (a TP rank above 0: rank 0's too): phase
+            # ready is the gate's word, else one line reads `ready 2 s, starting (ready, 2s)`
+            entry["phase"] = phases.GATE
+            entry["verdict"] = (
+                f"stalled ({phases.GATE}, no progress for {silent:.0f}s)"
+                if silent > spec.stall_timeout(tracker.phase)
+                else f"starting ({phases.GATE}: ready line seen, /health not confirmed yet, {now - since:.0f}s)"
+            )
         elif silent > spec.stall_timeout(tracker.phase):
             entry["verdict"] = f"stalled ({tracker.phase}, no progress for {silent:.0f}s)"
         else:
@@ -172,6 +186,13 @@ def server(spec: Spec, unit: dict[str, str] | None, timer: dict[str, str] | None
     else:
         entry["verdict"] = "stopped"
     return entry
+
+
+def _gate_passed(record: Record, started: float | None) -> bool:
+    """The gate recorded this start ready (gate.py _succeed: verdict and ready_at, before it starts the
+    watchdog and exits)."""
+    ready_at = record.get("ready_at")
+    return record.get("verdict") == "ready" and isinstance(ready_at, (int, float)) and ready_at >= (started or 0) - 1
 
 
 def _failure(spec: Spec, unit: dict[str, str], record: Record, latest: str | None, started: float | None) -> str:

@@ -10,6 +10,8 @@ import pytest
 from sglang_pve.agent import diagnosis, state, status
 from sglang_pve.agent.cli import main
 from sglang_pve.agent.logfollow import size
+from sglang_pve.deploy import progress
+from sglang_pve.tools.status_render import render
 from tests.unit.agent_support import (
     BASELINE_V059,
     HealthServer,
@@ -223,3 +225,41 @@ def test_status_command_prints_one_json_document(tmp_path, capsys):
     assert report["device_nodes"] == [] and isinstance(report["device_majors"], dict)
     assert main(["status", "--spec-dir", str(tmp_path / "specs")]) == 0
     assert "sglang-t1.service" in capsys.readouterr().out
+
+
+def test_a_start_past_its_ready_line_reads_gate_until_the_gate_passes_then_ready(tmp_path, monkeypatch):
+    """The ready line is SGLang's; ready is the gate's word (its /health 200). In between a status read
+    once said `ready 2 s, starting (ready, 2s)`: now phase gate while the gate checks, and ready with
+    verdict ready once it recorded the pass (the unit still activating while the gate process exits)."""
+    confirming, passed, earlier = (write_spec(tmp_path, server=name) for name in ("confirming", "passed", "earlier"))
+    for spec in (confirming, passed, earlier):
+        started_with(spec, BASELINE_V059[:-1] + [f"[{local_stamp(time.time() - 2)}] {BASELINE_V059[-1][22:]}"])
+    state.update_status(passed, verdict="ready", ready_at=time.time() - 1)
+    state.update_status(earlier, verdict="ready", ready_at=time.time() - 3600)  # a start before this one
+    activating = {"ActiveState": "activating", "SubState": "start-post"}
+    monkeypatch.setenv(
+        "SGLANG_PVE_SYSTEMCTL",
+        str(
+            fake_systemctl(
+                tmp_path,
+                {
+                    f"sglang-{name}.service": {**activating, "ExecMainStartTimestampMonotonic": monotonic_usec(60)}
+                    for name in ("confirming", "passed", "earlier")
+                },
+            )
+        ),
+    )
+    report = status.collect(str(tmp_path / "specs"))
+    by_name = {entry["server"]: entry for entry in report["servers"]}
+    for name in ("confirming", "earlier"):
+        assert by_name[name]["phase"] == "gate", by_name[name]
+        assert re.fullmatch(
+            r"starting \(gate: ready line seen, /health not confirmed yet, [23]s\)", by_name[name]["verdict"]
+        )
+    assert (by_name["passed"]["phase"], by_name["passed"]["verdict"]) == ("ready", "ready")
+    assert by_name["passed"]["seconds_in_phase"] < 30
+    # as the deploy's progress line and the status table render them: one word each, not two
+    assert re.match(r"progress: passed ready \d+ s, ready; last: ", progress.line("passed", report))
+    assert re.match(r"progress: confirming gate \d s, starting \(gate: ", progress.line("confirming", report))
+    row = next(line for line in render("sglang1", report).splitlines() if line.strip().startswith("passed "))
+    assert re.search(r"activating/start-post +ready +0m\d\ds .* ready$", row), row
