@@ -8,7 +8,10 @@ ITL. The controller uploads it with the plan, runs it in one SSH command (its pr
 stream back live), then reads the one result file.
 
 The plan (JSON): {"server", "host", "port", "prompts": [text, ...], "output_len", "warmup",
-"num_prompts", "concurrency": [1, 4, ...], "api_key_file": null | path}. With an api-key the
+"num_prompts", "concurrency": [1, 4, ...], "api_key_file": null | path, "progress_file": null | path}.
+The progress file (rewritten atomically at each run's start and after every request) is what the
+controller's live progress line reads while this command runs (tools/bench/progress.py):
+{"phase": "warmup" | "measuring", "label", "done", "total", "output_tokens", "seconds"}. With an api-key the
 client reads it here, on the target, from the root-only SGLang config the deploy wrote
 (/etc/sglang/secrets/NAME.yaml) and sends `Authorization: Bearer <key>`: the key never travels
 through argv, the plan, the SSH session's output or the controller. Requests are SGLang's native streaming /generate,
@@ -23,6 +26,7 @@ timings in the result: {"warmup": [...], "runs": [{"concurrency", "duration_s", 
 import argparse
 import http.client
 import json
+import os
 import sys
 import threading
 import time
@@ -155,17 +159,52 @@ class Run(TypedDict):
     requests: list[dict[str, object]]  # Request.to_json()
 
 
-def run(plan: Mapping[str, Any], prompts: list[str], concurrency: int, label: str, api_key: str | None = None) -> Run:
-    """`prompts` with at most `concurrency` in flight; progress on stdout every request."""
+def write_progress(path: str | None, **fields: object) -> None:
+    """The progress file (the module's docstring): temp file + rename, never half a document; best
+    effort (a full disk costs the live line, not the measurement)."""
+    if not path:
+        return
+    temp = f"{path}.tmp"
+    try:
+        with open(temp, "w", encoding="utf-8") as handle:
+            json.dump(fields, handle)
+        os.replace(temp, path)
+    except OSError:
+        pass
+
+
+def run(
+    plan: Mapping[str, Any],
+    prompts: list[str],
+    concurrency: int,
+    label: str,
+    api_key: str | None = None,
+    phase: str = "measuring",
+) -> Run:
+    """`prompts` with at most `concurrency` in flight; progress on stdout and in the progress file every request."""
     done, lock = [0], threading.Lock()
     tok_total = [0]
     tic = time.perf_counter()
+
+    def progress() -> None:
+        write_progress(
+            plan.get("progress_file"),
+            phase=phase,
+            label=label,
+            done=done[0],
+            total=len(prompts),
+            output_tokens=tok_total[0],
+            seconds=round(time.perf_counter() - tic, 3),
+        )
+
+    progress()
 
     def one(text: str) -> Request:
         request = generate(plan["host"], plan["port"], text, plan["output_len"], api_key)
         with lock:
             done[0] += 1
             tok_total[0] += request.output_len
+            progress()
             rate = tok_total[0] / (time.perf_counter() - tic)
             failed = f", error: {request.error}" if request.error else ""
             print(
@@ -198,7 +237,9 @@ def main(argv: list[str] | None = None) -> int:
     server_info: object = None
     warm = [prompts[i % len(prompts)] for i in range(plan["warmup"])]
     if warm:
-        warmup = run({**plan, "output_len": min(plan["output_len"], 32)}, warm, 1, "warm-up", api_key)["requests"]
+        warmup = run({**plan, "output_len": min(plan["output_len"], 32)}, warm, 1, "warm-up", api_key, "warmup")[
+            "requests"
+        ]
     for concurrency in plan["concurrency"]:
         count = plan["num_prompts"] if concurrency == 1 else max(plan["num_prompts"], 2 * concurrency)
         batch = [prompts[i % len(prompts)] for i in range(count)]

@@ -15,7 +15,9 @@ spinner, pyinfra/progress.py _print_spinner, clears its line before any log line
 from the host goes through printable().
 """
 
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 import gevent
@@ -75,31 +77,53 @@ def line(server: str | None, report: dict | None) -> str:
     )
 
 
-def _poll(host, server: str | None) -> str:
+@dataclass(frozen=True)
+class Watch:
+    """What a followed command's progress is read from: `command` runs on the host beside it (same
+    connection); `say(stdout_lines, seconds)` makes its line of that output and the seconds since the
+    command began. `say` may raise ValueError/TypeError/AttributeError on output it cannot read."""
+
+    command: str
+    say: Callable[[list[str], float], str]
+
+
+def status_watch(server: str | None) -> Watch:
+    """A server's phase from the host's `status --json` (a switch's gate wait)."""
     fact = ServerStatus()
+    return Watch(fact.command(), lambda lines, seconds: line(server, fact.process(lines)))
+
+
+def _poll(host, watch: Watch, began: float) -> str:
     try:
-        ok, output = host.run_shell_command(StringCommand(fact.command()), print_output=False)
+        ok, output = host.run_shell_command(StringCommand(watch.command), print_output=False)
     except Exception as error:  # a lost connection: the command's own end reports it, the wait goes on
-        return f"progress: status failed: {printable(f'{type(error).__name__}: {error}')}"
+        return f"progress: reading it failed: {printable(f'{type(error).__name__}: {error}')}"
     if not ok:
-        return f"progress: status failed: {printable(' '.join(output.stderr_lines)[-LAST_LINE_CHARS:])}"
+        return f"progress: reading it failed: {printable(' '.join(output.stderr_lines)[-LAST_LINE_CHARS:])}"
     try:
-        return line(server, fact.process(output.stdout_lines))
+        return watch.say(output.stdout_lines, time.monotonic() - began)
     except (ValueError, TypeError, AttributeError) as error:
-        return f"progress: unreadable status: {printable(str(error))}"
+        return f"progress: unreadable: {printable(str(error))}"
+
+
+def _followed(host, run: Callable[[], T], watch: Watch) -> T:
+    began = time.monotonic()
+    return follow(gevent.spawn(run), lambda: _poll(host, watch, began), _logged(host))
 
 
 class FollowedCommand(StringCommand):
-    """A StringCommand (same text, same JSON cases) that logs `server`'s progress while it runs."""
+    """A StringCommand (same text, same JSON cases) that logs progress while it runs: `server`'s
+    phase, or what `watch` reads."""
 
-    def __init__(self, *bits, server: str | None, **kwargs):
+    def __init__(self, *bits, server: str | None = None, watch: Watch | None = None, **kwargs):
         super().__init__(*bits, **kwargs)
-        self.server = server
+        self.watch = watch or status_watch(server)
 
     def execute(self, state, host, connector_arguments):
         host = _real(host)
-        work = gevent.spawn(super().execute, state, host, connector_arguments)
-        return follow(work, lambda: _poll(host, self.server), _logged(host))
+        return _followed(
+            host, lambda: super(FollowedCommand, self).execute(state, host, connector_arguments), self.watch
+        )
 
 
 def _real(host):
@@ -113,9 +137,8 @@ def _logged(host) -> Callable[[str], None]:
     return lambda text: logger.info(f"{host.print_prefix}{text}")
 
 
-def run_followed(host, command: StringCommand, server: str | None):
+def run_followed(host, command: StringCommand, server: str | None = None, watch: Watch | None = None):
     """host.run_shell_command(command) from code that runs at execution time (the bench's python.call),
-    logging `server`'s progress while it runs; its (ok, output)."""
+    logging `server`'s progress (or what `watch` reads) while it runs; its (ok, output)."""
     host = _real(host)
-    work = gevent.spawn(host.run_shell_command, command, print_output=False)
-    return follow(work, lambda: _poll(host, server), _logged(host))
+    return _followed(host, lambda: host.run_shell_command(command, print_output=False), watch or status_watch(server))

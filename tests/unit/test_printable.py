@@ -90,7 +90,7 @@ def test_bench_lines_status_record_and_client_output_are_escaped(caplog, monkeyp
     host.outputs |= {"python3": (True, [f"progress {HOSTILE}"]), "cat": (True, [client])}
     job = types.SimpleNamespace(endpoints={"b": ("127.0.0.1", 8000)}, plan={}, api_key=None)
     with caplog.at_level(logging.INFO, logger="pyinfra"):
-        result = bench._run_client(host, job, "b")
+        result = bench._run_client(host, job, "b", "1/1")
     assert raw(result["server_info"]["version"]) == [] and "\\u2066" in result["server_info"]["version"]
     assert "progress ok\\u202a" in caplog.text and raw(caplog.text) == [] and len(caplog.records) == 1
 

@@ -28,8 +28,9 @@ from sglang_pve.agent import systemd
 from sglang_pve.config.safe import printable, printable_tree
 from sglang_pve.deploy import paths
 from sglang_pve.deploy.operations import releases
-from sglang_pve.deploy.progress import run_followed
+from sglang_pve.deploy.progress import Watch, run_followed
 from sglang_pve.tools.bench import chart, metrics, results
+from sglang_pve.tools.bench.progress import client_watch, starting_watch
 
 REMOTE_DIR = f"{paths.STATE_DIR}/bench"
 MARK = paths.BENCH_MARK  # under REMOTE_DIR: a bench in progress (agent/contract.py says who reads it)
@@ -181,10 +182,11 @@ def _running_now(host, servers: list[str]) -> str | None:
     return running[0].removeprefix(paths.UNIT_PREFIX).removesuffix(".service") if ok and running else None
 
 
-def _switch(host, server: str | None, lease: str) -> Start:
-    """Run `server` (None: none) fresh through the agent's transient switch; its start's record."""
+def _switch(host, server: str | None, lease: str, watch: Watch | None = None) -> Start:
+    """Run `server` (None: none) fresh through the agent's transient switch; its start's record.
+    Its progress while it waits: `server`'s phase, or what `watch` reads."""
     tic = time.monotonic()
-    ok, output = run_followed(host, releases.transient(server, lease), server)  # its progress while it waits
+    ok, output = run_followed(host, releases.transient(server, lease), server, watch)
     wall = time.monotonic() - tic
     lines = [printable(line) for line in output.output_lines]  # the agent's words, shown and kept
     timings: dict[str, float] = next(
@@ -212,7 +214,7 @@ def _status_record(host, server: str) -> dict:
 def _measure(host, job: Job, name: str, position: str) -> dict:
     tic = time.monotonic()
     _say(host, f"{name} ({position}): fresh start, waiting for the readiness gate")
-    started = _switch(host, name, job.lease)
+    started = _switch(host, name, job.lease, starting_watch(name, position))
     record = {
         "run_id": job.run_id,
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -239,7 +241,7 @@ def _measure(host, job: Job, name: str, position: str) -> dict:
         _say(host, f"{name}: FAILED to start: {started.diagnosis}")
         return record
     _say(host, f"{name}: ready after {started.seconds:.1f}s; measuring")
-    raw = _run_client(host, job, name)
+    raw = _run_client(host, job, name, position)
     if raw is None:
         record["diagnosis"] = "the benchmark client produced no result (its output is above)"
         return record
@@ -266,22 +268,26 @@ def _measure(host, job: Job, name: str, position: str) -> dict:
     return record
 
 
-def _run_client(host, job: Job, name: str) -> dict | None:
+def _run_client(host, job: Job, name: str, position: str) -> dict | None:
     endpoint_host, port = job.endpoints[name]
     plan_path, out_path = f"{REMOTE_DIR}/plan-{name}.json", f"{REMOTE_DIR}/result-{name}.json"
+    progress_path = f"{REMOTE_DIR}/progress-{name}.json"
     plan = {
         **job.plan,
         "server": name,
         "host": endpoint_host,
         "port": port,
         "api_key_file": paths.secret_config_path(name) if job.api_key else None,
+        "progress_file": progress_path,
     }
     host.put_file(BytesIO(json.dumps(plan).encode()), plan_path, print_output=False)
-    host.run_shell_command(StringCommand("rm", "-f", out_path), print_output=False)
-    # The client's progress lines quote the server: shown escaped once it is done (pyinfra's
-    # print_output would write them raw).
-    _, said = host.run_shell_command(
-        StringCommand("python3", CLIENT, "--plan", plan_path, "--out", out_path), print_output=False
+    host.run_shell_command(StringCommand("rm", "-f", out_path, progress_path), print_output=False)
+    # Live: a line from its progress file every INTERVAL_S (tools/bench/progress.py). Its own lines
+    # quote the server: shown escaped once it is done (pyinfra's print_output would write them raw).
+    _, said = run_followed(
+        host,
+        StringCommand("python3", CLIENT, "--plan", plan_path, "--out", out_path),
+        watch=client_watch(name, position, progress_path),
     )
     for line in said.output_lines:
         logger.info(f"{host.print_prefix}  {printable(line)}")
