@@ -142,3 +142,15 @@ def systemd_words(text: str) -> list[str]:
             current = (current or "") + char
         i += 1
     return words + ([current] if current is not None else [])
+
+
+def in_base64(secret: str, text: str) -> bool:
+    """Whether `secret` appears base64-encoded in `text` at any of the three byte alignments (a line
+    in the middle of a file that was sent back base64-encoded, as FileText sends a whole file)."""
+    import base64
+
+    for shift in range(3):
+        encoded = base64.b64encode(b"\0" * shift + secret.encode()).decode()
+        if encoded[4 : len(encoded) - 4] in text:  # the characters that depend on the secret alone
+            return True
+    return False

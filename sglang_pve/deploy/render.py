@@ -44,8 +44,13 @@ def nccl_env_text(deployment: Deployment) -> str:
     return render("nccl.env.j2", profile=deployment.data.nccl_profile, env=deployment.nccl_env)
 
 
+# The lines zshrc-block.j2 writes (a whole-line regex): --diff shows the old block's lines of this
+# shape only, never a line someone else put there (operations/files.py block `shown`).
+NCCL_BLOCK_LINE = r"# NCCL profile \"[\w.-]*\" \(the same values as [\w./-]+\)|export NCCL_\w+=([\w@%+=:,./-]*|'[^']*')"
+
+
 def nccl_block(deployment: Deployment) -> str:
-    """Body of the managed block in the user's shell rc."""
+    """Body of the managed block in the user's shell rc (each line matches NCCL_BLOCK_LINE)."""
     return render("zshrc-block.j2", profile=deployment.data.nccl_profile, env=deployment.nccl_env)
 
 

@@ -7,7 +7,7 @@ from pyinfra.api import deploy
 from sglang_pve.deploy import paths
 from sglang_pve.deploy.context import deployment, site_packages
 from sglang_pve.deploy.operations import files
-from sglang_pve.deploy.render import nccl_block, nccl_files
+from sglang_pve.deploy.render import NCCL_BLOCK_LINE, nccl_block, nccl_files
 from sglang_pve.deploys.locked import locked
 from sglang_pve.provision.roles import is_node
 
@@ -30,4 +30,5 @@ def nccl_env() -> None:
         marker=paths.NCCL_BLOCK_MARKER,
         body=nccl_block(config),
         user=config.data.shell_user,
+        shown=NCCL_BLOCK_LINE,
     )

@@ -28,6 +28,7 @@ from sglang_pve.deploy.context import deployment, package_source, task_options
 from sglang_pve.deploy.facts.releases import Releases
 from sglang_pve.deploy.operations import files, releases, venvs
 from sglang_pve.deploy.provenance import run_token
+from sglang_pve.deploy.render import NCCL_BLOCK_LINE
 from sglang_pve.deploys.locked import locked
 from sglang_pve.provision.roles import container_node, is_node, own_spec, reachable_node_host
 from sglang_pve.provision.snapshot_rollback import rolled_back
@@ -65,6 +66,7 @@ def release_rollback() -> None:
             marker=block["marker"],
             body=block["body"],
             user=config.data.shell_user,
+            shown=NCCL_BLOCK_LINE,
         )
     releases.rolled_back(
         name=f"Roll back to release {target['id']}",

@@ -12,7 +12,7 @@ from sglang_pve.config.deployment import SGLANG_VERSION
 from sglang_pve.deploy import paths
 from sglang_pve.deploy.render import server_files
 from tests.conftest import PROJECT
-from tests.hostile import VALUES, data_for, systemd_words
+from tests.hostile import VALUES, data_for, in_base64, systemd_words
 from tests.lab.conftest import (
     grand_total,
     http_status,
@@ -138,6 +138,25 @@ def test_links_at_managed_paths_and_old_temp_names_leave_their_targets_untouched
     assert not sh("ls -A /home/dev/dotfiles /etc | grep -c '^\\.sglang-pve' || true").strip().strip("0")  # no temp left
     _, again = pyinfra(*USER_DATA, deploy="tasks/nccl_env.py")
     assert grand_total(again)["changed"] == 0  # and the next deploy finds it up to date
+
+
+RC_SECRET = "hf_rcCanary0d5e2b7a41c9"  # a user's own line in their rc: never the controller's business
+
+
+def test_the_user_s_own_rc_lines_never_reach_the_controller(dev_user):
+    """pyinfra prints fact output at -vvv: the block's fact sends back its digest and markers, the
+    edit runs on the host, so no byte of the user's other lines (text or base64) is printed."""
+    own = f"alias ll=ls\nexport HF_TOKEN={RC_SECRET}\n# no final newline"
+    put_file("/home/dev/.zshrc", own)
+    sh("chown dev:dev /home/dev/.zshrc && chmod 600 /home/dev/.zshrc")
+    _, output = pyinfra(*USER_DATA, "-vvv", "--diff", deploy="tasks/nccl_env.py")
+    assert "Will create the nccl-profile block in /home/dev/.zshrc" not in output  # the file was there
+    assert "Will modify the nccl-profile block in /home/dev/.zshrc" in output and "+ export NCCL_PROTO=LL" in output
+    assert RC_SECRET not in output and not in_base64(RC_SECRET, output) and "alias ll" not in output
+    text = sh("cat /home/dev/.zshrc")
+    assert text.startswith(own + "\n\n# >>> sglang-pve nccl-profile >>>")  # every byte of the user's kept
+    assert text.endswith("# <<< sglang-pve nccl-profile <<<\n") and "export NCCL_PROTO=LL\n" in text
+    assert sh("stat -c '%U %a' /home/dev/.zshrc").strip() == "dev 600"
 
 
 # --- Secrets: canaries through every channel, then 401 without the key and 200 with it ----------

@@ -17,8 +17,8 @@ Facts are given as what their command prints, so every operation case also runs 
 a tuple) or {"function": "module.name"}. In commands: an upload is ["upload", destination, sha1 of
 the content], a callback [function name, args, kwargs] (as pyinfra's own cases), random staging
 names are written <random>, a base64 argument that holds JSON is written base64:<the JSON, keys
-sorted>, the preflight probe shipped inline is <preflight_probe.py>, and the controller's user@host
-(provenance.who) is <who>. In facts, bytes are written {"bytes": text}.
+sorted>, the preflight probe shipped inline is <preflight_probe.py> (agent/rc_block.py: <rc_block.py>),
+and the controller's user@host (provenance.who) is <who>. In facts, bytes are written {"bytes": text}.
 
 Every operation and fact of the package has cases here, except the ones in ELSEWHERE: operations
 whose work is a callback against the Proxmox API (tested on the in-process emulator).
@@ -81,7 +81,7 @@ OPERATIONS = {
 FACTS = {
     f"{module.__name__.rsplit('.', 1)[-1]}.{name}": getattr(module, name)
     for module, names in (
-        (file_facts, ("FileDigests", "FileText")),
+        (file_facts, ("FileDigests", "FileText", "RcBlock")),
         (server_facts, ("ServerUnits",)),
         (python_facts, ("VenvSitePackages",)),
         (venv_facts, ("SglangVenv", "VenvParents")),
@@ -184,6 +184,8 @@ def _decoded(match: re.Match) -> str:
         return match.group(0)
     if data == preflight_facts.PROBE.read_bytes():
         return "<preflight_probe.py>"
+    if data == file_facts.RC_BLOCK.read_bytes():
+        return "<rc_block.py>"
     try:
         document = json.loads(data)
     except ValueError:

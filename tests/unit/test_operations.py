@@ -1,16 +1,13 @@
 """Operation decisions against canned facts (pyinfra's @fake connector): which commands a state yields."""
 
-import base64
 import re
 
-import pytest
 from pyinfra.api import Config, Inventory, State
 from pyinfra.api.connect import connect_all
 from pyinfra.api.operation import add_op
 from pyinfra.api.operations import run_ops
 
 from sglang_pve.deploy.facts.servers import parse_show
-from sglang_pve.deploy.operations import files as file_ops
 from sglang_pve.deploy.operations import systemd
 from sglang_pve.deploy.operations.files import ManagedFile
 from tests.conftest import PROJECT
@@ -131,63 +128,3 @@ def test_parse_show_skips_units_that_are_not_loaded():
         ]
     )
     assert list(states) == ["a.service"] and states["a.service"].active == "failed"
-
-
-USER_RC = "export PATH=$PATH:/opt/bin\nexport HF_TOKEN=secret\n"
-
-
-def test_block_is_appended_and_the_rest_is_kept():
-    text, old = file_ops.splice(USER_RC, "nccl", "export A=1\n")
-    assert text.startswith(USER_RC) and old == ""
-    assert text.endswith(
-        "# >>> sglang-pve nccl >>> (managed block: rewritten on every deploy)\nexport A=1\n# <<< sglang-pve nccl <<<\n"
-    )
-
-
-def test_block_is_replaced_in_place():
-    first, _ = file_ops.splice(USER_RC, "nccl", "export A=1\n")
-    edited = first + "alias ll='ls -l'\n"
-    second, old = file_ops.splice(edited, "nccl", "export A=2\n")
-    assert old == "export A=1\n"
-    assert second == edited.replace("export A=1\n", "export A=2\n")
-    assert file_ops.splice(second, "nccl", "export A=2\n")[0] == second  # idempotent
-
-
-def rc_fact(path: str, owner: str, text: str | None = "alias ll='ls -l'\n") -> list[str]:
-    """What FileText prints for a (resolved) rc owned by `owner`, its text only when owned by the user asked for."""
-    lines = [path, f"600\t{owner}\t{owner}", "sha1"]
-    return lines + ([f"text:{base64.b64encode(text.encode()).decode()}"] if text is not None else [])
-
-
-def block_run(fact_lines: list[str], user: str = "dev"):
-    return run(
-        file_ops.block,
-        {"readlink -m": fact_lines},
-        path="/home/dev/.zshrc",
-        marker="nccl",
-        body="export A=1\n",
-        user=user,
-    )
-
-
-def test_a_dotfiles_link_is_edited_in_its_target_as_the_user_with_its_mode():
-    commands = "\n".join(block_run(rc_fact("/home/dev/dotfiles/zshrc", "dev")))
-    assert "runuser -u dev -- sh -c" in commands and "sh /home/dev/dotfiles/zshrc <" in commands
-    assert "chmod 600" in commands and "t=/home/dev/.zshrc" not in commands
-
-
-def test_a_link_towards_someone_elses_file_is_refused_and_never_read():
-    with pytest.raises(Exception, match="belongs to root, not dev"):
-        block_run(rc_fact("/etc/shadow", "root", text=None))
-
-
-def test_a_directory_at_the_rc_is_refused():
-    with pytest.raises(Exception, match="not a regular file"):
-        block_run(["/home/dev/.zshrc", "!"])
-
-
-def test_damaged_block_markers_are_refused():
-    text, _ = file_ops.splice("", "nccl", "export A=1\n")
-    damaged = text.replace("# <<< sglang-pve nccl <<<\n", "")
-    with pytest.raises(Exception, match="markers are damaged"):
-        file_ops.splice(damaged, "nccl", "export A=2\n")

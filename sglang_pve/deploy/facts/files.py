@@ -1,10 +1,15 @@
 """Facts about managed files, batched: one remote command for any number of paths."""
 
 import base64
+import json
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 
 from pyinfra.api import FactBase
+
+from sglang_pve.agent import rc_block
+from sglang_pve.agent.contract import TARGET_PYTHON
 
 
 @dataclass(frozen=True)
@@ -65,9 +70,9 @@ class FileDigests(FactBase[dict]):
 
 @dataclass(frozen=True)
 class TextFile:
-    path: str  # where the text lives: the link's target when the asked path is a symlink
-    state: FileState | None  # None: nothing there yet; NOT_A_FILE: a link (when not followed), a directory, ...
-    text: str | None  # None unless a regular file owned by `owner` (when one is asked for)
+    path: str
+    state: FileState | None  # None: nothing there yet; NOT_A_FILE: a link, a directory, ...
+    text: str | None  # None unless a regular file
 
     @property
     def exists(self) -> bool:
@@ -75,28 +80,21 @@ class TextFile:
 
 
 class FileText(FactBase[TextFile]):
-    """One file: where it really is, its digest, mode and owner, and its text.
+    """One file the toolkit manages (never a user's: see RcBlock): its digest, mode and owner, and its text.
 
-    host.get_fact(FileText, path="/root/.zshrc")
-    # TextFile(path="/root/.zshrc", state=FileState(...), text="...")
-    host.get_fact(FileText, path="/home/dev/.zshrc", follow=True, owner="dev")   # a dotfiles link
-    # TextFile(path="/home/dev/dotfiles/zshrc", state=FileState(..., user="dev", ...), text="...")
+    host.get_fact(FileText, path="/etc/sglang/nccl.env")
+    # TextFile(path="/etc/sglang/nccl.env", state=FileState(...), text="...")
 
-    A symlink is followed only when asked (`follow`), and then its target's mode and owner are
-    reported, never the link's own 777. The text is read only from a regular file owned by `owner`,
-    so a link planted towards a root-only file never brings that file's content back.
+    A symlink is never followed (it reads as NOT_A_FILE).
     """
 
-    def command(self, path, follow=False, owner=None):
-        start = shlex.quote(path)
-        resolve = f"p=$(readlink -m -- {start})" if follow else f"p={start}"
-        owned = f' && [ "$(stat -c %U "$p")" = {shlex.quote(owner)} ]' if owner else ""
+    def command(self, path):
         # base64 keeps every byte, trailing newlines included; the stat line tells "missing" from "empty"
         return (
-            f"{resolve}; printf '%s\\n' \"$p\"; "
+            f"p={shlex.quote(path)}; printf '%s\\n' \"$p\"; "
             'if [ -L "$p" ] || { [ -e "$p" ] && [ ! -f "$p" ]; }; then echo \'!\'; '
             'elif [ -f "$p" ]; then stat -c \'%a\t%U\t%G\' "$p"; sha1sum < "$p" | cut -d\' \' -f1; '
-            f'if true{owned}; then printf text:; base64 -w0 < "$p"; echo; fi; fi'
+            'printf text:; base64 -w0 < "$p"; echo; fi'
         )
 
     def process(self, output):
@@ -109,3 +107,64 @@ class FileText(FactBase[TextFile]):
         encoded = "".join(rest[2:])
         text = base64.b64decode(encoded.removeprefix("text:")).decode() if encoded.startswith("text:") else None
         return TextFile(path, FileState(rest[1], mode, user, group), text)
+
+
+RC_BLOCK = Path(rc_block.__file__)
+_BOOTSTRAP = "import base64, sys; exec(base64.b64decode(sys.argv[1]))"
+
+
+def rc_block_command(request: dict) -> str:
+    """agent/rc_block.py run on the host (shipped inline; -I: no PYTHON* variable, no user site)."""
+    script = base64.b64encode(RC_BLOCK.read_bytes()).decode()
+    return f"{TARGET_PYTHON} -I -c {shlex.quote(_BOOTSTRAP)} {script} {shlex.quote(json.dumps(request))}"
+
+
+@dataclass(frozen=True)
+class MarkedBlock:
+    path: str  # where the text lives: a dotfiles link's target
+    state: FileState | None  # None: nothing there yet; NOT_A_FILE: a directory, ...; sha1 unknown ("")
+    markers: str | None = None  # "none", "block", "damaged"; None: not a file of the owner (never read)
+    begin: tuple[int, ...] = ()  # line numbers of the begin markers (0-based)
+    end: tuple[int, ...] = ()
+    sha1: str | None = None  # of the block's body
+    body: tuple[str | None, ...] = ()  # its lines of the asked shape; None for any other line (not shown)
+
+    @property
+    def exists(self) -> bool:
+        return self.state is not None
+
+
+class RcBlock(FactBase[MarkedBlock]):
+    r"""A marked block in a file someone else owns (a user's shell rc), read on the host
+    (sglang_pve/agent/rc_block.py): where the file is, its mode and owner, whether the markers are
+    there, the block's sha1 and its lines of the shape `shown` (a regex); nothing else of the file.
+
+    host.get_fact(RcBlock, path="/home/dev/.zshrc", marker="nccl-profile", owner="dev", shown=r"export NCCL_\w+=.*")
+    # MarkedBlock(path="/home/dev/dotfiles/zshrc", state=FileState("", "600", "dev", "dev"), markers="block",
+    #             begin=(3,), end=(6,), sha1="...", body=("export NCCL_PROTO=LL", None))
+
+    A link is followed (dotfiles), its target's mode and owner reported, never the link's own 777;
+    a file that `owner` does not own is never read (a link planted towards a root-only file).
+    Unlike pyinfra's own Block fact (pyinfra 3.10.0 pyinfra/facts/files.py Block: awk between
+    regex markers), a damaged block (a begin line without its end) never sends the rest of the file.
+    """
+
+    def command(self, path, marker, owner, shown=None):
+        return rc_block_command({"action": "read", "path": path, "marker": marker, "owner": owner, "shown": shown})
+
+    def process(self, output):
+        found = json.loads("\n".join(output))
+        kind = found["state"]
+        if kind == "missing":
+            return MarkedBlock(found["path"], None)
+        if kind == "not_a_file":
+            return MarkedBlock(found["path"], NOT_A_FILE)
+        return MarkedBlock(
+            found["path"],
+            FileState("", found["mode"], found["user"], found["group"]),
+            markers=found.get("markers"),
+            begin=tuple(found.get("begin", ())),
+            end=tuple(found.get("end", ())),
+            sha1=found.get("sha1"),
+            body=tuple(found.get("body", ())),
+        )

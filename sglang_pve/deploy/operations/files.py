@@ -1,5 +1,5 @@
 """Files: many whole files compared with one fact (`file_set`), and a marked block inside a file
-someone else owns (`block`); written atomically, diffed under --diff."""
+someone else owns (`block`, read and edited on the host); written atomically, diffed under --diff."""
 
 import hashlib
 import secrets
@@ -13,7 +13,7 @@ from pyinfra.operations.util.files import generate_color_diff
 
 from sglang_pve.agent import contract
 from sglang_pve.config.safe import printable
-from sglang_pve.deploy.facts.files import NOT_A_FILE, FileDigests, FileState, FileText
+from sglang_pve.deploy.facts.files import NOT_A_FILE, FileDigests, FileState, FileText, RcBlock, rc_block_command
 
 
 @dataclass(frozen=True)
@@ -81,22 +81,12 @@ STAGING_DIR = f"{contract.STATE_DIR}/staging"
 _TEMP = '"$(dirname -- "$t")/.sglang-pve.XXXXXXXXXX"'  # mktemp: created exclusively (O_EXCL), random
 
 
-def _install_script(file: ManagedFile, staged: str, as_user: str | None) -> str:
-    """Shell that puts the staged content at file.path: a fresh temporary file made by mktemp in the
-    target's directory, owner set without dereferencing (chown -h), mode set on that file (never on
-    a link), then renamed over the target (mv -T: a link or directory there is replaced or refused,
-    never followed). As root only in a root-owned directory; in a user's own directory (a shell rc)
-    every step runs as that user, so a link they planted reaches nothing they could not write anyway."""
+def _install_script(file: ManagedFile, staged: str) -> str:
+    """Shell that puts the staged content at file.path, as root in a root-owned directory only: a
+    fresh temporary file made by mktemp in the target's directory, owner set without dereferencing
+    (chown -h), mode set on that file (never on a link), then renamed over the target (mv -T: a link
+    or directory there is replaced or refused, never followed). A user's file: see `block`."""
     target, source = shlex.quote(file.path), shlex.quote(staged)
-    if as_user:
-        steps = (
-            f"set -e; t=$1; tmp=$(mktemp -- {_TEMP}); trap 'rm -f -- \"$tmp\"' EXIT; "
-            f'cat > "$tmp"; chmod {file.mode} -- "$tmp"; mv -f -T -- "$tmp" "$t"'
-        )
-        return (
-            f"set -e; s={source}; trap 'rm -f -- \"$s\"' EXIT; "
-            f'runuser -u {shlex.quote(as_user)} -- sh -c {shlex.quote(steps)} sh {target} < "$s"'
-        )
     return (
         f'set -e; t={target}; s={source}; d=$(dirname -- "$t"); trap \'rm -f -- "$s"\' EXIT; mkdir -p -- "$d"; '
         'if [ "$(stat -c %u -- "$d")" != 0 ]; then '
@@ -106,13 +96,13 @@ def _install_script(file: ManagedFile, staged: str, as_user: str | None) -> str:
     )
 
 
-def write_commands(file: ManagedFile, as_user: str | None = None):
+def write_commands(file: ManagedFile):
     """Commands that make one file right, content, owner and mode at once: upload to a root-only
     staging file, then install it atomically (readers never see a half-written file)."""
     staged = f"{STAGING_DIR}/{secrets.token_hex(12)}"
     yield StringCommand("install", "-d", "-m", "700", "-o", "root", "-g", "root", STAGING_DIR)
     yield FileUploadCommand(BytesIO(file.data), staged)
-    yield StringCommand(_install_script(file, staged, as_user))
+    yield StringCommand(_install_script(file, staged))
 
 
 def changed_files(files: list[ManagedFile], states: dict[str, FileState | None]) -> list[ManagedFile]:
@@ -154,47 +144,27 @@ def file_set(files: list[ManagedFile]):
     yield from converge(files, states)
 
 
-BEGIN = "# >>> sglang-pve {marker} >>> (managed block: rewritten on every deploy)"
-END = "# <<< sglang-pve {marker} <<<"
-
-
-def splice(text: str, marker: str, body: str) -> tuple[str, str]:
-    """Return (new text, old block body): the block replaced in place, or appended at the end.
-
-    splice("alias ll='ls -l'\\n", "nccl", "export A=1\\n")[0] gives the alias line, a blank line,
-    then "# >>> sglang-pve nccl >>> ...", "export A=1", "# <<< sglang-pve nccl <<<".
-    """
-    begin, end = BEGIN.format(marker=marker), END.format(marker=marker)
-    block = f"{begin}\n{body}{end}\n"
-    lines = text.splitlines(keepends=True)
-    starts = [i for i, line in enumerate(lines) if line.rstrip("\n") == begin]
-    ends = [i for i, line in enumerate(lines) if line.rstrip("\n") == end]
-    if not starts and not ends:
-        separator = "" if not text else ("\n" if text.endswith("\n") else "\n\n")
-        return text + separator + block, ""
-    if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
-        raise OperationError(
-            f"the sglang-pve {marker} block markers are damaged (begin lines {starts}, end lines {ends}); "
-            "repair or delete them by hand, then deploy again"
-        )
-    old = "".join(lines[starts[0] + 1 : ends[0]])
-    return "".join(lines[: starts[0]]) + block + "".join(lines[ends[0] + 1 :]), old
-
-
 @operation()
-def block(path: str, marker: str, body: str, user: str = "root", group: str | None = None):
+def block(path: str, marker: str, body: str, user: str = "root", shown: str | None = None):
     """
-    Keep one marked block in a text file; every other line of the file stays as it is.
+    Keep one marked block in a text file; every other byte of the file stays as it is, and on the host:
+    one fact (RcBlock) brings back only the block's digest and markers, the edit runs there
+    (sglang_pve/agent/rc_block.py), so the user's other lines (their secrets) never reach the controller.
 
     + path: the file (created if missing, owned by user)
     + marker: names the block, so several tools' blocks can live in one file
     + body: the block's lines, each ending in a newline
-    + user: whose file it is; a non-root user's file is written by that user (runuser), so a link
+    + user: whose file it is; a non-root user's file is edited by that user (runuser), so a link
       planted in their directory reaches nothing they could not write anyway
+    + shown: a regex (Python, whole line) of the lines this toolkit writes into the block: --diff
+      shows the old block's lines of that shape, and "(a line not written by sglang-pve: not shown)"
+      for any other; None: none shown
 
     A symlinked file (dotfiles) is edited in its target, the link kept, when the target belongs to
     `user`; anything else (a link towards another user's file, a directory) is refused, saying why.
-    Under --diff only the block is shown, never the rest of the user's file (it may hold secrets).
+    pyinfra's own files.block (pyinfra 3.10.0 pyinfra/operations/files.py block) is not used: its
+    Block fact's awk sends every line after a begin marker without its end, its markers are regexes,
+    and its mv/chown follow a link at the path.
 
     **Example:**
 
@@ -202,7 +172,7 @@ def block(path: str, marker: str, body: str, user: str = "root", group: str | No
 
         block(path="/root/.zshrc", marker="nccl-profile", body="export NCCL_PROTO=LL\\n")
     """
-    found = host.get_fact(FileText, path=path, follow=True, owner=user)
+    found = host.get_fact(RcBlock, path=path, marker=marker, owner=user, shown=shown)
     where = path if found.path == path else f"{path} (a link to {found.path})"
     if found.state == NOT_A_FILE:
         raise OperationError(
@@ -211,21 +181,24 @@ def block(path: str, marker: str, body: str, user: str = "root", group: str | No
     if found.state is not None and found.state.user != user:
         raise OperationError(
             f"{where} belongs to {found.state.user}, not {user}: refusing to edit it (a link planted towards "
-            f"someone else's file reads the same). Fix: chown it to {user}, or set shell_user/shell_rc to match"
+            f"someone else's file reads the same). Fix: chown it to {user}, or set shell_rc to a file of {user}"
         )
-    text = found.text if found.exists else ""
-    assert text is not None  # a regular file of `user` (checked above) comes with its text
-    new_text, old_body = splice(text, marker, body)
-    if found.exists and new_text == text:
+    if found.markers == "damaged":
+        raise OperationError(
+            f"{where}: the sglang-pve {marker} block markers are damaged (begin lines {list(found.begin)}, end "
+            f"lines {list(found.end)}); repair or delete them by hand, then deploy again"
+        )
+    if found.markers == "block" and found.sha1 == hashlib.sha1(body.encode()).hexdigest():
         host.noop(f"{marker} block in {where} is up to date")
         return
     if state.config.DIFF:
         host.log(f"Will {'modify' if found.exists else 'create'} the {marker} block in {where}", logger.info)
-        for line in generate_color_diff(old_body.splitlines(keepends=True), body.splitlines(keepends=True)):
+        old = [
+            f"{printable(line)}\n" if line is not None else "(a line not written by sglang-pve: not shown)\n"
+            for line in found.body
+        ]
+        for line in generate_color_diff(old, body.splitlines(keepends=True)):
             logger.info("  %s", line)
         logger.info("")
-    # A dotfiles link stays a link: the block is written into its target, with the target's own mode.
-    mode = found.state.mode if found.state is not None else "644"
-    yield from write_commands(
-        ManagedFile(found.path, new_text, mode, user, group or user), None if user == "root" else user
-    )
+    edit = rc_block_command({"action": "write", "path": path, "marker": marker, "body": body, "expect": found.path})
+    yield StringCommand(edit if user == "root" else f"runuser -u {shlex.quote(user)} -- {edit}")
