@@ -30,7 +30,7 @@ def provision_containers() -> None:
     found = containers()
     refuse_gpu_sets(host.name, gpus.gpu_indices, {name: spec for name, spec, _ in found})
     if found:
-        device_nodes.present(name="NVIDIA device nodes as the driver numbers them")
+        device_nodes.present(name="NVIDIA device nodes as the driver numbers them", gpus=gpus)
     for name, spec, guest in found:
         container(name=f"Container {spec.vmid} ({name})", spec=spec, node=node, gpus=gpus, guest=guest)
 

@@ -7,18 +7,19 @@ and why). The deploy starts that unit too, not only at boot, and restarts it whe
 changed or a node is missing or wrong, so the nodes exist before provision_containers (after this
 in deploys/full.py) creates or starts a container; device_nodes.present refuses one still wrong.
 nvidia-persistenced keeps the GPUs initialised where its unit is installed; a driver from NVIDIA's
-.run installer has none, and then it is skipped with a warning naming it. One fact reads the
-node's GPUs, majors, nodes, driver version and that unit.
+.run installer has none, and then it is skipped with a warning naming it. The node's one read
+of the run (provision/node_facts.py) gives its GPUs, majors, nodes, driver version, that unit's
+LoadState and the files' digests; then the files' own check and one for both units (units.running):
+three commands on a node where nothing changes.
 """
 
 from pyinfra import host, logger
 from pyinfra.api import deploy
-from pyinfra.operations import systemd
 
-from sglang_pve.deploy.operations import files
+from sglang_pve.deploy.operations import files, units
 from sglang_pve.provision import device_nodes
 from sglang_pve.provision.node_prep import DEVICE_NODES_UNIT, PERSISTENCED_UNIT, node_prep_files, persistenced_warning
-from sglang_pve.provision.roles import is_node, node_gpus
+from sglang_pve.provision.roles import is_node, node_gpus, node_read
 
 
 @deploy("Node preparation")
@@ -27,22 +28,24 @@ def prepare_node() -> None:
     if not is_node():
         return
     gpus = node_gpus()
-    prep = files.file_set(
-        name="NVIDIA modules at boot, device-node unit before pve-guests", files=node_prep_files(gpus)
-    )
+    prep = node_prep_files(gpus)
+    files.file_set(name="NVIDIA modules at boot, device-node unit before pve-guests", files=prep)
+    # whether the files change, from the node's one read (node_facts.py), as pyinfra's will_change
+    # would say when prepared, without running file_set's check a second time
+    changes = bool(files.changed_files(prep, node_read().files))
+    wanted = [DEVICE_NODES_UNIT]
     if gpus.persistenced == "loaded":
-        systemd.service(
-            name=f"{PERSISTENCED_UNIT} enabled and running", service=PERSISTENCED_UNIT, running=True, enabled=True
-        )
+        wanted.insert(0, PERSISTENCED_UNIT)
     else:
         logger.warning(persistenced_warning(host.name, gpus.persistenced))
     wrong = device_nodes.problems(gpus)
-    systemd.service(
-        name=f"{DEVICE_NODES_UNIT} enabled and run"
-        + (f" again ({', '.join(p.key for p in wrong)} not as the driver numbers them)" if wrong else ""),
-        service=DEVICE_NODES_UNIT,
-        running=True,
-        enabled=True,
-        restarted=prep.will_change or bool(wrong),
-        daemon_reload=prep.will_change,
+    why = ([f"{', '.join(p.key for p in wrong)} not as the driver numbers them"] if wrong else []) + (
+        ["its files changed"] if changes else []
+    )
+    units.running(
+        name=f"{' and '.join(wanted)} enabled and running"
+        + (f", {DEVICE_NODES_UNIT} run again ({'; '.join(why)})" if why else ""),
+        units=wanted,
+        restarted=[DEVICE_NODES_UNIT] if why else [],
+        daemon_reload=changes,
     )

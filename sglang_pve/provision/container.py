@@ -15,16 +15,12 @@ no mutating endpoint); all writes happen in one callback when it executes.
 
 import json
 import time
-import weakref
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, OperationError, QuoteString, StringCommand, operation
 from pyinfra.context import ctx_host
-from pyinfra.facts.server import Hostname
 
 from sglang_pve.config.errors import ConfigError, Problem
 from sglang_pve.config.proxmox import ContainerSpec
@@ -33,9 +29,9 @@ from sglang_pve.provision import conffile, desired, hostkeys, restart_debt, snap
 from sglang_pve.provision.client import ProxmoxError
 from sglang_pve.provision.connector import restarted
 from sglang_pve.provision.diff import ConfigDiff, creation_diff, diff_config
+from sglang_pve.provision.node_facts import node_state
 from sglang_pve.provision.nodes import Node
-from sglang_pve.provision.raw_lines import RawLxcLines
-from sglang_pve.provision.restart_debt import Debt, RestartDebts
+from sglang_pve.provision.restart_debt import Debt
 from sglang_pve.provision.token_perm import token_refusals
 
 HOST_KEY = "/etc/ssh/ssh_host_ed25519_key.pub"
@@ -90,7 +86,7 @@ def plan(
 ) -> Plan:
     """Read the node (cached for the run) and decide; raises ConfigError for anything refused.
     ``ssh_node``: the PVE node name of the SSH host the node's shell commands run on; ``debt``: the
-    node's RestartDebts fact's entry for this container."""
+    node's restarts owed (node_facts.py) entry for this container."""
     listed = node.containers().get(spec.vmid)
     wanted = desired.build(spec, gpus.gpu_indices, gpus.majors, guest.public_keys)
     problems = list(wanted.problems)
@@ -154,20 +150,6 @@ def _node_refusals(wanted: Plan, node: Node, ssh_node: str | None) -> list[Probl
     return problems
 
 
-# What every container operation of one node host reads on the node, read once per host object
-# (pyinfra 3 caches no fact; one host object per node per run): uname -n (PVE::INotify::nodename),
-# the restarts owed and the containers' raw lxc.* lines. A no-change run then costs the node the
-# same commands for 1 or 16 containers.
-_node_reads: "weakref.WeakKeyDictionary[object, dict[str, Any]]" = weakref.WeakKeyDictionary()
-
-
-def _once(node_host, key: str, read: Callable[[], Any]) -> Any:
-    reads = _node_reads.setdefault(node_host, {})
-    if key not in reads:
-        reads[key] = read()
-    return reads[key]
-
-
 @operation()
 def container(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest):
     """
@@ -185,14 +167,12 @@ def container(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest
         container(name="CT 129", spec=spec, node=node_for("pve1", host.data.dict()),
                   gpus=host.get_fact(GpuDevices), guest=Guest("10.0.0.129", "~/.ssh/known_hosts_pve"))
     """
-    node_host = ctx_host.get()  # the Host itself: the `host` proxy is one object for every host
-    ssh_node = _once(node_host, "hostname", lambda: host.get_fact(Hostname)).split(".", 1)[0]  # PVE's nodename
-    debts = _once(node_host, node.debt_dir, lambda: host.get_fact(RestartDebts, directory=node.debt_dir))
-    debt = debts.get(spec.vmid)
-    vmids = sorted(node.containers())
-    if vmids:  # their raw lxc.* lines in one node command: one API read per container then
-        raw = lambda: host.get_fact(RawLxcLines, etc_pve=node.etc_pve, node=node.name, vmids=vmids)  # noqa: E731
-        node.preload_raw(_once(node_host, f"raw {node.name}", raw))
+    # uname -n, the restarts owed and every container's raw lxc.* lines: the node's one read of the
+    # run (node_facts.py), so one API read per container (the raw lines are what GET .../pending lacks)
+    read = node_state(ctx_host.get(), node)  # the Host itself: the `host` proxy is one object for every host
+    ssh_node = read.hostname.split(".", 1)[0]  # PVE's nodename
+    debt = read.debts.get(spec.vmid)
+    node.preload_raw(read.raw)
     try:
         wanted = plan(spec, node, gpus, guest, ssh_node, debt)
     except (ConfigError, ProxmoxError) as error:

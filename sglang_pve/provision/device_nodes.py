@@ -71,20 +71,23 @@ def problems(gpus: GpuDeviceInfo) -> list[Problem]:
 
 
 @operation()
-def present():
+def present(gpus: GpuDeviceInfo):
     """
     Refuse, before any container is written, a node whose NVIDIA device nodes are missing or wrong
-    once its node preparation ran. Reads GpuDevices when prepared; where that shows a problem, the
-    check runs again when executed (after the device-node unit ran: deploys/full.py's order) and
-    fails the node, naming every node, its numbers and the fix.
+    once its node preparation ran. Decides from `gpus`, the node's GpuDevices as read when the run
+    was prepared (its one node read, node_facts.py); where that shows a problem, the check runs
+    again when executed (after the device-node unit ran: deploys/full.py's order), reading the node
+    afresh, and fails the node, naming every node, its numbers and the fix.
+
+    + gpus: the node's GpuDevices fact
 
     **Example:**
 
     .. code:: python
 
-        device_nodes.present(name="NVIDIA device nodes present")
+        device_nodes.present(name="NVIDIA device nodes present", gpus=node_gpus())
     """
-    if not problems(host.get_fact(GpuDevices)):
+    if not problems(gpus):
         host.noop("every NVIDIA device node has the driver's numbers")
         return
     yield FunctionCommand(_check, (), {})

@@ -26,6 +26,8 @@ DEVICE_NODES_UNIT = "sglang-pve-nvidia-nodes.service"
 MODULES_LOAD = "/etc/modules-load.d/nvidia.conf"
 NVIDIA_MODPROBE = "/usr/bin/nvidia-modprobe"
 PERSISTENCED_UNIT = "nvidia-persistenced.service"
+DEVICE_NODES_UNIT_FILE = f"/etc/systemd/system/{DEVICE_NODES_UNIT}"
+NODE_PREP_PATHS = (MODULES_LOAD, DEVICE_NODES_UNIT_FILE)  # node_prep_files' paths, in order
 _HEADER = f"# {MARKER}: written by its node preparation (sglang_pve/deploys/node_prep.py)."
 
 
@@ -63,7 +65,7 @@ def node_prep_files(gpus: GpuDeviceInfo) -> list[ManagedFile]:
     )
     return [
         ManagedFile(MODULES_LOAD, f"{_HEADER}\nnvidia\nnvidia_uvm\n"),
-        ManagedFile(f"/etc/systemd/system/{DEVICE_NODES_UNIT}", unit),
+        ManagedFile(DEVICE_NODES_UNIT_FILE, unit),
     ]
 
 

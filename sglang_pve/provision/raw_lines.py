@@ -36,8 +36,8 @@ def parse_raw_lines(text: list[str]) -> list[list[str]]:
 
 
 class RawLxcLines(FactBase[dict[int, list[list[str]]]]):
-    """{vmid: [[key, value], ...]} of the given containers of this node (a vmid without a config
-    file here is left out).
+    """{vmid: [[key, value], ...]} of the given containers of this node, or of all of them (a vmid
+    without a config file here is left out).
 
     host.get_fact(RawLxcLines, etc_pve="/etc/pve", node="pve1", vmids=[129, 201])
     # {129: [["lxc.mount.entry", "/shared shared none bind,ro,create=dir 0 0"]], 201: []}
@@ -47,9 +47,13 @@ class RawLxcLines(FactBase[dict[int, list[list[str]]]]):
     def default() -> dict[int, list[list[str]]]:
         return {}
 
-    def command(self, etc_pve: str, node: str, vmids: list[int]) -> str:
+    def command(self, etc_pve: str, node: str, vmids: list[int] | None = None) -> str:
+        """vmids None: every container whose config file the node holds."""
         directory = shlex.quote(f"{etc_pve}/nodes/{node}/lxc")
-        ids = " ".join(str(int(vmid)) for vmid in sorted(vmids))
+        if vmids is None:
+            ids = f'$(for c in {directory}/*.conf; do [ -f "$c" ] && basename "$c" .conf; done)'
+        else:
+            ids = " ".join(str(int(vmid)) for vmid in sorted(vmids))
         return (
             f"for v in {ids}; do [ -f {directory}/$v.conf ] && echo '{_MARK}'$v && "
             f"sed -n '/^\\[/q;p' {directory}/$v.conf; done; true"

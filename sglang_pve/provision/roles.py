@@ -5,12 +5,14 @@ import os
 
 from pyinfra import host
 from pyinfra.api.exceptions import PyinfraError
+from pyinfra.context import ctx_host
 
 from sglang_pve.config.errors import ConfigError
 from sglang_pve.config.proxmox import ContainerSpec
-from sglang_pve.deploy.facts.gpu import GpuDeviceInfo, GpuDevices
+from sglang_pve.deploy.facts.gpu import GpuDeviceInfo
 from sglang_pve.provision.connector import NODE_GROUP, GuestConnector, known_hosts_file, node_host, validated_spec
 from sglang_pve.provision.container import Guest
+from sglang_pve.provision.node_facts import NodeState, node_state
 from sglang_pve.provision.nodes import Node, node_for
 
 
@@ -64,16 +66,16 @@ def node_driver() -> tuple[str, str | None] | None:
     return node.name, node_gpus(node).driver
 
 
-_gpus: dict[str, GpuDeviceInfo] = {}
+def node_read(node=None) -> NodeState:
+    """A node's one read of the run (node_facts.py: GPUs, its files, uname -n, restarts owed, raw
+    lines): this host's, or inventory host `node`'s (a container's node: its driver check)."""
+    node = node or ctx_host.get()  # the Host itself: the `host` proxy is one object for every host
+    return node_state(node, _checked(node_for, node.name, node.data.dict()))
 
 
 def node_gpus(node=None) -> GpuDeviceInfo:
-    """A node's GpuDevices fact, read once per run (host preparation, provisioning and every
-    container's driver check need it; pyinfra 3 has no fact cache)."""
-    node = node or host
-    if node.name not in _gpus:
-        _gpus[node.name] = node.get_fact(GpuDevices)
-    return _gpus[node.name]
+    """A node's GPUs (host preparation, provisioning and every container's driver check need them)."""
+    return node_read(node).gpus
 
 
 def containers() -> list[tuple[str, ContainerSpec, Guest]]:

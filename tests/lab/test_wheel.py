@@ -108,8 +108,8 @@ def test_the_installed_wheel_plans_the_lab_deploy_from_a_users_repository(lab, i
     names = [row[0] for row in rows]
     node_deploy = [
         "sglang-pve | Node preparation | NVIDIA modules at boot, device-node unit before pve-guests",
-        "sglang-pve | Node preparation | nvidia-persistenced.service enabled and running",
-        "sglang-pve | Node preparation | sglang-pve-nvidia-nodes.service enabled and run",
+        "sglang-pve | Node preparation | nvidia-persistenced.service and sglang-pve-nvidia-nodes.service enabled and "
+        "running",
         "sglang-pve | Containers | NVIDIA device nodes as the driver numbers them",
         "sglang-pve | Containers | Container 129 (sglang1)",
         "sglang-pve | Nodes prepared and containers provisioned",

@@ -40,6 +40,7 @@ from pyinfra.api import FactBase, FileUploadCommand, FunctionCommand, OperationE
 from pyinfra.context import ctx_host, ctx_state
 
 import sglang_pve
+from sglang_pve.agent.gpus import DeviceNode
 from sglang_pve.config.indexes import IndexLogin
 from sglang_pve.config.secrets import Secret
 from sglang_pve.deploy.facts import files as file_facts
@@ -52,12 +53,13 @@ from sglang_pve.deploy.facts import router as router_facts
 from sglang_pve.deploy.facts import server_status as status_facts
 from sglang_pve.deploy.facts import servers as server_facts
 from sglang_pve.deploy.facts import unit_host as unit_host_facts
+from sglang_pve.deploy.facts import units as unit_facts
 from sglang_pve.deploy.facts import venvs as venv_facts
 from sglang_pve.deploy.facts import zfs as zfs_facts
-from sglang_pve.deploy.operations import files, lock, releases, router, systemd, venvs
+from sglang_pve.deploy.operations import files, lock, releases, router, systemd, units, venvs
 from sglang_pve.deploy.operations.files import ManagedFile
 from sglang_pve.deploy.provenance import who
-from sglang_pve.provision import device_nodes, guest_deploy, raw_lines, restart_debt
+from sglang_pve.provision import device_nodes, guest_deploy, node_facts, raw_lines, restart_debt
 
 CASES = Path(__file__).resolve().parent.parent
 _RANDOM = re.compile(r"/[0-9a-f]{24}\b")
@@ -77,6 +79,7 @@ OPERATIONS = {
     "guest_deploy.nodes_done": guest_deploy.nodes_done,
     "guest_deploy.deploy_when_provisioned": guest_deploy.deploy_when_provisioned,
     "device_nodes.present": device_nodes.present,
+    "units.running": units.running,
 }
 FACTS = {
     f"{module.__name__.rsplit('.', 1)[-1]}.{name}": getattr(module, name)
@@ -95,6 +98,8 @@ FACTS = {
         (restart_debt, ("RestartDebts",)),
         (raw_lines, ("RawLxcLines",)),
         (unit_host_facts, ("UnitHostInfo",)),
+        (unit_facts, ("UnitStates",)),
+        (node_facts, ("NodeFacts",)),
     )
     for name in names
 }
@@ -113,6 +118,8 @@ ARGUMENT_TYPES = {
         Secret,
         preflight_facts.ProbeSpec,
         preflight_facts.RenderedConfig,
+        gpu_facts.GpuDeviceInfo,
+        DeviceNode,
     )
 }
 

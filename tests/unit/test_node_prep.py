@@ -12,10 +12,11 @@ import pytest
 
 from lab.sglang_sim import nvidia_modprobe
 from sglang_pve.agent.gpus import DeviceNode
+from sglang_pve.deploy.facts.files import FileState
 from sglang_pve.deploy.facts.gpu import GpuDeviceInfo
 from sglang_pve.deploys import node_prep as node_prep_deploy
 from sglang_pve.provision import device_nodes
-from sglang_pve.provision.node_prep import DEVICE_NODES_UNIT, node_prep_files
+from sglang_pve.provision.node_prep import DEVICE_NODES_UNIT, MODULES_LOAD, node_prep_files
 
 UVM = 238
 MAJORS = {"nvidia": 195, "nvidiactl": 195, "nvidia-uvm": UVM}
@@ -104,30 +105,26 @@ def test_the_node_check_needs_the_uvm_module_and_trusts_the_drivers_gpu_list():
 
 @pytest.fixture
 def prepared(monkeypatch):
-    """prepare_node's operations on a node with ``gpus``, recorded instead of run."""
+    """prepare_node's operations on a node with ``gpus`` (and its files as the node's one read
+    found them), recorded instead of run: the units.running call's arguments and the warnings."""
     calls, warnings = [], []
-
-    def record(kind):
-        def call(**kwargs):
-            calls.append((kind, kwargs))
-            return SimpleNamespace(will_change=record.file_changes)
-
-        return call
-
-    record.file_changes = False
     monkeypatch.setattr(node_prep_deploy, "is_node", lambda: True)
-    monkeypatch.setattr(node_prep_deploy.files, "file_set", record("file_set"))
-    monkeypatch.setattr(node_prep_deploy.systemd, "service", record("service"))
+    monkeypatch.setattr(node_prep_deploy.files, "file_set", lambda **kwargs: calls.append(("file_set", kwargs)))
+    monkeypatch.setattr(node_prep_deploy.units, "running", lambda **kwargs: calls.append(("running", kwargs)))
     monkeypatch.setattr(node_prep_deploy.logger, "warning", warnings.append)
     monkeypatch.setattr(node_prep_deploy, "host", SimpleNamespace(name="pve1"))
 
     def run(gpus: GpuDeviceInfo, file_changes: bool = False):
         calls.clear()
         warnings.clear()
-        record.file_changes = file_changes
+        on_node = {f.path: FileState(f.sha1, f.mode, f.user, f.group) for f in node_prep_files(gpus)}
+        if file_changes:
+            on_node[MODULES_LOAD] = None
         monkeypatch.setattr(node_prep_deploy, "node_gpus", lambda: gpus)
+        monkeypatch.setattr(node_prep_deploy, "node_read", lambda: SimpleNamespace(files=on_node))
         node_prep_deploy.prepare_node._inner()
-        return {kwargs.get("service"): kwargs for kind, kwargs in calls if kind == "service"}, list(warnings)
+        [units] = [kwargs for kind, kwargs in calls if kind == "running"]
+        return units, list(warnings)
 
     return run
 
@@ -142,24 +139,21 @@ def right_nodes(minors) -> list[DeviceNode]:
 
 def test_the_deploy_starts_the_unit_and_restarts_it_only_when_needed(prepared):
     good = GpuDeviceInfo(MAJORS, right_nodes(range(8)), None, list(range(8)), "loaded")
-    services, warnings = prepared(good)
-    unit = services[DEVICE_NODES_UNIT]
-    assert (unit["running"], unit["enabled"], unit["restarted"], unit["daemon_reload"]) == (True, True, False, False)
-    assert services["nvidia-persistenced.service"]["running"] is True and warnings == []
-    services, _ = prepared(good, file_changes=True)
-    assert services[DEVICE_NODES_UNIT]["restarted"] and services[DEVICE_NODES_UNIT]["daemon_reload"]
+    units, warnings = prepared(good)
+    assert units["units"] == ["nvidia-persistenced.service", DEVICE_NODES_UNIT] and warnings == []
+    assert (units["restarted"], units["daemon_reload"]) == ([], False)
+    units, _ = prepared(good, file_changes=True)
+    assert units["restarted"] == [DEVICE_NODES_UNIT] and units["daemon_reload"]
+    assert units["name"].endswith(f"{DEVICE_NODES_UNIT} run again (its files changed)")
     missing_pair = GpuDeviceInfo(MAJORS, right_nodes(range(8))[:-2], None, list(range(8)), "loaded")
-    services, _ = prepared(missing_pair)
-    assert services[DEVICE_NODES_UNIT]["restarted"] is True
-    assert (
-        "(/dev/nvidia-uvm, /dev/nvidia-uvm-tools not as the driver numbers them)"
-        in (services[DEVICE_NODES_UNIT]["name"])
-    )
+    units, _ = prepared(missing_pair)
+    assert units["restarted"] == [DEVICE_NODES_UNIT] and not units["daemon_reload"]
+    assert "(/dev/nvidia-uvm, /dev/nvidia-uvm-tools not as the driver numbers them)" in units["name"]
 
 
 def test_a_node_without_nvidia_persistenced_is_warned_not_failed(prepared):
-    services, warnings = prepared(GpuDeviceInfo(MAJORS, right_nodes(range(8)), None, list(range(8)), "not-found"))
-    assert "nvidia-persistenced.service" not in services and DEVICE_NODES_UNIT in services
+    units, warnings = prepared(GpuDeviceInfo(MAJORS, right_nodes(range(8)), None, list(range(8)), "not-found"))
+    assert units["units"] == [DEVICE_NODES_UNIT]
     assert len(warnings) == 1 and warnings[0].startswith(
         "pve1: nvidia-persistenced.service is not installed (systemd LoadState: not-found)"
     )

@@ -5,6 +5,7 @@ refusals, their --diff lines; their callback run as pyinfra runs it). Every requ
 makes passes the schema (the emulator's request log). These operations do their work in a
 callback against the Proxmox API, so tests/unit/test_json_cases.py cannot express them."""
 
+import dataclasses
 import json
 import logging
 import os
@@ -16,7 +17,6 @@ from types import SimpleNamespace
 import pytest
 from pyinfra.api import FunctionCommand, OperationError, StringCommand
 from pyinfra.context import ctx_host, ctx_state
-from pyinfra.facts.server import Hostname
 
 from lab.pve import requestlog
 from lab.pve.testing import PASSWORD, TOKEN_SECRET, EmulatedNode
@@ -28,6 +28,7 @@ from sglang_pve.provision import conffile, desired, hostkeys, snapshot_rollback,
 from sglang_pve.provision.client import ProxmoxError, connect
 from sglang_pve.provision.container import Guest, _apply, container, plan
 from sglang_pve.provision.credentials import Credential
+from sglang_pve.provision.node_facts import NodeFacts
 from sglang_pve.provision.nodes import Node
 from tests.unit.proxmox_data import CONTAINER
 from tests.unit.test_proxmox_conffile import wait_until_blocked_on
@@ -62,12 +63,11 @@ class NodeHost:
         return result.returncode == 0, type("Out", (), {"stdout": result.stdout, "stderr": result.stderr})()
 
     def get_fact(self, fact, **kwargs):
-        """Hostname: `nodename`; any other fact as pyinfra gets it: its command run here (`zfs`: the
-        emulator's, on the test's PATH)."""
-        if fact is Hostname:
-            return self.nodename
+        """A fact as pyinfra gets it: its command run here (`zfs`: the emulator's, on the test's
+        PATH); NodeFacts' uname -n answers `nodename`."""
         ok, output = self.run_shell_command(StringCommand(fact().command(**kwargs)))
-        return fact().process(output.stdout.splitlines())
+        found = fact().process(output.stdout.splitlines())
+        return dataclasses.replace(found, hostname=self.nodename) if fact is NodeFacts else found
 
     def log(self, *args, **kwargs):
         pass
@@ -539,7 +539,7 @@ def test_a_restart_owed_is_recorded_before_the_first_write_and_dry_writes_none(p
 def test_a_no_change_run_reads_each_container_once_and_its_node_once(pve, guest):
     """One list per node and one GET .../pending per container (its config's values and digest and
     what is pending), the raw lines from the node's /etc/pve in one command for all its containers;
-    uname -n, the restarts owed and the raw lines read once per node host, whatever the count."""
+    uname -n, the restarts owed and the raw lines read once per node host (its NodeFacts), whatever the count."""
     converge(pve, node_of(pve), spec_of(pve), guest)
     node, host = node_of(pve), NodeHost()
     reads = len(pve.requests())
@@ -550,7 +550,7 @@ def test_a_no_change_run_reads_each_container_once_and_its_node_once(pve, guest)
         assert operation(container, host, spec=spec_of(pve), node=node, gpus=GPUS, guest=guest) == []
     calls = [f"{e['method']} {e['path']}" for e in pve.requests()[reads:] if not e["path"].endswith("/access/ticket")]
     assert calls == ["GET /nodes/pve1/lxc", "GET /nodes/pve1/lxc/129/pending"]
-    assert sorted(facts) == ["Hostname", "RawLxcLines", "RestartDebts"]
+    assert facts == ["NodeFacts"]
 
 
 @pytest.mark.parametrize(("stderr", "shown"), [("sh: 1: ss: not found\n", "sh: 1: ss: not found"), ("", "nothing")])
