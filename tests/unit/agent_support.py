@@ -150,16 +150,24 @@ def append(path: str, text: str) -> None:
 
 
 class LogScript(threading.Thread):
-    """Appends `lines` (each + "\\n") to the log, `delay` seconds apart, then stops."""
+    """Appends `lines` (each + "\\n") to the log, `delay` seconds apart, then stops (or at `halt()`)."""
 
     def __init__(self, path: str, lines: list, delay: float = 0.02):
         super().__init__(daemon=True)
         self.path, self.lines, self.delay = path, lines, delay
+        self.halted = threading.Event()
 
     def run(self):
         for line in self.lines:
+            if self.halted.is_set():
+                return
             append(self.path, line + "\n")
             time.sleep(self.delay)
+
+    def halt(self) -> None:
+        self.halted.set()
+        if self.is_alive():
+            self.join()
 
 
 class HealthServer:

@@ -37,6 +37,13 @@ def written(tmp_path) -> str:
     return (tmp_path / "node-exporter" / metrics.FILE_NAME).read_text()
 
 
+def _until(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return condition()
+
+
 def lint(text: str) -> subprocess.CompletedProcess[str]:
     assert PROMTOOL is not None
     return subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
@@ -158,10 +165,15 @@ def test_the_watchdog_writes_the_metrics_of_its_server_while_it_watches(tmp_path
         "SGLANG_PVE_SYSTEMCTL",
         str(fake_systemctl(tmp_path, {"sglang-baseline.service": {"ActiveState": "active", "MainPID": str(main.pid)}})),
     )
-    threading.Timer(1.0, main.kill).start()
+    # The test ends the "server" by its PID once the file is there (written by rename), or after 60 s
+    # (the assert below then fails): not at a fixed time, which under load can come before the write.
+    path = tmp_path / "node-exporter" / metrics.FILE_NAME
+    ender = threading.Thread(target=lambda: (_until(path.exists, 60.0), main.kill()), daemon=True)
+    ender.start()
     try:
         with HealthServer(spec.port, {"/health_generate": [200], "/health": [200]}):
             assert watchdog.run(spec, main.pid, messages(), tick_s=0.01) == exitcodes.OK
     finally:
         stop(main)
+        ender.join()
     assert samples(written(tmp_path))['sglang_pve_server_ready{server="baseline"}'] == 1

@@ -31,11 +31,31 @@ DECODE = (
     "[2026-07-20 10:00:00 TP0] Decode batch, #running-req: 12, #token: 40211, token usage: 0.04, "
     "accept len: 2.85, cuda graph: True, gen throughput (token/s): 88.13, #queue-req: 3"
 )
+BOUND_S = 60.0  # run_until's bound on a watch whose awaited messages never come
 
 
 def run(spec, main):
     say = messages()
     return watchdog.run(spec, main.pid, say, tick_s=0.01), say.said
+
+
+def run_until(spec, main, seen):
+    """The watchdog until what it said shows `seen(said)`; then the test ends the "server" by its PID.
+    Not a fixed timer: under load the probes come late, and the watch must not end before they came.
+    BOUND_S ends it anyway (the test then fails on what was said), so it cannot hang."""
+    said = []
+
+    def say(text, error=False):
+        said.append(text)
+        if seen(said):
+            main.kill()
+
+    bound = threading.Timer(BOUND_S, main.kill)
+    bound.start()
+    try:
+        return watchdog.run(spec, main.pid, say, tick_s=0.01), said
+    finally:
+        bound.cancel()
 
 
 def diagnoses(spec):
@@ -65,13 +85,14 @@ def test_consecutive_failures_with_only_probe_noise_in_the_log_restart_the_unit(
 def test_failures_while_the_log_grows_are_not_counted(tmp_path):
     spec = write_spec(tmp_path)
     main = sleeper()
-    LogScript(spec.log, [DECODE] * 150, delay=0.01).start()
-    threading.Timer(1.0, main.kill).start()  # the test ends the "server" by its PID
+    log = LogScript(spec.log, [DECODE] * 6000, delay=0.01)  # grows until the test ends the server, and after
+    log.start()
     try:
         with HealthServer(spec.port, {"/health_generate": [503]}) as server:
-            code, said = run(spec, main)
+            code, said = run_until(spec, main, lambda said: sum("not counted" in m for m in said) >= 3)
     finally:
         stop(main)
+        log.halt()
     assert code == exitcodes.OK
     assert server.hits["/health_generate"] >= 3
     assert any("but the log grew: busy, not counted" in m for m in said)
@@ -83,10 +104,9 @@ def test_failures_while_the_log_grows_are_not_counted(tmp_path):
 def test_a_success_resets_the_count(tmp_path):
     spec = write_spec(tmp_path)
     main = sleeper()
-    threading.Timer(1.0, main.kill).start()
     try:
         with HealthServer(spec.port, {"/health_generate": [503, 503, 200] * 200}):
-            code, said = run(spec, main)
+            code, said = run_until(spec, main, lambda said: any("answers again" in m for m in said))
     finally:
         stop(main)
     assert code == exitcodes.OK
@@ -150,10 +170,9 @@ def test_no_answer_at_all_counts_as_failure(tmp_path):
 def test_answers_again_after_failures_reset_the_recorded_count(tmp_path):
     spec = write_spec(tmp_path, watchdog={"failures": 5})
     main = sleeper()
-    threading.Timer(1.5, main.kill).start()
     try:
         with HealthServer(spec.port, {"/health_generate": [503, 503, 200]}):
-            code, said = run(spec, main)
+            code, said = run_until(spec, main, lambda said: any("answers again" in m for m in said))
     finally:
         stop(main)
     assert code == exitcodes.OK and any("answers again after 2 failure(s)" in m for m in said)
