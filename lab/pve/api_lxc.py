@@ -93,42 +93,50 @@ def ct_create(node: Node, req: Request):
         node.write(vmid, config)
 
     def work(log):
-        created = False
-        try:
-            if req.task_error:  # injected here, so that the cleanup below runs
-                raise ApiError(req.task_error)
-            cur = config.current
-            for key, value in p.items():
-                cur[key] = value
-            for index, (key, (sid, size)) in enumerate(sorted(allocations.items(), key=lambda kv: kv[0] != "rootfs")):
-                volid = node.storages.new_volume(sid, vmid, index)
-                rest = p[key].split(",", 1)[1:] if "," in p[key] else []
-                cur[key] = ",".join([volid, *rest, f"size={size}G"])
-                log.log(f"allocated volume {volid} ({size} GiB) for {key}")
-            cur.setdefault("hostname", f"CT{vmid}")
-            cur.setdefault("memory", "512")
-            cur.setdefault("swap", "512")
-            cur.setdefault("arch", "amd64")
-            cur.setdefault("ostype", _ostype(ostemplate))
-            if unprivileged:
-                cur["unprivileged"] = "1"
-            if not node.storages.template_exists(ostemplate):
-                raise ApiError(f"unable to create CT {vmid} - volume '{ostemplate}' does not exist")
-            log.log(f"extracting archive '{ostemplate}'")
-            created = True
-            node.backend.create(vmid, plain(cur), ostemplate, rules.mp_volume(cur["rootfs"]), ssh_public_keys=ssh_keys)
-            cur.pop("lock", None)
-            node.write(vmid, config)
-        except Exception:
-            if created:  # destroy_disks: what the backend made of it goes too
-                try:
-                    node.backend.destroy(vmid)
-                except Exception as e:
-                    log.warn(f"cleanup of CT {vmid} failed: {e}")
-            for volume in volumes(config.current):  # vdisk_free of what was allocated (a zfspool's dataset)
-                node.storages.free_volume(volume)
-            node.remove(vmid)  # destroy_config_on_error
-            raise
+        # the create under the CT's config lock for its whole length, the start after it outside
+        # (pve-container src/PVE/API2/LXC.pm create_vm: $realcmd = lock_config($vmid, $code), then
+        # vm_start when start=1): a start, stop or config change meanwhile waits for the lock
+        with node.locked(vmid):
+            created = False
+            try:
+                if req.task_error:  # injected here, so that the cleanup below runs
+                    raise ApiError(req.task_error)
+                cur = config.current
+                for key, value in p.items():
+                    cur[key] = value
+                for index, (key, (sid, size)) in enumerate(
+                    sorted(allocations.items(), key=lambda kv: kv[0] != "rootfs")
+                ):
+                    volid = node.storages.new_volume(sid, vmid, index)
+                    rest = p[key].split(",", 1)[1:] if "," in p[key] else []
+                    cur[key] = ",".join([volid, *rest, f"size={size}G"])
+                    log.log(f"allocated volume {volid} ({size} GiB) for {key}")
+                cur.setdefault("hostname", f"CT{vmid}")
+                cur.setdefault("memory", "512")
+                cur.setdefault("swap", "512")
+                cur.setdefault("arch", "amd64")
+                cur.setdefault("ostype", _ostype(ostemplate))
+                if unprivileged:
+                    cur["unprivileged"] = "1"
+                if not node.storages.template_exists(ostemplate):
+                    raise ApiError(f"unable to create CT {vmid} - volume '{ostemplate}' does not exist")
+                log.log(f"extracting archive '{ostemplate}'")
+                created = True
+                node.backend.create(
+                    vmid, plain(cur), ostemplate, rules.mp_volume(cur["rootfs"]), ssh_public_keys=ssh_keys
+                )
+                cur.pop("lock", None)
+                node.write(vmid, config)
+            except Exception:
+                if created:  # destroy_disks: what the backend made of it goes too
+                    try:
+                        node.backend.destroy(vmid)
+                    except Exception as e:
+                        log.warn(f"cleanup of CT {vmid} failed: {e}")
+                for volume in volumes(config.current):  # vdisk_free of what was allocated (a zfspool's dataset)
+                    node.storages.free_volume(volume)
+                node.remove(vmid)  # destroy_config_on_error
+                raise
         if start:
             start_work(node, vmid, log)
 

@@ -2,7 +2,8 @@
 
 Every inventory host whose ``container.node`` names this node: created when absent (GPUs passed
 through as devN, or raw lines; model storage as raw bind-mount lines, so snapshots stay possible),
-otherwise changed key by key after a snapshot, started, its SSH host key pinned. ``--dry --diff``
+otherwise changed key by key after a snapshot, started, its SSH host key pinned; one operation for
+all of them, so that their create and start tasks run at once (provision/container.py). ``--dry --diff``
 shows the config diff and writes nothing through the API. First, the node's NVIDIA device nodes
 are checked (device_nodes.present): a missing or wrong one refuses every container write. Before
 that, the GPU sets of all the node's containers (config/gpu_sets.py): every problem of every
@@ -16,7 +17,7 @@ from pyinfra.api.exceptions import PyinfraError
 from sglang_pve.config.errors import ConfigError
 from sglang_pve.config.gpu_sets import gpu_set_problems
 from sglang_pve.provision import device_nodes
-from sglang_pve.provision.container import container
+from sglang_pve.provision.container import containers as node_containers
 from sglang_pve.provision.roles import containers, is_node, node_gpus, this_node
 
 
@@ -31,8 +32,13 @@ def provision_containers() -> None:
     refuse_gpu_sets(host.name, gpus.gpu_indices, {name: spec for name, spec, _ in found})
     if found:
         device_nodes.present(name="NVIDIA device nodes as the driver numbers them", gpus=gpus)
-    for name, spec, guest in found:
-        container(name=f"Container {spec.vmid} ({name})", spec=spec, node=node, gpus=gpus, guest=guest)
+        node_containers(
+            name=("Containers " if len(found) > 1 else "Container ")
+            + ", ".join(f"{spec.vmid} ({name})" for name, spec, _ in found),
+            members=[(spec, guest) for _, spec, guest in found],
+            node=node,
+            gpus=gpus,
+        )
 
 
 def refuse_gpu_sets(node: str, node_gpus: list[int], specs: dict) -> None:

@@ -13,6 +13,7 @@ import re
 import time
 import urllib.parse
 from collections import Counter
+from typing import TypeVar
 
 import requests
 from proxmoxer.backends.https import (
@@ -31,6 +32,7 @@ from sglang_pve.provision.tls import trust
 
 POLL_INTERVAL_S = 0.5
 TASK_LOG_LINES = 10  # of what a failed task printed, in its error
+K = TypeVar("K")
 _TASK_END = re.compile(r"^TASK (OK|WARNINGS: \d+|ERROR: .*)$")
 
 
@@ -162,23 +164,47 @@ class Api:
         return self.wait(upid, f"{method} /{path}")
 
     def wait(self, upid: str, call: str) -> str:
-        node = upid.split(":")[1]
+        result = self.wait_all({0: (upid, call)})[0]
+        if isinstance(result, ProxmoxError):
+            raise result
+        return result
+
+    def wait_all(self, tasks: dict[K, tuple[str, str]]) -> dict[K, str | ProxmoxError]:
+        """Tasks that run at once ({key: (UPID, "METHOD /path" that started it)}: a node's creates,
+        its starts; PVE forks a worker per task, pve-common RESTEnvironment.pm fork_worker), awaited
+        together: one status read per running task per poll, all under one deadline. Each key's
+        exit status (OK or WARNINGS: n), or the ProxmoxError of its failure: every task's, not the
+        first one's."""
         deadline = time.monotonic() + self.settings.task_timeout_s
-        while True:
-            status = self.get(f"nodes/{node}/tasks/{upid}/status")
-            if status.get("status") == "stopped":
+        results: dict[K, str | ProxmoxError] = {}
+        running = dict(tasks)
+        while running:
+            for key, (upid, call) in list(running.items()):
+                try:
+                    status = self.get(f"nodes/{upid.split(':')[1]}/tasks/{upid}/status")
+                    if status.get("status") == "stopped":
+                        results[key] = self._ended(upid, call, status.get("exitstatus"))
+                except ProxmoxError as error:
+                    results[key] = error
+                if key in results:
+                    del running[key]
+            if running and time.monotonic() > deadline:
+                for key, (upid, call) in running.items():
+                    results[key] = ProxmoxError(
+                        call,
+                        f"task {upid} still running after {self.settings.task_timeout_s}s "
+                        "(proxmox_api.task_timeout_s); it goes on on the node: check its task log, "
+                        "then run again",
+                    )
                 break
-            if time.monotonic() > deadline:
-                raise ProxmoxError(
-                    call,
-                    f"task {upid} still running after {self.settings.task_timeout_s}s "
-                    "(proxmox_api.task_timeout_s); it goes on on the node: check its task log, "
-                    "then run again",
-                )
-            time.sleep(POLL_INTERVAL_S)
-        exitstatus = status.get("exitstatus")
+            if running:
+                time.sleep(POLL_INTERVAL_S)
+        return results
+
+    def _ended(self, upid: str, call: str, exitstatus: str | None) -> str | ProxmoxError:
+        node = upid.split(":")[1]
         if not task_succeeded(exitstatus):
-            raise ProxmoxError(call, f"task failed: {exitstatus}{self._log_tail(node, upid)}")
+            return ProxmoxError(call, f"task failed: {exitstatus}{self._log_tail(node, upid)}")
         if exitstatus != "OK":  # "WARNINGS: n": done, but say what Proxmox warned about
             logging.getLogger("pyinfra").warning(f"{call}: task ended with {exitstatus}{self._log_tail(node, upid)}")
         return exitstatus

@@ -15,6 +15,7 @@ no mutating endpoint); all writes happen in one callback when it executes.
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -151,9 +152,60 @@ def _node_refusals(wanted: Plan, node: Node, ssh_node: str | None) -> list[Probl
 
 
 @operation()
+def containers(members: list[tuple[ContainerSpec, Guest]], node: Node, gpus: GpuDeviceInfo):
+    """
+    Make the containers of this Proxmox node what their specs say, and running: each planned (every
+    problem of every container in one refusal, before any write), then all changed together: the
+    node's creates are issued at once and awaited together, then its starts (PVE runs each task in
+    its own worker; the config lock is per vmid: pve-container src/PVE/API2/LXC.pm create_vm,
+    API2/LXC/Status.pm vm_start), then every host key pinned as each sshd comes up.
+
+    + members: (spec, guest) of each container of the node: the validated ContainerSpec (host data
+      ``container``) and Guest(ssh_hostname, known_hosts, public_keys): where its SSH host key gets pinned
+    + node: the node's API (sglang_pve.provision.nodes.node_for)
+    + gpus: the node's GpuDevices fact (which /dev/nvidiaN exist, the nvidia-uvm major)
+
+    **Example:**
+
+    .. code:: python
+
+        containers(name="Containers of pve1", members=[(spec, Guest("10.0.0.129", "~/.ssh/known_hosts_pve"))],
+                   node=node_for("pve1", host.data.dict()), gpus=host.get_fact(GpuDevices))
+    """
+    # uname -n, the restarts owed and every container's raw lxc.* lines: the node's one read of the
+    # run (node_facts.py), so one API read per container (the raw lines are what GET .../pending lacks)
+    read = node_state(ctx_host.get(), node)  # the Host itself: the `host` proxy is one object for every host
+    ssh_node = read.hostname.split(".", 1)[0]  # PVE's nodename
+    node.preload_raw(read.raw)
+    batch, refusals = [], []
+    for spec, guest in members:
+        try:
+            batch.append((plan(spec, node, gpus, guest, ssh_node, read.debts.get(spec.vmid)), guest))
+        except (ConfigError, ProxmoxError) as error:
+            refusals.append(str(error))
+    if refusals:
+        raise OperationError("\n".join(refusals))
+    for wanted, _ in batch:
+        spec = wanted.spec
+        if wanted.idle:
+            host.noop(f"container {spec.vmid} ({spec.hostname}) up to date and running")
+        elif state.config.DIFF:
+            verb = "modify" if wanted.exists else "create"
+            logger.info(f"{host.print_prefix}Will {verb} container {spec.vmid} ({spec.hostname}) on {node.name}")
+            for line in wanted.diff.lines():
+                logger.info(f"    {line}")
+            for reason in wanted.restart_reasons:
+                logger.info(f"    (restart: {reason})")
+    changing = [(wanted, guest) for wanted, guest in batch if not wanted.idle]
+    if changing:
+        yield FunctionCommand(_apply_all, (node, changing), {})
+
+
+@operation()
 def container(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest):
     """
-    Make container ``spec.vmid`` on this Proxmox node what ``spec`` says, and running.
+    Make container ``spec.vmid`` on this Proxmox node what ``spec`` says, and running: ``containers``
+    with one member.
 
     + spec: the validated ContainerSpec (host data ``container`` of the container's host)
     + node: the node's API (sglang_pve.provision.nodes.node_for)
@@ -167,55 +219,96 @@ def container(spec: ContainerSpec, node: Node, gpus: GpuDeviceInfo, guest: Guest
         container(name="CT 129", spec=spec, node=node_for("pve1", host.data.dict()),
                   gpus=host.get_fact(GpuDevices), guest=Guest("10.0.0.129", "~/.ssh/known_hosts_pve"))
     """
-    # uname -n, the restarts owed and every container's raw lxc.* lines: the node's one read of the
-    # run (node_facts.py), so one API read per container (the raw lines are what GET .../pending lacks)
-    read = node_state(ctx_host.get(), node)  # the Host itself: the `host` proxy is one object for every host
-    ssh_node = read.hostname.split(".", 1)[0]  # PVE's nodename
-    debt = read.debts.get(spec.vmid)
-    node.preload_raw(read.raw)
-    try:
-        wanted = plan(spec, node, gpus, guest, ssh_node, debt)
-    except (ConfigError, ProxmoxError) as error:
-        raise OperationError(str(error)) from None
-    if wanted.idle:
-        host.noop(f"container {spec.vmid} ({spec.hostname}) up to date and running")
-        return
-    if state.config.DIFF:
-        verb = "modify" if wanted.exists else "create"
-        logger.info(f"{host.print_prefix}Will {verb} container {spec.vmid} ({spec.hostname}) on {node.name}")
-        for line in wanted.diff.lines():
-            logger.info(f"    {line}")
-        for reason in wanted.restart_reasons:
-            logger.info(f"    (restart: {reason})")
-    yield FunctionCommand(_apply, (node, wanted, guest), {})
+    yield from containers._inner(members=[(spec, guest)], node=node, gpus=gpus)
+
+
+@dataclass
+class _Work:
+    """One container of a node's batch as its writes go: the restart it owes, the first error."""
+
+    wanted: Plan
+    guest: Guest
+    debt: Debt | None = None
+    error: str | None = None
 
 
 def _apply(state, host, node: Node, wanted: Plan, guest: Guest) -> bool:
-    """Every write, in an order that leaves nothing half applied on an API fault: the restart owed
-    (on the node), snapshot, config (one PUT with the digest), root volume, raw lines,
-    start/restart (then the restart owed cleared), host key; the oldest snapshots beyond
-    snapshots_keep are deleted last, once all of it succeeded."""
-    node.forget(wanted.spec.vmid)  # what the writes read, they read fresh (the plan's digest guards them)
+    return _apply_all(state, host, node, [(wanted, guest)])
+
+
+def _apply_all(state, host, node: Node, batch: list[tuple[Plan, Guest]]) -> bool:
+    """Every write of every container of the batch, in an order that leaves nothing half applied
+    on an API fault: per container the restart owed (on the node), snapshot, config (one PUT with
+    the digest), root volume, raw lines, start/restart (then the restart owed cleared), host key;
+    the oldest snapshots beyond snapshots_keep are deleted last, once all of it succeeded. Each
+    step runs for every container still without an error; a container that fails one goes no
+    further, the others go on, and every error is reported at the end."""
+    works = [_Work(wanted, guest, wanted.debt) for wanted, guest in batch]
+    for work in works:  # what the writes read, they read fresh (the plan's digest guards them)
+        node.forget(work.wanted.spec.vmid)
     try:
-        _converge(host, node, wanted, guest)
-    except (ProxmoxError, OperationError) as error:
-        host.log_styled(str(error), fg="red", log_func=logger.error)
-        return False
+        _converge(host, node, works)
     finally:
-        node.forget(wanted.spec.vmid)
-    return True
+        for work in works:
+            node.forget(work.wanted.spec.vmid)
+    for work in works:
+        if work.error:
+            host.log_styled(work.error, fg="red", log_func=logger.error)
+    return not any(work.error for work in works)
 
 
-def _converge(host, node: Node, wanted: Plan, guest: Guest) -> None:
-    spec, diff, api = wanted.spec, wanted.diff, node.api
-    debt = wanted.debt
-    if wanted.needs_restart and (debt is None or set(diff.restart_keys) - set(debt.keys)):
-        debt = restart_debt.owed(diff.restart_keys, debt)
-        _on_node(host, restart_debt.record_command(node.debt_dir, spec.vmid, debt), "recording the restart owed")
-    if not wanted.exists:
+def _each(works: list[_Work], step: Callable[[_Work], None]) -> None:
+    for work in works:
+        if work.error is None:
+            try:
+                step(work)
+            except (ProxmoxError, OperationError) as error:
+                work.error = str(error)
+
+
+def _issue(node: Node, works: list[_Work], task: Callable[[_Work], tuple | None]) -> dict[int, tuple[str, str]]:
+    """Start ``task(work)`` = (method, path, parameters) for every container still without an
+    error (None: none for it); {index: (UPID, call)} of those started."""
+    started = {}
+    for index, work in enumerate(works):
+        call = task(work) if work.error is None else None
+        if call is not None:
+            method, path, params = call
+            try:
+                started[index] = (node.api.request(method, path, **params), f"{method} /{path}")
+            except ProxmoxError as error:
+                work.error = str(error)
+    return started
+
+
+def _await(node: Node, works: list[_Work], started: dict[int, tuple[str, str]]) -> None:
+    for index, result in node.api.wait_all(started).items():
+        if isinstance(result, ProxmoxError):
+            works[index].error = str(result)
+
+
+def _converge(host, node: Node, works: list[_Work]) -> None:
+    api = node.api
+
+    def owed(work: _Work) -> None:
+        wanted, debt = work.wanted, work.debt
+        if wanted.needs_restart and (debt is None or set(wanted.diff.restart_keys) - set(debt.keys)):
+            work.debt = restart_debt.owed(wanted.diff.restart_keys, debt)
+            command = restart_debt.record_command(node.debt_dir, wanted.spec.vmid, work.debt)
+            _on_node(host, command, "recording the restart owed")
+
+    def create(work: _Work) -> tuple | None:
+        spec = work.wanted.spec
+        if work.wanted.exists:
+            return None
         host.log(f"creating container {spec.vmid} from {spec.template}", logger.info)
-        api.run_task("POST", node.path(), **wanted.create)
-    elif not diff.empty:
+        return "POST", node.path(), work.wanted.create
+
+    def modify(work: _Work) -> None:
+        wanted = work.wanted
+        spec, diff = wanted.spec, wanted.diff
+        if not wanted.exists or diff.empty:
+            return
         digest = wanted.current["digest"]
         if spec.snapshots_keep:
             snapshots.take(node, spec.vmid, "config", "before changing " + ", ".join(diff.keys))
@@ -224,22 +317,45 @@ def _converge(host, node: Node, wanted: Plan, guest: Guest) -> None:
             _put(node, spec.vmid, diff, digest)
         if diff.resize_gb:
             api.run_task("PUT", node.path(spec.vmid, "resize"), disk="rootfs", size=f"{diff.resize_gb}G")
-    if diff.raw_changed:
-        node.forget(spec.vmid)
-        _edit_raw_lines(host, node, spec.vmid, diff.raw_old if wanted.exists else [], diff.raw_new)
-    if wanted.needs_restart:
-        host.log(f"restarting container {spec.vmid}: {'; '.join(wanted.restart_reasons)}", logger.info)
-        api.run_task("POST", node.path(spec.vmid, "status", "reboot"))
-    elif not wanted.running:
-        api.run_task("POST", node.path(spec.vmid, "status", "start"))
-    if debt is not None:  # the start task ended OK: nothing is owed any more
-        _on_node(host, restart_debt.clear_command(node.debt_dir, spec.vmid), "clearing the restart owed")
-    if wanted.needs_restart or not wanted.running or not wanted.key_pinned:
-        _pin_host_key(host, spec.vmid, guest)  # waits for its sshd
-    if wanted.needs_restart and guest.host_name:
-        restarted(guest.host_name)
-    if wanted.exists and not diff.empty and spec.snapshots_keep:  # the change succeeded: old rollback points go
-        snapshots.prune(node, spec.vmid, spec.snapshots_keep)
+
+    def raw(work: _Work) -> None:
+        wanted = work.wanted
+        if wanted.diff.raw_changed:
+            node.forget(wanted.spec.vmid)
+            old = wanted.diff.raw_old if wanted.exists else []
+            _edit_raw_lines(host, node, wanted.spec.vmid, old, wanted.diff.raw_new)
+
+    def start(work: _Work) -> tuple | None:
+        wanted = work.wanted
+        if wanted.needs_restart:
+            host.log(f"restarting container {wanted.spec.vmid}: {'; '.join(wanted.restart_reasons)}", logger.info)
+            return "POST", node.path(wanted.spec.vmid, "status", "reboot"), {}
+        return None if wanted.running else ("POST", node.path(wanted.spec.vmid, "status", "start"), {})
+
+    def cleared(work: _Work) -> None:
+        if work.debt is not None:  # the start task ended OK: nothing is owed any more
+            _on_node(
+                host, restart_debt.clear_command(node.debt_dir, work.wanted.spec.vmid), "clearing the restart owed"
+            )
+
+    def after(work: _Work) -> None:
+        wanted = work.wanted
+        if wanted.needs_restart and work.guest.host_name:
+            restarted(work.guest.host_name)
+        if wanted.exists and not wanted.diff.empty and wanted.spec.snapshots_keep:  # old rollback points go
+            snapshots.prune(node, wanted.spec.vmid, wanted.spec.snapshots_keep)
+
+    _each(works, owed)
+    creating = _issue(node, works, create)  # the creates run while the changed containers change
+    _each(works, modify)
+    _await(node, works, creating)
+    _each(works, raw)
+    _await(node, works, _issue(node, works, start))
+    _each(works, cleared)
+    _pin_host_keys(
+        host, [w for w in works if w.wanted.needs_restart or not w.wanted.running or not w.wanted.key_pinned]
+    )
+    _each(works, after)
 
 
 def _on_node(host, command: StringCommand, doing: str) -> None:
@@ -313,23 +429,30 @@ _KEY_WHEN_LISTENING = (
 )
 
 
-def _pin_host_key(host, vmid: int, guest: Guest) -> None:
-    """Read the container's host key through the node (pct exec: the node is trusted, the new
-    container is not yet) once its sshd listens, then pin it for the address the inventory uses."""
+def _pin_host_keys(host, works: list["_Work"]) -> None:
+    """Read each container's host key through the node (pct exec: the node is trusted, the new
+    container is not yet) once its sshd listens, then pin it for the address the inventory uses;
+    the containers' sshds come up together, each one's key is pinned as it appears."""
+    waiting = [w for w in works if w.error is None]
     deadline = time.monotonic() + HOST_KEY_WAIT_S
-    while True:
-        ok, output = host.run_shell_command(
-            StringCommand("pct", "exec", str(vmid), "--", "sh", "-c", QuoteString(_KEY_WHEN_LISTENING))
-        )
-        if ok and output.stdout.strip().startswith("ssh-"):
-            break
-        if time.monotonic() > deadline:
-            raise OperationError(
-                f"container {vmid}: no sshd listening with a {HOST_KEY} after {HOST_KEY_WAIT_S}s "
-                f"(pct exec: {output.stderr.strip() or 'nothing'}): is openssh-server in its template?"
+    while waiting:
+        for work in list(waiting):
+            vmid, guest = work.wanted.spec.vmid, work.guest
+            ok, output = host.run_shell_command(
+                StringCommand("pct", "exec", str(vmid), "--", "sh", "-c", QuoteString(_KEY_WHEN_LISTENING))
             )
-        time.sleep(1)
-    if hostkeys.pin(guest.known_hosts, guest.ssh_hostname, output.stdout.strip()):
-        host.log(
-            f"pinned the SSH host key of container {vmid} for {guest.ssh_hostname} in {guest.known_hosts}", logger.info
-        )
+            if ok and output.stdout.strip().startswith("ssh-"):
+                waiting.remove(work)
+                if hostkeys.pin(guest.known_hosts, guest.ssh_hostname, output.stdout.strip()):
+                    host.log(
+                        f"pinned the SSH host key of container {vmid} for {guest.ssh_hostname} in {guest.known_hosts}",
+                        logger.info,
+                    )
+            elif time.monotonic() > deadline:
+                waiting.remove(work)
+                work.error = (
+                    f"container {vmid}: no sshd listening with a {HOST_KEY} after {HOST_KEY_WAIT_S}s "
+                    f"(pct exec: {output.stderr.strip() or 'nothing'}): is openssh-server in its template?"
+                )
+        if waiting:
+            time.sleep(1)

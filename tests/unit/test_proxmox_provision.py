@@ -9,6 +9,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -565,6 +566,7 @@ def test_a_container_whose_sshd_never_listens_fails_naming_what_pct_exec_said(mo
     monkeypatch.setattr(container_module, "HOST_KEY_WAIT_S", 0)
     monkeypatch.setattr(container_module.time, "sleep", lambda s: None)
     guest = Guest("10.0.3.129", str(tmp_path / "known_hosts"))
-    with pytest.raises(OperationError, match=rf"container 129: no sshd listening .* \(pct exec: {shown}\)"):
-        container_module._pin_host_key(Silent(), 129, guest)
+    work = container_module._Work(SimpleNamespace(spec=SimpleNamespace(vmid=129)), guest)
+    container_module._pin_host_keys(Silent(), [work])
+    assert re.match(rf"container 129: no sshd listening .* \(pct exec: {shown}\)", work.error)
     assert not (tmp_path / "known_hosts").exists()  # nothing pinned

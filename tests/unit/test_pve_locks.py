@@ -49,3 +49,41 @@ def test_running_snapshot_locks_the_config(tmp_path):
         assert pve.wait(upid)["exitstatus"] == "OK"
         ct.config.put(cores=2)
         assert "lock" not in ct.config.get()
+
+
+class SlowCreate(DirBackend):
+    """A create that waits until the test lets it finish."""
+
+    def __init__(self, root):
+        super().__init__(root, devices=fake_gpu_devices(uvm_major()))
+        self.release = threading.Event()
+        self.entered = threading.Event()
+
+    def create(self, *args, **kwargs):
+        self.entered.set()
+        assert self.release.wait(20)
+        super().create(*args, **kwargs)
+
+
+def test_a_start_issued_during_the_create_waits_for_its_config_lock(tmp_path):
+    """pve-container API2/LXC.pm create_vm runs the create under lock_config in its worker and
+    Status.pm vm_start takes the lock in its own worker: the start's UPID comes at once, its task
+    runs while the create holds the lock and starts the CT after it; a create still holding the
+    lock past PVE's 10 s leaves the start with lock_config's timeout."""
+    backend = SlowCreate(tmp_path / "volumes")
+    with EmulatedNode(tmp_path, backend=backend) as pve:
+        px = pve.client()
+        for vmid, hold_s in ((170, 0.5), (171, 11)):
+            backend.entered.clear()
+            backend.release.clear()
+            create = px.nodes("pve1").lxc.post(vmid=vmid, ostemplate=pve.TEMPLATE, rootfs="local-lvm:4")
+            assert backend.entered.wait(10)
+            start = px.nodes("pve1").lxc(vmid).status.start.post()
+            assert px.nodes("pve1").tasks(start).status.get()["status"] == "running"
+            threading.Timer(hold_s, backend.release.set).start()
+            assert pve.wait(create)["exitstatus"] == "OK"
+            if hold_s < 10:
+                assert pve.wait(start)["exitstatus"] == "OK" and backend.status(vmid) == "running"
+            else:
+                assert pve.wait(start)["exitstatus"].endswith(f"pve-config-{vmid}.lock' - got timeout")
+                assert backend.status(vmid) != "running"
