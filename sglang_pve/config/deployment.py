@@ -17,7 +17,7 @@ from sglang_pve.config.replica_set import ROUTER_VERSION, ReplicaSet
 from sglang_pve.config.safe import HostPath, Name, Text
 from sglang_pve.config.secrets import SecretsData, ServerSecrets, read_secrets
 from sglang_pve.config.servers import ServerConfig, build_servers, env_name_problem, read_servers_file
-from sglang_pve.config.ssh import SshAccess
+from sglang_pve.config.ssh import SshAccess, connector_secret_problems
 from sglang_pve.config.supply import SHA256, UV_PIN, PackageName, supply_problems
 from sglang_pve.config.tp_group import HostsData, TpRank, member_of
 
@@ -223,6 +223,7 @@ def load_deployment(
     listing every problem, before any remote command runs. `resolve(host_data)` gives the exact
     SGLang version (context._resolve: sglang_pve.deploy.index for nightly specs; it may raise ConfigError).
     `hosts` (every inventory host's data, by name) places the host in its TP group, if any."""
+    secrets_in_data = connector_secret_problems(data)
     try:
         host_data = HostData.model_validate(data)
     except ValidationError as exc:
@@ -230,9 +231,9 @@ def load_deployment(
         for problem in problems:  # --data turns 0.5 into a float: say how to keep it a string
             if problem.key == "sglang_version" and not isinstance(problem.value, str):
                 problems[problems.index(problem)] = Problem(problem.key, problem.value, problem.message, _VERSION_HINT)
-        raise ConfigError(host_name, problems) from None
+        raise ConfigError(host_name, secrets_in_data + problems) from None
 
-    problems = []
+    problems = list(secrets_in_data)
     for name, variables in host_data.nccl_profiles.items():
         problems += check_profile(name, variables)
     if host_data.nccl_profile not in host_data.nccl_profiles:

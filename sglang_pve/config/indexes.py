@@ -67,6 +67,31 @@ def _urls(data: Any) -> list[tuple[str, str]]:
     ]
 
 
+def _credentials_problem(key: str, url: str) -> Problem | None:
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return None
+    return Problem(
+        key,
+        masked(url),
+        "holds credentials (user:password@): data is printed whole (debug-inventory, errors)",
+        "drop them from the URL and name them as a secret: sglang_index_credentials = "
+        f'{{"{parts.hostname}": {{"login": "...", "password": {{"env": "VARIABLE"}}}}}} '
+        '(or {"file": "/path/to/0600-file"})',
+    )
+
+
+def url_credential_problems(data: Mapping[str, object]) -> list[Problem]:
+    """Index URLs with user:password@ in raw host data (before the model: the connectors refuse
+    them before debug-inventory prints the data, provision/keepalive.py)."""
+    extra = data.get("sglang_extra_index_urls")
+    urls = [("sglang_index_url", data.get("sglang_index_url"))] + [
+        (f"sglang_extra_index_urls.{i}", url) for i, url in enumerate(extra if isinstance(extra, list) else [])
+    ]
+    found = [_credentials_problem(key, url) for key, url in urls if isinstance(url, str)]
+    return [problem for problem in found if problem is not None]
+
+
 def index_problems(data: Any) -> list[Problem]:
     """The rules across the index keys of HostData (`data`), every one at once, no credential shown."""
     problems = []
@@ -74,17 +99,8 @@ def index_problems(data: Any) -> list[Problem]:
     for key, url in _urls(data):
         parts = urllib.parse.urlsplit(url)
         hosts.add(parts.hostname)
-        if "@" in parts.netloc:
-            problems.append(
-                Problem(
-                    key,
-                    masked(url),
-                    "holds credentials (user:password@): data is printed whole (debug-inventory, errors)",
-                    "drop them from the URL and name them as a secret: sglang_index_credentials = "
-                    f'{{"{parts.hostname}": {{"login": "...", "password": {{"env": "VARIABLE"}}}}}} '
-                    '(or {"file": "/path/to/0600-file"})',
-                )
-            )
+        if credentials := _credentials_problem(key, url):
+            problems.append(credentials)
         if parts.scheme == "http" and parts.hostname not in data.sglang_index_http_hosts:
             problems.append(
                 Problem(

@@ -10,6 +10,10 @@ from sglang_pve.config.indexes import masked
 
 # and *_env, *_file; a login names an account (a token pasted there must not be echoed either)
 _NAME_FIELDS = {"env": "environment variable name", "file": "path", "ssh_key": "path", "login": "login name"}
+# Sections made of secret sources (config/secrets.py): a value there that fails validation is most
+# likely the secret itself, pasted where its source belongs (sglang_secrets: {api-key: sk-...}).
+_SECRET_SECTIONS = ("sglang_secrets", "sglang_index_credentials")
+_SECRET_SOURCE_FIX = 'name where the controller reads it, {"env": "VARIABLE"} or {"file": "/path/to/0600-file"}'
 
 
 def _fix(error: ErrorDetails, known: list[str]) -> str:
@@ -69,6 +73,13 @@ def problems_from(exc: ValidationError, model: type[BaseModel], prefix: str = ""
             continue
         key = ".".join(str(part) for part in loc)
         value = error.get("input") if error["type"] != "missing" else None
+        if loc and str(loc[0]) in _SECRET_SECTIONS and error["type"] != "missing":
+            fix = _SECRET_SOURCE_FIX if isinstance(value, str) else _fix(error, known)
+            message = (
+                "unknown key" if error["type"] == "extra_forbidden" else error["msg"].removeprefix("Value error, ")
+            )
+            problems.append(Problem(f"{prefix}{key}", HIDDEN, f"{message} (value not shown)", fix))
+            continue
         if isinstance(value, str) and "://" in value:  # a URL with user:token@ is shown masked
             value = masked(value)
         message = error["msg"].removeprefix("Value error, ")

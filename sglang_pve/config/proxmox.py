@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sglang_pve.config.errors import ConfigError, Problem
 from sglang_pve.config.problems import problems_from
 from sglang_pve.config.safe import MountPath
-from sglang_pve.config.ssh import SshAccess
+from sglang_pve.config.ssh import SshAccess, connector_secret_problems
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # an inventory host / Proxmox node name
 _STORAGE = r"^[a-z][a-z0-9._-]*$"  # pve-storage-id
@@ -194,10 +194,15 @@ class _ContainerData(BaseModel):
 
 def load_api_settings(host_name: str, data: Mapping[str, object]) -> ApiSettings:
     """A node's API settings, validated (raises ConfigError listing every problem)."""
+    secrets_in_data = connector_secret_problems(data)
     try:
-        return _NodeData.model_validate(data).proxmox_api
+        settings = _NodeData.model_validate(data).proxmox_api
     except ValidationError as exc:
-        raise ConfigError(host_name, [_without_secret(p) for p in problems_from(exc, _NodeData)]) from None
+        problems = [_without_secret(p) for p in problems_from(exc, _NodeData)]
+        raise ConfigError(host_name, secrets_in_data + problems) from None
+    if secrets_in_data:
+        raise ConfigError(host_name, secrets_in_data)
+    return settings
 
 
 def _without_secret(problem: Problem) -> Problem:

@@ -12,19 +12,70 @@ hosts. Only a DNS name or an IP address passes:
 >>> hostname_problem("* ssh-ed25519")
 'not a host name or IP address (letters, digits, - and _ in dot-separated labels)'
 
+Connector secrets never live in host data (an inventory, group data, ``--data``, or pyinfra's own
+``--ssh-password``/``--key-password``, which it puts there: pyinfra_cli/cli.py _set_override_data):
+pyinfra prints host data (``debug-inventory``), so they are refused, by key, value not shown:
+
+>>> [p.key for p in connector_secret_problems({"ssh_password": "x", "ssh_user": "root"})]
+['ssh_password']
+
 The files are paths ssh reads (``-F``, UserKnownHostsFile): absolute, ``~/``-relative or relative
 to the project, in the safe path alphabet (no blank, which ssh_config would split on).
 """
 
 import re
+from collections.abc import Mapping
 from ipaddress import ip_address
 from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from sglang_pve.config.errors import HIDDEN, Problem
+
 _LABEL = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
 _FILE = re.compile(r"(~/)?[A-Za-z0-9_.,+@=:/-]{1,1024}")
 _USER = r"^[a-z_][a-z0-9_-]{0,31}$"
+
+
+_KEY_LOGIN = (
+    "log in with a key: ssh_key (a key file) or ssh-agent (ssh_allow_agent); never a password in data, --data "
+    "or --ssh-password (a command line is visible to every local user)"
+)
+# pyinfra 3.10.0's data keys that carry a secret: pyinfra/connectors/ssh.py ConnectorData
+# (ssh_password, ssh_key_password, ssh_paramiko_connect_kwargs: paramiko's password/passphrase),
+# pyinfra/api/arguments.py ConnectorArguments (_sudo_password, _su_password: global arguments,
+# which pyinfra also reads from host data).
+CONNECTOR_SECRETS = {
+    "ssh_password": _KEY_LOGIN,
+    "ssh_key_password": "load the key into ssh-agent (ssh-add) and set ssh_allow_agent; without a "
+    "passphrase in data pyinfra asks for it",
+    "_sudo_password": "deploy as root with a key (the toolkit's hosts are reached as root), or let "
+    "pyinfra ask (--use-sudo-password)",
+    "_su_password": "deploy as root with a key (the toolkit's hosts are reached as root)",
+}
+_PARAMIKO_SECRETS = ("password", "passphrase")
+
+
+def connector_secret_problems(data: Mapping[str, object]) -> list[Problem]:
+    """A Problem (value hidden) for each connector secret set in host data."""
+    problems = [
+        Problem(key, HIDDEN, "a secret in host data, which pyinfra prints (debug-inventory); value not shown", fix)
+        for key, fix in CONNECTOR_SECRETS.items()
+        if data.get(key)
+    ]
+    paramiko = data.get("ssh_paramiko_connect_kwargs")
+    if isinstance(paramiko, Mapping):
+        problems += [
+            Problem(
+                f"ssh_paramiko_connect_kwargs.{key}",
+                HIDDEN,
+                "a secret in host data, which pyinfra prints (debug-inventory); value not shown",
+                _KEY_LOGIN,
+            )
+            for key in _PARAMIKO_SECRETS
+            if paramiko.get(key)
+        ]
+    return problems
 
 
 def hostname_problem(value: str) -> str | None:

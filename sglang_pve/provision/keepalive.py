@@ -15,12 +15,13 @@ channel of its hop's transport (client.py parse_config: ``sock = c.gateway(...)`
 
 import paramiko
 from pydantic import ValidationError
-from pyinfra.api.exceptions import ConnectError
+from pyinfra.api.exceptions import ConnectError, PyinfraError
 from pyinfra.connectors.ssh import SSHConnector
 
 from sglang_pve.config.errors import ConfigError
+from sglang_pve.config.indexes import url_credential_problems
 from sglang_pve.config.problems import problems_from
-from sglang_pve.config.ssh import SshAccess
+from sglang_pve.config.ssh import SshAccess, connector_secret_problems
 
 
 def keep_alive(client: paramiko.SSHClient, interval_s: int) -> list[paramiko.Transport]:
@@ -44,7 +45,17 @@ def interval_s(host) -> int:
 
 
 class KeepAliveSSH(SSHConnector):
-    """pyinfra's SSH connector with a keepalive on the connection and its jump hosts."""
+    """pyinfra's SSH connector with a keepalive on the connection and its jump hosts; a secret in
+    the host's data (config/ssh.py CONNECTOR_SECRETS, an index URL's user:password@) is refused when pyinfra makes the
+    connector (pyinfra 3.10.0 api/state.py State.init -> api/host.py Host.init), which comes before
+    debug-inventory prints the data (pyinfra_cli/cli.py) and before any connection."""
+
+    def __init__(self, state, host) -> None:
+        data = host.data.dict()
+        problems = connector_secret_problems(data) + url_credential_problems(data)
+        if problems:
+            raise PyinfraError(str(ConfigError(host.name, problems)))
+        super().__init__(state, host)
 
     def _connect(self) -> None:
         super()._connect()
