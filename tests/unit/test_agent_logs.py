@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -27,9 +28,16 @@ SERVER = "import sys, time\nfor line in sys.argv[2:]:\n    print(line, flush=Tru
 
 
 def server(log: str, lines: list, delay: float) -> subprocess.Popen:
-    """A process whose stdout is the log, opened once in append mode, printing `lines`."""
+    """A process whose stdout is the log, opened once in append mode, printing `lines`; returned
+    once the first is printed: under load its Python starts late, and a gate or watchdog started
+    before it printed would see a silent server that is only not started yet."""
     with open(log, "ab") as out:
-        return subprocess.Popen([sys.executable, "-c", SERVER, str(delay), *lines], stdout=out)
+        start = out.tell()
+        child = subprocess.Popen([sys.executable, "-c", SERVER, str(delay), *lines], stdout=out)
+    deadline = time.monotonic() + 60
+    while lines and os.path.getsize(log) == start and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return child
 
 
 def rotate(log: str) -> None:
