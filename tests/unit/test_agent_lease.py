@@ -131,6 +131,7 @@ def test_commands_of_the_run_proceed_under_its_lease_and_others_wait(tmp_path, c
 
     thread = threading.Thread(target=other)
     thread.start()
+    assert until(lambda: say.said)  # said once it found the lock held: under load, later than a fixed sleep
     time.sleep(0.3)
     assert not entered.is_set() and "held by alice@laptop (deploy)" in say.said[0]  # a switch by hand waits
     lease.release(str(tmp_path), "aaa")

@@ -505,7 +505,8 @@ def test_warmup_hang_keeps_the_port_open_and_unhealthy(lab):
     lab.faults({"baseline": {"hang": "warmup"}})
     sim = lab.start(lab.config("baseline"))
     sim.wait_log(r'"GET /model_info HTTP/1\.1" 200')
-    time.sleep(0.8)
+    sim.wait_log(r"Prefill batch")  # the warm-up request scheduled (under load, later than a fixed sleep)
+    time.sleep(0.8)  # ... and stuck there
     assert sim.http("/health")[0] == 503
     assert sim.log().count("Prefill batch") == 1 and "fired up" not in sim.log()  # logged when scheduled, then stuck
 
