@@ -401,11 +401,13 @@ def test_venv_is_built_beside_its_path_from_a_hash_lock_and_moved_into_place():
     assert "rm -rf -- /opt/v/.sglang-1.0.partial-* && " in joined  # removed before (the deploy lock is held)
     assert f"python3 -m venv {build}" in joined
     assert (
-        f"pip compile {build}/sglang-pve-resolve/pyproject.toml --quiet --generate-hashes" in joined
+        f"pip compile {build}/sglang-pve-resolve/pyproject.toml -v --generate-hashes" in joined
         and "--index-url https://idx.example/simple" in joined
     )
-    assert "pip install --quiet --require-hashes --no-deps" in joined and "-c 'import sglang, yaml'" in joined
-    assert f"|| {{ rm -rf {build} ; exit 1 ; }}" in joined  # a failed step leaves nothing half-built
+    assert "pip install -v --require-hashes --no-deps" in joined and "-c 'import sglang, yaml'" in joined
+    assert f"2>> {build}.resolve.log ||" in joined and f"2>> {build}.install.log ||" in joined  # live progress
+    logs = f"{build}.resolve.log {build}.install.log"
+    assert f"|| {{ rm -rf {build} {logs} ; exit 1 ; }}" in joined  # a failed step leaves nothing half-built
     assert joined.index("--require-hashes") < joined.index(f"mv -T {build} /opt/v/sglang-1.0")
     assert f"compileall -q -s {build} -p /opt/v/sglang-1.0" in joined  # bytecode names the final path
     assert "chmod 600" in joined and "/opt/v/sglang-1.0.lock" in joined

@@ -12,16 +12,18 @@ from pyinfra.api import FileUploadCommand, OperationError, QuoteString, StringCo
 
 from sglang_pve.config.indexes import IndexLogin
 from sglang_pve.config.supply import normalized
-from sglang_pve.deploy import paths
+from sglang_pve.deploy import paths, venv_progress
 from sglang_pve.deploy.facts.venvs import SglangVenv, VenvParents
 from sglang_pve.deploy.index import netrc_text
 from sglang_pve.deploy.operations.files import ManagedFile, converge
+from sglang_pve.deploy.progress import FollowedCommand
 
 LOCK_IN_BUILD = "sglang-pve.lock"  # the lock's name inside the venv being built
 _RESOLVE_DIR = "sglang-pve-resolve"  # inside the build: the pyproject.toml uv resolves (removed after)
 _EXTRA_INDEX = "sglang-index"  # the extra index's name in that pyproject
 UV_REQUIREMENT = f"{paths.UV_VENV}/uv-requirement.txt"  # uv==VERSION with its hashes, pip's input
 _REPORT = "sglang-pve-report.json"
+FAILURE_TAIL = 40  # lines of the installer's log shown when it fails (its DEBUG lines left out)
 # pip's --report (pip >= 22.2) as a requirements file with hashes; a distribution the index gives
 # no sha256 for cannot be locked, so the build stops there and names it.
 _REPORT_TO_LOCK = """\
@@ -132,6 +134,30 @@ def _and(*commands: Sequence[object]) -> list[object]:
     return joined
 
 
+def install_log(build: str, step: str) -> str:
+    """The installer's log of `step` (resolve, install) beside the build; removed with the build (on
+    failure its tail was shown) or once the venv is in place."""
+    return f"{build}.{step}.log"
+
+
+def _logs(build: str) -> list:
+    return [QuoteString(install_log(build, step)) for step in ("resolve", "install")]
+
+
+def _new_log(log: str) -> list:
+    """An empty root-only log (its lines name the indexes; the umask in a subshell only)."""
+    return ["(", "umask", "077", "&&", ":", ">", QuoteString(log), ")"]
+
+
+def _logged(command: list, log: str, stdout: bool = False) -> list:
+    """`command` writing its stderr (and with `stdout` its stdout) to `log`; when it fails its last
+    lines but DEBUG ones go to stderr, as --quiet showed the error before, and the chain fails."""
+    quoted = QuoteString(log)
+    redirect = [">>", quoted, "2>&1"] if stdout else ["2>>", quoted]
+    tail = ["grep", "-v", QuoteString("^DEBUG "), quoted, "|", "tail", "-n", str(FAILURE_TAIL), ">&2"]
+    return ["{", *command, *redirect, "||", "{", *tail, ";", "false", ";", "}", ";", "}"]
+
+
 def _resolve(source: Source, version: str, build: str) -> list:
     """Resolve project==version into a hash lock at build/LOCK_IN_BUILD (header with masked URLs)."""
     lock = QuoteString(f"{build}/{LOCK_IN_BUILD}")
@@ -148,7 +174,7 @@ def _resolve(source: Source, version: str, build: str) -> list:
             "pip",
             "compile",
             pyproject,
-            "--quiet",
+            "-v",  # its progress, to the log (venv_progress.py); the lock is stdout
             "--generate-hashes",
             "--no-header",
             "--no-annotate",
@@ -159,13 +185,14 @@ def _resolve(source: Source, version: str, build: str) -> list:
             ">>",
             lock,
         ]
-        return _and(header, write, compile_, ["rm", "-rf", resolve_dir])
+        return _and(header, write, _logged(compile_, install_log(build, "resolve")), ["rm", "-rf", resolve_dir])
     report = QuoteString(f"{build}/{_REPORT}")
     pip = [
         *source.env,
         QuoteString(f"{build}/bin/pip"),
         "install",
-        "--quiet",
+        "--progress-bar",
+        "off",
         "--disable-pip-version-check",
         "--no-input",
         "--dry-run",
@@ -176,19 +203,20 @@ def _resolve(source: Source, version: str, build: str) -> list:
         requirement,
     ]
     convert = [QuoteString(f"{build}/bin/python"), "-c", QuoteString(_REPORT_TO_LOCK), report, ">>", lock]
-    return _and(pip, header, convert, ["rm", "-f", report])
+    return _and(_logged(pip, install_log(build, "resolve"), stdout=True), header, convert, ["rm", "-f", report])
 
 
 def _install(source: Source, build: str) -> list:
     """Install exactly the lock: hashes required, no dependency resolution."""
     lock = QuoteString(f"{build}/{LOCK_IN_BUILD}")
+    log = install_log(build, "install")
     if source.installer == "uv":
-        return [
+        command = [
             *source.env,
             QuoteString(f"{paths.UV_VENV}/bin/uv"),
             "pip",
             "install",
-            "--quiet",
+            "-v",
             "--require-hashes",
             "--no-deps",
             "--python",
@@ -198,11 +226,13 @@ def _install(source: Source, build: str) -> list:
             "-r",
             lock,
         ]
-    return [
+        return [*_new_log(log), "&&", *_logged(command, log)]
+    command = [
         *source.env,
         QuoteString(f"{build}/bin/pip"),
         "install",
-        "--quiet",
+        "--progress-bar",
+        "off",
         "--disable-pip-version-check",
         "--no-input",
         "--no-compile",
@@ -213,13 +243,30 @@ def _install(source: Source, build: str) -> list:
         "-r",
         lock,
     ]
+    return [*_new_log(log), "&&", *_logged(command, log, stdout=True)]
 
 
-def _cleaned_on_failure(build: str, command: list) -> StringCommand:
-    """`{ command; } || { rm -rf build; exit 1; }`: a failed step leaves nothing half-built."""
-    return StringCommand(
-        "{", *command, ";", "}", "||", "{", "rm", "-rf", QuoteString(build), ";", "exit", "1", ";", "}"
-    )
+def _cleaned_on_failure(build: str, command: list, watch=None) -> StringCommand:
+    """`{ command; } || { rm -rf build LOGS; exit 1; }`: a failed step leaves nothing half-built. With
+    `watch` (venv_progress.watch) its progress is logged while it runs."""
+    bits = [
+        "{",
+        *command,
+        ";",
+        "}",
+        "||",
+        "{",
+        "rm",
+        "-rf",
+        QuoteString(build),
+        *_logs(build),
+        ";",
+        "exit",
+        "1",
+        ";",
+        "}",
+    ]
+    return FollowedCommand(*bits, watch=watch) if watch else StringCommand(*bits)
 
 
 @operation()
@@ -239,7 +286,10 @@ def venv(path: str, version: str, source: Source, run: str, lock: str | None = N
     distribution's sha256 (uv pip compile --generate-hashes, or pip's --report), installed from
     it with hashes required, import-checked, given the startup hook, and only then moved into
     place with its lock beside it (paths.lock_path, root-only). A failure anywhere removes the
-    build and leaves `path` as it was. uv itself is installed on first use
+    build and leaves `path` as it was. While the resolve and the install run, the installer's
+    log (root-only, beside the build) is summed up in a progress line every progress.INTERVAL_S
+    (venv_progress.py); when it fails, its last lines (DEBUG ones left out) go to stderr. uv itself
+    is installed on first use
     from the default index, with hashes required (uv_sha256).
 
     **Example:**
@@ -303,9 +353,14 @@ def venv(path: str, version: str, source: Source, run: str, lock: str | None = N
         ["rm", "-rf", "--", shlex.quote(paths.partial_venv_path(path)) + "-*"],
         ["python3", "-m", "venv", QuoteString(build)],
     ]
+    label = f"{source.project} {version}"
     if lock is None:
-        steps.append(_resolve(source, version, build))
-    yield _cleaned_on_failure(build, _and(*steps))
+        steps += [_new_log(install_log(build, "resolve")), _resolve(source, version, build)]
+        yield _cleaned_on_failure(
+            build, _and(*steps), venv_progress.watch(install_log(build, "resolve"), label, "resolving")
+        )
+    else:
+        yield _cleaned_on_failure(build, _and(*steps))
     if lock is not None:
         yield FileUploadCommand(BytesIO(lock.encode()), f"{build}/{LOCK_IN_BUILD}")
 
@@ -350,7 +405,9 @@ def venv(path: str, version: str, source: Source, run: str, lock: str | None = N
         "}",
     ]
     yield _cleaned_on_failure(
-        build, _and(_install(source, build), [python, "-c", QuoteString(check)], relocate, compile_)
+        build,
+        _and(_install(source, build), [python, "-c", QuoteString(check)], relocate, compile_),
+        venv_progress.watch(install_log(build, "install"), label, "installing"),
     )
     built_lock = QuoteString(f"{build}/{LOCK_IN_BUILD}")
     old = QuoteString(f"{build}.old")
@@ -363,6 +420,6 @@ def venv(path: str, version: str, source: Source, run: str, lock: str | None = N
             ["rm", "-rf", old],
             ["if", "[", "-e", QuoteString(path), "];", "then", "mv", QuoteString(path), old, ";", "fi"],
             ["mv", "-T", QuoteString(build), QuoteString(path)],
-            ["rm", "-rf", old],
+            ["rm", "-rf", old, *_logs(build)],
         ),
     )
