@@ -431,6 +431,20 @@ def test_rendered_config_is_judged_by_the_config_model(tmp_path, edit, key, fix)
     assert [p.key for p in report.problems] == [key] and fix in report.problems[0].fix
 
 
+def test_a_hub_id_is_one_clear_problem_not_the_sandboxed_judge_s_network_error(tmp_path):
+    """The judge runs with IPAddressDeny=any (deploy/sandbox.py): SGLang's parse of a Hub ID fails to connect."""
+    hub = "moonshotai/Kimi-K2.5"
+    offline = Verdict(False, "OSError: We couldn't connect to 'https://huggingface.co' to load the files")
+    report = judge(
+        tmp_path,
+        servers=with_server("baseline", **{"model-path": hub}),
+        host=snapshot(models={hub: ModelDir(False, None, None)}, sglang=PINNED, verdicts={"baseline": offline}),
+    )
+    [problem] = report.problems
+    assert problem.key == "servers.baseline.model-path" and "IPAddressDeny=any" in problem.message
+    assert f"hf download {hub} --local-dir" in problem.fix and "huggingface.co" not in str(report.warnings)
+
+
 @pytest.mark.parametrize(
     "installed, verdict", [("0.5.9", Verdict(False, "unrecognized arguments")), (PINNED, Verdict(None, "timed out"))]
 )
@@ -528,9 +542,9 @@ def test_fact_parses_a_captured_lab_output(tmp_path):
     assert found.verdicts["baseline"] == Verdict(True, "") and found.verdicts["bad-parser"].ok is False
     # and the rules judge it: the lab's limits and our own listener on 8000 pass
     report = judge(tmp_path, LAB_SERVERS, groups=("all", "lab"), host=found)
+    # ssh-port's verdict (SGLang's OSError for the missing draft folder) repeats its draft's problem: not shown
     assert sorted(p.key for p in merged(report.problems)) == [
         "servers.bad-parser",
-        "servers.ssh-port",
         "servers.ssh-port.port",
         "servers.ssh-port.speculative-draft-model-path",
     ]

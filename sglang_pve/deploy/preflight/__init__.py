@@ -112,21 +112,26 @@ def server_problems(
     """(problems, warnings) of one server configuration."""
     name, args = server.name, server.args
     problems, warnings = rendered_problems(name, spec.configs[name].text), []
-    target, found = model_config(f"servers.{name}.model-path", args.model_path, snapshot.models[args.model_path])
-    problems += found
+    target, model_problems = model_config(
+        f"servers.{name}.model-path", args.model_path, snapshot.models[args.model_path]
+    )
     draft_path, draft = args.speculative_draft_model_path, None
     if draft_path:
         draft, found = model_config(
             f"servers.{name}.speculative-draft-model-path", draft_path, snapshot.models[draft_path]
         )
-        problems += found
+        model_problems += found
+    problems += model_problems
+    # SGLang's parse reads the model's config too: with a model problem said above, its verdict
+    # (a Hub ID: a connection error from the judge's sandbox) only repeats it, less clearly
+    models_read = not model_problems
     for found_problems, found_warnings in (
         context_problems(server, target, draft) if target is not None else ([], []),
         eagle3_problems(name, draft_path, target, draft, pinned)
         if draft_path and target is not None and draft is not None and args.speculative_algorithm == "EAGLE3"
         else ([], []),
         verdict_problems(name, spec.configs[name].path, snapshot.verdicts[name], snapshot.sglang, pinned)
-        if name in snapshot.verdicts and snapshot.sglang is not None  # verdicts come with an installed SGLang
+        if models_read and name in snapshot.verdicts and snapshot.sglang is not None  # with an installed SGLang
         else ([], []),
     ):
         problems += found_problems

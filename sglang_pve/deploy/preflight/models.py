@@ -12,8 +12,11 @@ def model_config(key: str, path: str, found: ModelDir) -> tuple[dict | None, lis
                 Problem(
                     key,
                     path,
-                    "not a local directory: SGLang would fetch it from the Hugging Face Hub at every start",
-                    "download it once and point the flag at the local copy",
+                    "not a local directory (a Hugging Face Hub ID?): the server's sandbox has no network but its "
+                    "bind and peers (IPAddressDeny=any, deploy/sandbox.py), so neither the preflight's judge nor "
+                    "the server can fetch its config or weights from the Hub",
+                    f"download it once on the host (hf download {path} --local-dir /models/...; a gated model "
+                    "needs HF_TOKEN there) and point the flag at that directory",
                 )
             ]
         return None, [
