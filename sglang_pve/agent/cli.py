@@ -204,7 +204,8 @@ def _releases(args: argparse.Namespace) -> int:
 
 
 def _lock(args: argparse.Namespace) -> int:
-    """--json (the controller's fact): one line {"held": bool, "message": the last words}, exit 0."""
+    """--json (the controller's fact): one line {"held": bool, "message": the last words, "holder":
+    the lease of the run that holds it when this one did not get it (lease.py), else null}, exit 0."""
     watch = procs.identify(args.watch_pid) if args.watch_pid else lease.ssh_connection()
     said: list[str] = []
     report = Reporter("lock", sys.stderr if args.json else sys.stdout)
@@ -216,7 +217,9 @@ def _lock(args: argparse.Namespace) -> int:
     code = lease.acquire(args.dir, args.token, args.owner, args.task, args.wait, say, watch, args.max_hold)
     if not args.json:
         return code
-    print(json.dumps({"held": code == exitcodes.OK, "message": said[-1] if said else ""}), flush=True)
+    held = code == exitcodes.OK
+    holder = None if held else lease.read(args.dir)
+    print(json.dumps({"held": held, "message": said[-1] if said else "", "holder": holder}), flush=True)
     return exitcodes.OK
 
 

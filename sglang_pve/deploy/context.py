@@ -13,8 +13,8 @@ from sglang_pve.config.deployment import NIGHTLY, HostData
 from sglang_pve.config.indexes import read_index_logins
 from sglang_pve.config.replica_set import ROUTER_DISTRIBUTION
 from sglang_pve.deploy import index, paths, replicas, sandbox
-from sglang_pve.deploy.facts.python import VenvSitePackages
-from sglang_pve.deploy.facts.unit_host import UnitHost, UnitHostInfo
+from sglang_pve.deploy.facts.host_basics import Basics, HostBasics
+from sglang_pve.deploy.facts.unit_host import UnitHost
 from sglang_pve.deploy.operations import venvs
 from sglang_pve.deploy.operations.files import ManagedFile
 
@@ -85,17 +85,23 @@ def venv() -> str:
     return paths.venv_path(config.data.sglang_venvs_dir, config.sglang_version)
 
 
-_site_packages: dict[tuple[str, str], str | None] = {}
+_basics: dict[tuple[str, str], Basics] = {}
+
+
+def basics() -> Basics:
+    """The host's unit facts, its venv's site-packages and its NVIDIA user-space driver, asked once
+    per run in one command (the units, the release record, the NCCL hook and preflight need them;
+    pyinfra 3 keeps no fact cache)."""
+    key = (host.name, venv())
+    if key not in _basics:
+        _basics[key] = host.get_fact(HostBasics, venv=venv())
+    return _basics[key]
 
 
 def site_packages() -> str:
-    """site-packages of this host's venv, asked once per run (three tasks need it; pyinfra 3
-    keeps no fact cache). The fact is None only where the host lacks the interpreter it asks
+    """site-packages of this host's venv. None only where the host lacks the interpreter it asks
     (preflight refuses such a host): an error, not a path under "None/"."""
-    key = (host.name, venv())
-    if key not in _site_packages:
-        _site_packages[key] = host.get_fact(VenvSitePackages, path=venv())
-    found = _site_packages[key]
+    found = basics().site_packages
     if found is None:
         raise PyinfraError(f"{host.name}: {paths.TARGET_PYTHON} cannot be asked for the venv's site-packages")
     return found
@@ -105,15 +111,14 @@ _unit_hosts: dict[str, UnitHost] = {}
 
 
 def unit_host() -> UnitHost:
-    """The host's systemd version and own addresses, asked once per run (the units and the
-    release record render from them), and its peers from the inventory: the router of the replica
-    set it serves in reaches its server (an address: a router reached by name cannot be allowed)."""
+    """The host's systemd version and own addresses (the units and the release record render from
+    them), and its peers from the inventory: the router of the replica set it serves in reaches its
+    server (an address: a router reached by name cannot be allowed)."""
     if host.name not in _unit_hosts:
-        found = host.get_fact(UnitHostInfo)
         member = replicas.member_of(host)
         router = replicas.address(replicas.named_host(member[1].router.host)) if member else None
         peers = (router,) if router and sandbox.is_address(router) else ()
-        _unit_hosts[host.name] = dataclasses.replace(found, peers=peers)
+        _unit_hosts[host.name] = dataclasses.replace(basics().unit_host, peers=peers)
     return _unit_hosts[host.name]
 
 

@@ -9,8 +9,7 @@ from pyinfra import host, logger
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import MissingCommandError, PyinfraError
 
-from sglang_pve.deploy.context import deployment, unit_host, venv
-from sglang_pve.deploy.facts.gpu import UserSpaceDriver
+from sglang_pve.deploy.context import basics, deployment, unit_host, venv
 from sglang_pve.deploy.facts.preflight import PreflightProbe
 from sglang_pve.deploy.preflight import check, probe_spec, runs_server
 from sglang_pve.deploy.preflight.auth import ip_filter_warnings
@@ -47,7 +46,7 @@ def preflight(judge_all: bool = False) -> None:
         group[host.name] = facts
     node = node_driver() if runs_server(config) else None  # a host that runs no server needs no driver
     if node is not None:  # a container provisioned by the toolkit, its node in this run
-        report.problems += driver_problems(node[0], node[1], host.get_fact(UserSpaceDriver))
+        report.problems += driver_problems(node[0], node[1], basics().driver)
     for warning in report.warnings:
         logger.warning(f"{host.print_prefix}preflight warning: {warning.render(host.name)}")
     if report.problems:

@@ -15,14 +15,13 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
+from sglang_pve.deploy.facts import batched
 from sglang_pve.deploy.facts.files import FileState, digest_script, parse_digests
 from sglang_pve.deploy.facts.gpu import GpuDeviceInfo, GpuDevices
 from sglang_pve.provision.node_prep import NODE_PREP_PATHS
 from sglang_pve.provision.nodes import Node
 from sglang_pve.provision.raw_lines import RawLxcLines
 from sglang_pve.provision.restart_debt import Debt, RestartDebts
-
-_PART = "--- sglang-pve node part"
 
 
 @dataclass(frozen=True)
@@ -43,23 +42,18 @@ class NodeFacts(FactBase[NodeState]):
     """
 
     def command(self, paths, etc_pve, node, debt_dir):
-        parts = [
-            GpuDevices().command(),
-            "uname -n",
-            digest_script(list(paths)),
-            RestartDebts().command(debt_dir),
-            RawLxcLines().command(etc_pve, node),
-        ]
-        return f"; echo '{_PART}'; ".join(parts)
+        return batched.joined(
+            [
+                GpuDevices().command(),
+                "uname -n",
+                digest_script(list(paths)),
+                RestartDebts().command(debt_dir),
+                RawLxcLines().command(etc_pve, node),
+            ]
+        )
 
     def process(self, output):
-        parts: list[list[str]] = [[]]
-        for line in output:
-            if line == _PART:
-                parts.append([])
-            else:
-                parts[-1].append(line)
-        gpus, hostname, files, debts, raw = (parts + [[]] * 5)[:5]
+        gpus, hostname, files, debts, raw = (part or [] for part in batched.split(output, 5))
         return NodeState(
             gpus=GpuDevices().process(gpus),
             hostname=hostname[0].strip() if hostname else "",

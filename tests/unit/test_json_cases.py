@@ -45,6 +45,7 @@ from sglang_pve.config.indexes import IndexLogin
 from sglang_pve.config.secrets import Secret
 from sglang_pve.deploy.facts import files as file_facts
 from sglang_pve.deploy.facts import gpu as gpu_facts
+from sglang_pve.deploy.facts import host_basics
 from sglang_pve.deploy.facts import lock as lock_facts
 from sglang_pve.deploy.facts import preflight as preflight_facts
 from sglang_pve.deploy.facts import python as python_facts
@@ -100,6 +101,7 @@ FACTS = {
         (unit_host_facts, ("UnitHostInfo",)),
         (unit_facts, ("UnitStates",)),
         (node_facts, ("NodeFacts",)),
+        (host_basics, ("HostBasics",)),
     )
     for name in names
 }

@@ -21,6 +21,7 @@ class LockResult:
     held: bool  # this run holds the lock now
     message: str  # the agent's last words: who held it, how long it waited, or why not
     agent: bool = True  # False: no agent on the host yet (nothing of the toolkit runs there to race)
+    holder: dict | None = None  # not held: the lease of the run that holds it (agent/lease.py), if any
 
 
 def _agent(args: str) -> str:
@@ -50,7 +51,8 @@ class DeployLock(FactBase[LockResult]):
         if not lines:
             return self.default()
         document = json.loads(lines[-1])
-        return LockResult(bool(document["held"]), str(document["message"]))
+        holder = document.get("holder")
+        return LockResult(bool(document["held"]), str(document["message"]), holder=holder or None)
 
 
 class DeployUnlock(FactBase[str]):

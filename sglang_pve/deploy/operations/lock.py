@@ -6,7 +6,6 @@ from pyinfra.api import OperationError, operation
 
 from sglang_pve.config.safe import printable
 from sglang_pve.deploy.facts.lock import DeployLock, DeployUnlock
-from sglang_pve.deploy.facts.releases import Releases
 
 
 @operation()
@@ -29,13 +28,17 @@ def held(token: str, owner: str, task: str, wait_s: int):
 
         held(token=run_token(), owner=who(), task="deploy", wait_s=3600)
     """
-    other = host.get_fact(Releases).lease
-    if other and other.get("token") != token:
-        logger.info(
-            f"{host.print_prefix}waiting up to {wait_s}s for the deploy lock, "
-            + printable(f"held by {other.get('owner')} ({other.get('task')}) since {other.get('started')}")
-        )
-    result = host.get_fact(DeployLock, token=token, owner=owner, task=task, wait_s=wait_s)
+    # tried at once first (one command when it is free); waited for only when another run holds it,
+    # named before the wait
+    result = host.get_fact(DeployLock, token=token, owner=owner, task=task, wait_s=0)
+    if not result.held and wait_s > 0:
+        other = result.holder
+        if other and other.get("token") != token:
+            logger.info(
+                f"{host.print_prefix}waiting up to {wait_s}s for the deploy lock, "
+                + printable(f"held by {other.get('owner')} ({other.get('task')}) since {other.get('started')}")
+            )
+        result = host.get_fact(DeployLock, token=token, owner=owner, task=task, wait_s=wait_s)
     if not result.held:
         raise OperationError(f"{host.name}: {printable(result.message)}")
     host.noop(printable(result.message) if result.agent else "no agent on the host yet: nothing to lock")
