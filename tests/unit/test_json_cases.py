@@ -108,6 +108,8 @@ FACTS = {
 # Covered elsewhere, and why.
 ELSEWHERE = {
     "container.container": "tests/unit/test_proxmox_provision.py (a Proxmox API callback, on the emulator)",
+    "container.containers": "tests/unit/test_proxmox_fleet.py (a node's containers together: Proxmox API callbacks, on "
+    "the emulator)",
     "snapshot_rollback.rolled_back": "tests/unit/test_proxmox_provision.py, test_snapshot_rollback.py (a Proxmox "
     "API callback; its ZfsSnapshots fact has cases here)",
 }
