@@ -335,6 +335,22 @@ def messages():
     return say
 
 
+def messages_then(fragment: str, action):
+    """messages(), and `action()` once, when a message containing `fragment` is said: a test changes
+    what a fake answers once the code under test was seen waiting for it, not at a fixed time (under
+    load that time can come before the code even looked, and the wait it tests never happens)."""
+    record = messages()
+
+    def say(text, error=False):
+        record(text, error)
+        if fragment in text and not say.acted:
+            say.acted = True
+            action()
+
+    say.said, say.acted = record.said, False
+    return say
+
+
 class FakeHost:
     """systemctl and nvidia-smi of a pretend host (fake_host.py: units, GPU memory, a call log),
     installed through SGLANG_PVE_SYSTEMCTL / SGLANG_PVE_NVIDIA_SMI for one test."""

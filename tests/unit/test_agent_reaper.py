@@ -16,6 +16,7 @@ from tests.unit.agent_support import (
     fake_systemctl,
     hold_device,
     messages,
+    messages_then,
     replace_text,
     stop,
     write_spec,
@@ -91,13 +92,12 @@ def test_prestart_refuses_another_running_server_but_reaps_a_stopped_ones(tmp_pa
 
 
 def test_prestart_waits_for_a_conflicting_unit_that_is_still_stopping(tmp_path, agent_env, monkeypatch):
-    spec = write_spec(tmp_path)
+    spec = write_spec(tmp_path, gpu_free_timeout_s=20)
     monkeypatch.setenv(
         "SGLANG_PVE_SYSTEMCTL", str(fake_systemctl(tmp_path, {"sglang-old.service": {"ActiveState": "deactivating"}}))
     )
     old = hold_device(agent_env / "nvidia0", unit="sglang-old.service")
-    threading.Timer(0.3, old.kill).start()  # systemd finishing the old unit's stop
-    say = messages()
+    say = messages_then("to stop", old.kill)  # systemd finishing the old unit's stop while prestart waits
     try:
         assert reaper.prestart(spec, say, settle_s=0.05, poll_s=0.05) == exitcodes.OK
     finally:
@@ -108,8 +108,7 @@ def test_prestart_waits_for_a_conflicting_unit_that_is_still_stopping(tmp_path, 
 def test_prestart_waits_for_gpu_memory_to_go_idle(tmp_path, monkeypatch):
     spec = write_spec(tmp_path, gpu_free_timeout_s=20)
     monkeypatch.setenv("SGLANG_PVE_NVIDIA_SMI", str(fake_nvidia_smi(tmp_path, BUSY)))
-    threading.Timer(0.4, replace_text, (tmp_path / "nvidia-smi.csv", IDLE)).start()
-    say = messages()
+    say = messages_then("for GPU memory", lambda: replace_text(tmp_path / "nvidia-smi.csv", IDLE))
     assert reaper.prestart(spec, say, poll_s=0.05) == exitcodes.OK
     assert any("waiting up to 20s for GPU memory" in m and "GPU 0 70211 MiB" in m for m in say.said)
 
@@ -218,7 +217,7 @@ def test_prestart_without_nvidia_smi_says_memory_was_not_checked(tmp_path):
 def test_poststop_waits_for_memory_nobody_here_holds_until_its_bound(tmp_path, monkeypatch):
     """No process of this container holds /dev/nvidia* but memory is still in use (released late
     by the driver): poststop waits within gpu_free_timeout_s instead of failing at once."""
-    spec = write_spec(tmp_path, gpu_free_timeout_s=3)
+    spec = write_spec(tmp_path, gpu_free_timeout_s=20)  # far above the 0.8 s: a late timer under load is no failure
     monkeypatch.setenv("SGLANG_PVE_NVIDIA_SMI", str(fake_nvidia_smi(tmp_path, BUSY)))
     threading.Timer(0.8, replace_text, (tmp_path / "nvidia-smi.csv", IDLE)).start()
     assert reaper.poststop(spec, messages(), settle_s=0, poll_s=0.05) == exitcodes.OK
