@@ -14,7 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from lab import layout, lxcfs, network, rootfs
+from lab import apt_repo, layout, lxcfs, network, rootfs
 from lab.gpus import DeviceNode
 from lab.shell import LabError, run
 
@@ -223,6 +223,7 @@ def ensure_running(
         "/etc/hostname": (f"{name}\n".encode(), 0o644),
         "/etc/hosts": (rootfs.hosts_file(name).encode(), 0o644),
         "/etc/pip.conf": (rootfs.PIP_CONF.encode(), 0o644),
+        "/etc/apt/sources.list": (apt_repo.APT_SOURCES.encode(), 0o644),
         **(files or {}),
     }
     digest = hashlib.sha256(repr(sorted(files.items())).encode()).hexdigest()[:16]

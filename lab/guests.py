@@ -38,7 +38,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lab import beneath, container, devn, layout, lxc_keys, lxcfs, network, node, rootfs
+from lab import apt_repo, beneath, container, devn, layout, lxc_keys, lxcfs, network, node, rootfs
 from lab.shell import LabError, run
 
 UID_SHIFT = 100000
@@ -317,6 +317,7 @@ def create(vmid: int, config: dict, template_volid: str, rootfs_volume: str, ssh
     files = {
         "/root/.ssh/authorized_keys": ((ssh_public_keys or "").encode(), 0o600),
         "/etc/pip.conf": (rootfs.PIP_CONF.encode(), 0o644),
+        "/etc/apt/sources.list": (apt_repo.APT_SOURCES.encode(), 0o644),
         "/usr/bin/nvidia-smi": ((layout.SIM_DIR / "nvidia_smi.py").read_bytes(), 0o755),
         f"{node.SIM_CONFIG_DIR}/driver-version": (f"{layout.GUEST_DRIVER_VERSION}\n".encode(), 0o644),
         f"{node.SIM_CONFIG_DIR}/faults.yaml": (b"", 0o644),

@@ -15,6 +15,8 @@ resolution succeeds and the install fails half-way, and one with a regression bu
 ready).
 
     pip install --index-url http://10.200.0.1:8100/simple/ sglang==<version>
+
+Beside it, under debian/, the apt repository of the Debian packages the deploy installs (lab/apt_repo.py).
 """
 
 import hashlib
@@ -32,7 +34,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 from zipfile import ZipFile
 
-from lab import layout, procs
+from lab import apt_repo, layout, procs
 from lab.shell import LabError, run
 
 WHEEL_CACHE = layout.CACHE_DIR / "wheels"
@@ -170,8 +172,9 @@ def dependency_wheels(requirements: list[str], python: str) -> list[Path]:
     return _cached(f"deps-{key}", download)
 
 
-def write_index(wheels: list[Path]) -> None:
-    """Lay out INDEX_DIR as a simple index: simple/<project>/index.html next to its wheels."""
+def write_index(wheels: list[Path], rootfs: Path | None = None) -> None:
+    """Lay out INDEX_DIR as a simple index: simple/<project>/index.html next to its wheels; with
+    `rootfs`, the apt repository of its packages beside it (debian/, lab/apt_repo.py)."""
     staging = layout.INDEX_DIR.with_name("index.new")
     shutil.rmtree(staging, ignore_errors=True)
     projects: dict[str, list[Path]] = {}
@@ -197,6 +200,8 @@ def write_index(wheels: list[Path]) -> None:
     (staging / "simple/index.html").write_text(
         _page("Simple index", [f'<a href="{p}/">{p}</a><br>' for p in sorted(projects)])
     )
+    if rootfs is not None:
+        apt_repo.write(staging / "debian", rootfs)
     shutil.rmtree(layout.INDEX_DIR, ignore_errors=True)
     staging.rename(layout.INDEX_DIR)
 
@@ -221,7 +226,8 @@ def publish(sim_dir: Path, rootfs: Path) -> str:
         sim_wheel(sim_dir)
         + dependency_wheels(requirements, python)
         + dependency_wheels(installer_requirements(), python)
-        + dependency_wheels(router_requirements(), python)
+        + dependency_wheels(router_requirements(), python),
+        rootfs,
     )
     return version
 

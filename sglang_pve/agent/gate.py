@@ -19,6 +19,9 @@ POLL_S. Outcomes:
   stall or crash on one rank thus fails every rank (the others cannot go on without it);
 - SIGTERM: the unit is being stopped -> the stop is marked (stopping.py), exit 0.
 
+While it waits it writes the host's metrics (metrics.py) every metrics.INTERVAL_S, and once more when
+it fails a start (before the kill), so Prometheus sees a long start's phase and a hang before any revert.
+
 Ranks above 0 of a TP group run no HTTP server of their own: they are ready at SGLang's
 `Dummy health check server started` line and GET /health 200 on it (phases.py), once rank 0's
 own /health (at its address and port) answers 200 too: the group is ready as one.
@@ -30,6 +33,7 @@ effort. A non-zero exit makes systemd fail the unit and kill its whole cgroup. P
     [2026-07-20 10:05:12 sglang-pve gate] phase weights -> kv_cache after 301s in weights (312s since start)
 """
 
+import os
 import signal
 import threading
 import time
@@ -42,6 +46,7 @@ from sglang_pve.agent import (
     exitcodes,
     health,
     logfollow,
+    metrics,
     output,
     peers,
     phases,
@@ -122,6 +127,10 @@ class _Gate:
         self.peers = peers.PeerWatch(spec.group) if spec.group else None
         self.gone: list[int] = []
         self.waiting_for_rank0 = False
+        # the host's metrics every metrics.INTERVAL_S (a revert's start, seconds long, keeps the failed
+        # start's file until its switch ends), and at a failure
+        self.metrics_due = self.start + metrics.INTERVAL_S
+        self.metrics_said: str | None = None
 
     def loop(self, poll_s: float, fatal_grace_s: float, on_ready: OnReady) -> int:
         spec = self.spec
@@ -152,7 +161,18 @@ class _Gate:
                 return self._fail("stall")
             if now - self.start > spec.startup_timeout_s:
                 return self._fail("deadline")
+            if now >= self.metrics_due:
+                self.metrics_due = now + metrics.INTERVAL_S
+                self._export()
             time.sleep(poll_s)
+
+    def _export(self) -> None:
+        """The host's metrics (metrics.py) with this start's phase, as the watchdog writes them after
+        ready: a cold start of 30-90 min and a hang show in Prometheus while the switch waits."""
+        unwritten = metrics.export(os.path.dirname(self.spec.path))
+        if unwritten and unwritten != self.metrics_said:
+            self.say(unwritten, error=True)
+        self.metrics_said = unwritten
 
     def _group_ready(self) -> bool:
         """A rank above 0 is ready when rank 0 is (its /health at its address answers 200): a
@@ -272,6 +292,10 @@ class _Gate:
             reason=reason,
             main_pid=self.main_pid,
         )
+        # the host's metrics as the gate decided (a stall: verdict stalled, its phase, the silent
+        # seconds), before the kill: a killed server's last words (multiprocessing's unstamped
+        # warnings) would read as fresh output; a revert's start then keeps them until its switch ends
+        self._export()
         killed = kind != "crash" and self._kill_main()  # a stall, deadline or lost peer: nothing to drain
         path = diagnosis.save(spec, record)
         self.phase_seconds[phase] = round(in_phase, 3)

@@ -3,7 +3,8 @@
 `export` renders status.collect's report (the same verdicts `status` prints) and the switch
 history (switch_history.py) in the text exposition format and writes it atomically (temp file
 + rename, as node_exporter's README.textfile asks) to TEXTFILE_DIR/sglang-pve.prom, readable by
-the exporter's user. It runs on the watchdog's probes (every INTERVAL_S) and at the end of every switch; between them
+the exporter's user. It runs on the watchdog's probes (every INTERVAL_S), from the readiness gate while a start
+waits (every INTERVAL_S, and once at its failure) and at the end of every switch; between them
 the file keeps its last values, and node_exporter's node_textfile_mtime_seconds tells its age.
 
 Per server (label server=NAME):

@@ -11,6 +11,7 @@ from sglang_pve.deploys.agent import agent
 from sglang_pve.deploys.containers import provision_containers
 from sglang_pve.deploys.locked import locked
 from sglang_pve.deploys.nccl_env import nccl_env
+from sglang_pve.deploys.node_exporter import node_exporter
 from sglang_pve.deploys.node_prep import prepare_node
 from sglang_pve.deploys.preflight import preflight
 from sglang_pve.deploys.router import router
@@ -32,6 +33,7 @@ def container_deploy() -> None:
 @locked("deploy")
 def guest_changes() -> None:
     """Everything that changes what runs, under the container's deploy lock (one run at a time)."""
+    node_exporter()  # the agent's metrics reach Prometheus through it
     sglang_venv()
     nccl_env()
     servers()

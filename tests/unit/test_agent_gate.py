@@ -19,6 +19,7 @@ from tests.unit.agent_support import (
     LogScript,
     agent,
     append,
+    fake_systemctl,
     messages,
     sleeper,
     stop,
@@ -90,6 +91,28 @@ def test_stall_fails_within_the_phase_timeout_and_names_the_phase(tmp_path):
     assert oct(os.stat(list(Path(spec.diagnoses_dir).glob("*.json"))[0]).st_mode & 0o777) == "0o640"
     assert state.read_status(spec)["verdict"].startswith("failed: stalled in cuda_graph")
     assert "diagnosis: " in said[-1]
+
+
+def test_a_stalled_start_is_in_the_metrics_file_when_the_gate_fails(tmp_path, monkeypatch):
+    """The gate writes the host's metrics while it waits and at its failure, with the unit still
+    activating (its ExecStartPost): the stall, its phase and ready 0, before a switch reverts."""
+    spec = write_spec(tmp_path, stall_timeout_s={"cuda_graph": 0.5})
+    prepared(spec)
+    unit = {spec.unit: {"LoadState": "loaded", "ActiveState": "activating", "SubState": "start-post"}}
+    monkeypatch.setenv("SGLANG_PVE_SYSTEMCTL", str(fake_systemctl(tmp_path, unit)))
+    main_pid = sleeper()
+    try:
+        append(spec.log, "\n".join(BASELINE_V059[:15]) + "\n")  # ... Capture cuda graph begin
+        code, _, _ = run_gate(spec, main_pid.pid)
+    finally:
+        stop(main_pid)
+    assert code == exitcodes.STALL
+    text = (tmp_path / "node-exporter" / "sglang-pve.prom").read_text()  # agent_env's textfile directory
+    assert f'sglang_pve_server_ready{{server="{spec.server}"}} 0.0' in text
+    assert f'sglang_pve_server_verdict{{server="{spec.server}",verdict="stalled"}} 1.0' in text
+    assert f'sglang_pve_server_phase{{server="{spec.server}",phase="cuda_graph"}} 1.0' in text
+    silent = re.search(rf'sglang_pve_server_seconds_since_progress{{server="{spec.server}"}} (\S+)', text)
+    assert silent and float(silent[1]) >= 0.5
 
 
 def test_the_agents_own_lines_are_no_progress_and_before_the_first_line_dist_init_applies(tmp_path):

@@ -47,6 +47,7 @@ from sglang_pve.deploy.facts import files as file_facts
 from sglang_pve.deploy.facts import gpu as gpu_facts
 from sglang_pve.deploy.facts import host_basics
 from sglang_pve.deploy.facts import lock as lock_facts
+from sglang_pve.deploy.facts import node_exporter as node_exporter_facts
 from sglang_pve.deploy.facts import preflight as preflight_facts
 from sglang_pve.deploy.facts import python as python_facts
 from sglang_pve.deploy.facts import releases as release_facts
@@ -57,7 +58,7 @@ from sglang_pve.deploy.facts import unit_host as unit_host_facts
 from sglang_pve.deploy.facts import units as unit_facts
 from sglang_pve.deploy.facts import venvs as venv_facts
 from sglang_pve.deploy.facts import zfs as zfs_facts
-from sglang_pve.deploy.operations import files, lock, releases, router, systemd, units, venvs
+from sglang_pve.deploy.operations import files, lock, node_exporter, releases, router, systemd, units, venvs
 from sglang_pve.deploy.operations.files import ManagedFile
 from sglang_pve.deploy.provenance import who
 from sglang_pve.provision import device_nodes, guest_deploy, node_facts, raw_lines, restart_debt
@@ -77,6 +78,7 @@ OPERATIONS = {
     "router.router_workers": router.router_workers,
     "lock.held": lock.held,
     "lock.released": lock.released,
+    "node_exporter.exporter": node_exporter.exporter,
     "guest_deploy.nodes_done": guest_deploy.nodes_done,
     "guest_deploy.deploy_when_provisioned": guest_deploy.deploy_when_provisioned,
     "device_nodes.present": device_nodes.present,
@@ -94,6 +96,7 @@ FACTS = {
         (router_facts, ("RouterStatus",)),
         (gpu_facts, ("GpuDevices", "UserSpaceDriver")),
         (lock_facts, ("DeployLock", "DeployUnlock")),
+        (node_exporter_facts, ("NodeExporter",)),
         (preflight_facts, ("PreflightProbe",)),
         (zfs_facts, ("ZfsSnapshots",)),
         (restart_debt, ("RestartDebts",)),
