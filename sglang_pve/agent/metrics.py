@@ -43,7 +43,7 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def _family(name: str, kind: str, help_text: str, samples: Iterable[Sample]) -> list[str]:
+def family(name: str, kind: str, help_text: str, samples: Iterable[Sample]) -> list[str]:
     rows = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
     for labels, value in samples:
         label_text = ",".join(f'{key}="{_escape(text)}"' for key, text in labels.items())
@@ -83,52 +83,52 @@ def _servers(servers: list[Record]) -> list[str]:
 
     kinds = {s["server"]: verdict_kind(s.get("verdict")) for s in good}
     return [
-        *_family(
+        *family(
             "sglang_pve_server_ready",
             "gauge",
             "1 when the server's verdict is ready, else 0.",
             each(lambda s: [({"server": s["server"]}, kinds[s["server"]] == "ready")]),
         ),
-        *_family(
+        *family(
             "sglang_pve_server_verdict",
             "gauge",
             "1 for the kind of the server's verdict (as `status` says it), 0 for the others.",
             each(lambda s: [({"server": s["server"], "verdict": v}, kinds[s["server"]] == v) for v in VERDICTS]),
         ),
-        *_family(
+        *family(
             "sglang_pve_server_phase",
             "gauge",
             "1 for the startup phase the server is in (ready after its gate), 0 for the others.",
             each(lambda s: [({"server": s["server"], "phase": p}, s.get("phase") == p) for p in PHASES]),
         ),
-        *_family(
+        *family(
             "sglang_pve_server_phase_seconds", "gauge", "Seconds in the current phase.", each(one("seconds_in_phase"))
         ),
-        *_family(
+        *family(
             "sglang_pve_server_seconds_since_progress",
             "gauge",
             "Seconds since the server's last real output (probes excluded).",
             each(one("seconds_since_progress")),
         ),
-        *_family(
+        *family(
             "sglang_pve_server_restarts_total",
             "counter",
             "Restarts of the current release by the watchdog and the crash policy.",
             each(lambda s: [({"server": s["server"]}, s["restarts"]["total"])]),
         ),
-        *_family(
+        *family(
             "sglang_pve_server_restarts_in_window",
             "gauge",
             "Restarts within the restart window.",
             each(lambda s: [({"server": s["server"]}, s["restarts"]["in_window"])]),
         ),
-        *_family(
+        *family(
             "sglang_pve_server_restarts_max",
             "gauge",
             "The restart cap within the window.",
             each(lambda s: [({"server": s["server"]}, s["restarts"]["max"])]),
         ),
-        *_family(
+        *family(
             "sglang_pve_server_diagnosis_timestamp_seconds",
             "gauge",
             "When the server's newest failure diagnosis was written, labelled by its kind.",
@@ -144,25 +144,25 @@ def _host(report: Record, release: Record | None, history: Record) -> list[str]:
     holders = report.get("holders") or []
     last = history.get("last") or {}
     return [
-        *_family(
+        *family(
             "sglang_pve_gpu_memory_used_bytes",
             "gauge",
             "GPU memory in use (nvidia-smi).",
             [({"gpu": index}, mib * MIB) for index, mib in used],
         ),
-        *_family(
+        *family(
             "sglang_pve_gpu_memory_total_bytes",
             "gauge",
             "GPU memory in all (nvidia-smi).",
             [({"gpu": index}, mib * MIB) for index, mib in total],
         ),
-        *_family(
+        *family(
             "sglang_pve_gpu_holders",
             "gauge",
             "Processes holding a GPU device open: ours (a unit of this toolkit) or not.",
             [({"ours": o}, sum(1 for h in holders if bool(h["ours"]) == (o == "true"))) for o in ("true", "false")],
         ),
-        *_family(
+        *family(
             "sglang_pve_release_info",
             "gauge",
             "The current release (always 1).",
@@ -179,25 +179,25 @@ def _host(report: Record, release: Record | None, history: Record) -> list[str]:
                 )
             ],
         ),
-        *_family(
+        *family(
             "sglang_pve_switches_total",
             "counter",
             "Switches by result: ready, reverted (the previous release runs again), failed (no revert).",
             [({"result": r}, history["counts"].get(r, 0)) for r in switch_history.RESULTS],
         ),
-        *_family(
+        *family(
             "sglang_pve_switch_reverts_total",
             "counter",
             "Switches that failed and were reverted.",
             [({}, history["counts"].get("reverted", 0))],
         ),
-        *_family(
+        *family(
             "sglang_pve_switch_last_duration_seconds",
             "gauge",
             "The last switch's seconds per step (stop, gpus_free, start, total).",
             [({"step": step}, seconds) for step, seconds in sorted((last.get("timings") or {}).items())],
         ),
-        *_family(
+        *family(
             "sglang_pve_switch_last_timestamp_seconds",
             "gauge",
             "When the last switch ended, labelled by its result.",

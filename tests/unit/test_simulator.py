@@ -765,13 +765,17 @@ def exported_families(text: str) -> set:
 
 def test_every_dashboard_query_names_a_metric_the_lab_exports(lab):
     """monitoring/grafana-dashboard.json: each query's metrics are in the simulator's /metrics (SGLang's
-    names) or the agent's metrics file (metrics.py); a name neither exports fails it."""
+    names), the agent's metrics file (metrics.py) or the bench's (tools/bench/exported.py); a name none
+    exports fails it."""
     from sglang_pve.agent import metrics, switch_history
+    from sglang_pve.tools.bench import exported as bench_exported
 
     sim = lab.start(lab.config("eagle3-2step", spec=True, random_seed=7))
     sim.wait_log(r"The server is fired up and ready to roll!")
     agent = metrics.render({"servers": [], "gpus": [], "holders": []}, None, switch_history.read("/nonexistent"))
+    bench = bench_exported.render({})  # the families' HELP and TYPE lines, with or without figures
     exported = exported_families(sim.http("/metrics")[1].decode()) | exported_families(agent)
+    exported |= exported_families(bench)
     queries = [t["expr"] for panel in json.loads(DASHBOARD.read_text())["panels"] for t in panel["targets"]]
     assert len(queries) >= 10 and all(promql_metrics(q) for q in queries)
     missing = {q: promql_metrics(q) - exported for q in queries if promql_metrics(q) - exported}

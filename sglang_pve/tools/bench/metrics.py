@@ -11,7 +11,11 @@
 - mean / median / std / p90 / p95 / p99 of each (numpy's linear percentile), in ms;
 - accept length: `internal_states[0].avg_spec_accept_length` of GET /server_info after the run
   (cumulative since the server started: the bench starts each configuration fresh) and, per
-  request, `meta_info.spec_accept_length`, averaged here over the measured requests.
+  request, `meta_info.spec_accept_length`, averaged here over the measured requests;
+- the run's noise (not bench_serving's): `std_request_output_throughput`, the population standard
+  deviation of each successful request's output tokens / latency (tok/s), the spread of its repeated
+  measurements; the promote (promote.py) and the alert on SGLang's own throughput (monitoring/alerts.yml)
+  count a difference within it as none.
 """
 
 import math
@@ -54,6 +58,7 @@ def run_metrics(run: dict, server_info: dict | None = None) -> dict:
     duration = run["duration_s"]
     tpots = [(r["latency"] - r["ttft"]) / (r["output_len"] - 1) for r in ok if r["output_len"] > 1]
     accept = [r["spec_accept_length"] for r in ok if r.get("spec_accept_length") is not None]
+    rates = [r["output_len"] / r["latency"] for r in ok if r["latency"] > 0]
     metrics = {
         "concurrency": run["concurrency"],
         "completed": len(ok),
@@ -63,6 +68,7 @@ def run_metrics(run: dict, server_info: dict | None = None) -> dict:
         "total_input_tokens": sum(r.get("prompt_tokens") or 0 for r in ok),
         "output_throughput": output / duration if duration > 0 else 0.0,
         "request_throughput": len(ok) / duration if duration > 0 else 0.0,
+        "std_request_output_throughput": statistics.pstdev(rates) if rates else 0.0,
         "accept_length": server_accept_length(server_info),
         "request_accept_length": statistics.fmean(accept) if accept else None,
         "errors": sorted({r["error"] for r in run["requests"] if r.get("error")}),

@@ -8,8 +8,8 @@ concurrency sweep. The configuration that ran before is started again at the end
 in a `finally`, also when a configuration fails, the client fails, or the run is interrupted:
 SIGINT/SIGTERM on the controller kill this greenlet with BenchInterrupted at whatever it waits
 for, the finally block restores (once a switch under way on the host ended: one at a time), and
-the run fails. Results (partial ones too) go to the history, the table, the markdown file and
-the chart.
+the run fails. Results (partial ones too) go to the history, the table, the markdown file, the
+chart and the host's textfile metrics (exported.py).
 """
 
 import json
@@ -29,7 +29,7 @@ from sglang_pve.config.safe import printable, printable_tree
 from sglang_pve.deploy import paths
 from sglang_pve.deploy.operations import releases
 from sglang_pve.deploy.progress import Watch, run_followed
-from sglang_pve.tools.bench import chart, metrics, results
+from sglang_pve.tools.bench import chart, exported, metrics, results
 from sglang_pve.tools.bench.progress import client_watch, starting_watch
 
 REMOTE_DIR = f"{paths.STATE_DIR}/bench"
@@ -305,8 +305,11 @@ def _report(host, job: Job, records: list[dict]) -> None:
     markdown.write_text(results.render_markdown(records, title), encoding="utf-8")
     png = chart.write_png(records, job.results_dir / f"{job.run_id}.png", title)
     lines = [title, results.render_text(records)]
+    history = results.load(job.results_dir)
+    unwritten = exported.write(host, exported.render(exported.latest(history, host.name)))
+    if unwritten:
+        lines.append(f"bench metrics not written: {unwritten}")
     if job.compare:
-        history = results.load(job.results_dir)
         earlier = results.earlier_run(history, job.run_id, host.name, job.compare)
         lines.append(
             results.render_change(records, results.run_records(history, earlier, host.name))
