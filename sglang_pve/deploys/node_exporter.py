@@ -4,6 +4,7 @@ tasks/scrape_targets.py lists as the host's `node` target."""
 
 from pyinfra.api import deploy
 
+from sglang_pve.deploy.context import basics
 from sglang_pve.deploy.operations import node_exporter as node_exporter_ops
 from sglang_pve.provision.roles import is_node
 
@@ -13,4 +14,7 @@ def node_exporter() -> None:
     """A container's task; Proxmox nodes are skipped."""
     if is_node():
         return
-    node_exporter_ops.exporter(name="prometheus-node-exporter, reading the agent's metrics")
+    node_exporter_ops.exporter(
+        name="prometheus-node-exporter, reading the agent's metrics",
+        found=basics().node_exporter,  # read with the host's other basics: no command of its own
+    )

@@ -8,7 +8,7 @@ from pyinfra import host
 from pyinfra.api import OperationError, QuoteString, StringCommand, operation
 
 from sglang_pve.agent import contract
-from sglang_pve.deploy.facts.node_exporter import BINARY, DEFAULTS, PACKAGE, TEXTFILE_FLAG, UNIT, NodeExporter
+from sglang_pve.deploy.facts.node_exporter import BINARY, DEFAULTS, PACKAGE, TEXTFILE_FLAG, UNIT
 
 DIRECTORY = {"type": "directory", "mode": "755", "user": "root", "group": "root"}  # as the package ships it
 
@@ -28,7 +28,7 @@ def _flag(args: str) -> str | None:
 
 
 @operation()
-def exporter(textfile_dir: str = contract.TEXTFILE_DIR):
+def exporter(found: dict, textfile_dir: str = contract.TEXTFILE_DIR):
     """
     Install prometheus-node-exporter (no Recommends: the collectors package's timers are not
     needed for the agent's file), make its textfile directory root:root 0755 (the agent writes as
@@ -36,36 +36,37 @@ def exporter(textfile_dir: str = contract.TEXTFILE_DIR):
     configured to read another directory (ARGS in /etc/default/prometheus-node-exporter) or a
     directory that is a link or not a directory.
 
+    + found: the NodeExporter fact of `textfile_dir`, read among the host's basics in one command
+      (facts/host_basics.py, context.basics(): no command of its own in a no-change run)
     + textfile_dir: where the agent writes its metrics (contract.TEXTFILE_DIR)
 
     **Example:**
 
     .. code:: python
 
-        exporter(name="prometheus-node-exporter (the agent's metrics)")
+        exporter(name="prometheus-node-exporter (the agent's metrics)", found=context.basics().node_exporter)
     """
-    state = host.get_fact(NodeExporter, textfile_dir=textfile_dir)
     problems = []
-    flag = _flag(state["args"]) if state["version"] else None
+    flag = _flag(found["args"]) if found["version"] else None
     if flag is not None and flag != textfile_dir:
         reads = f"reads text files from {flag}" if flag else "has its textfile collector off"
         problems.append(
-            f"{PACKAGE} {reads} (ARGS in {DEFAULTS}: {state['args']}), the agent writes {textfile_dir}: "
+            f"{PACKAGE} {reads} (ARGS in {DEFAULTS}: {found['args']}), the agent writes {textfile_dir}: "
             f"remove {TEXTFILE_FLAG if flag else '--no-collector.textfile'} from ARGS"
         )
-    elif flag is None and state["version"] and state["default_dir"] != textfile_dir:
+    elif flag is None and found["version"] and found["default_dir"] != textfile_dir:
         problems.append(
-            f"{BINARY} reads text files from {state['default_dir']} by default, the agent writes {textfile_dir}: "
+            f"{BINARY} reads text files from {found['default_dir']} by default, the agent writes {textfile_dir}: "
             f'set ARGS="{TEXTFILE_FLAG}={textfile_dir}" in {DEFAULTS}'
         )
-    if state["dir"] is not None and state["dir"]["type"] != "directory":
-        problems.append(f"{textfile_dir} is a {state['dir']['type']}, not a directory: remove it")
+    if found["dir"] is not None and found["dir"]["type"] != "directory":
+        problems.append(f"{textfile_dir} is a {found['dir']['type']}, not a directory: remove it")
     if problems:
         raise OperationError(f"{host.name}: " + "; ".join(problems))
-    if state["version"] and state["dir"] == DIRECTORY and state["enabled"] == "enabled" and state["active"] == "active":
-        host.noop(f"{PACKAGE} {state['version']} runs, reading {textfile_dir}")
+    if found["version"] and found["dir"] == DIRECTORY and found["enabled"] == "enabled" and found["active"] == "active":
+        host.noop(f"{PACKAGE} {found['version']} runs, reading {textfile_dir}")
         return
-    if not state["version"]:
+    if not found["version"]:
         yield StringCommand("apt-get", "update", "-q")
         install = ("apt-get", "install", "-y", "-q", "--no-install-recommends", PACKAGE)
         yield StringCommand("env", "DEBIAN_FRONTEND=noninteractive", *install)
@@ -75,9 +76,9 @@ def exporter(textfile_dir: str = contract.TEXTFILE_DIR):
             f"{BINARY} --help 2>&1 | grep -qF -- {shlex.quote(wanted)} || "
             f"{{ echo {shlex.quote(f'{BINARY} does not default to {wanted}')} >&2; exit 1; }}"
         )
-    if state["dir"] != DIRECTORY:
+    if found["dir"] != DIRECTORY:
         yield StringCommand("install", "-d", "-m", "755", "-o", "root", "-g", "root", QuoteString(textfile_dir))
-    if state["enabled"] != "enabled":
+    if found["enabled"] != "enabled":
         yield StringCommand("systemctl", "enable", "--quiet", UNIT)
-    if state["active"] != "active":
+    if found["active"] != "active":
         yield StringCommand("systemctl", "start", UNIT)
