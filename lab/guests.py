@@ -369,6 +369,19 @@ def start(vmid: int) -> None:
     container.start(name(vmid), config)
 
 
+def refresh_apt_source(vmid: int) -> None:
+    """A running guest's /etc/apt/sources.list made the lab's (what create writes now): a guest
+    created before the lab had its apt repository still names the Debian mirror it cannot reach."""
+    pid = container.init_pid(name(vmid))
+    target = Path(f"/proc/{pid}/root/etc/apt/sources.list")
+    if pid is None or target.is_symlink() or (target.exists() and target.read_bytes() == apt_repo.APT_SOURCES.encode()):
+        return
+    owner = UID_SHIFT if _record(vmid)["unprivileged"] else 0
+    target.write_text(apt_repo.APT_SOURCES)
+    os.chown(target, owner, owner)
+    target.chmod(0o644)
+
+
 def status(vmid: int) -> str:
     return "running" if container.state(name(vmid)) == "RUNNING" else "stopped"
 

@@ -124,6 +124,8 @@ def _up(nodes: list[layout.LabNode]) -> None:
     version = index.publish(layout.SIM_DIR, lower)
     index_pid = index.serve()
     print(f"lab: index {layout.INDEX_URL} (pid {index_pid}) serves sglang=={version}", flush=True)
+    for vmid in guests.known():
+        guests.refresh_apt_source(vmid)
     nvidia_smi = (layout.SIM_DIR / "nvidia_smi.py").read_bytes()
     driver = f"{layout.GUEST_DRIVER_VERSION}\n".encode()
     for name, ip in booting.items():
