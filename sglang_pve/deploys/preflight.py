@@ -14,8 +14,9 @@ from sglang_pve.deploy.facts.preflight import PreflightProbe
 from sglang_pve.deploy.preflight import check, probe_spec, runs_server
 from sglang_pve.deploy.preflight.auth import ip_filter_warnings
 from sglang_pve.deploy.preflight.driver import driver_problems
+from sglang_pve.deploy.preflight.host import with_given_gpus
 from sglang_pve.deploy.preflight.tp_group import RankFacts, disagreement, rank_facts
-from sglang_pve.provision.roles import is_node, node_driver
+from sglang_pve.provision.roles import given_gpus, is_node, node_driver
 
 # TP group members' facts by group, as their probes come in this run: pyinfra prepares every host's
 # operations before it runs any, so the last member's refusal still comes before any change.
@@ -37,6 +38,9 @@ def preflight(judge_all: bool = False) -> None:
     if snapshot is None:
         raise PyinfraError(f"preflight could not read {host.name}: its probe failed (output above)")
 
+    snapshot, judged = with_given_gpus(snapshot, given_gpus())  # a GPU-set change: judged as it will be
+    if judged:
+        logger.info(f"{host.print_prefix}preflight: {judged}")
     report = check(config, spec, snapshot)
     report.warnings += ip_filter_warnings(unit_host())
     facts = rank_facts(host.name, config, snapshot)

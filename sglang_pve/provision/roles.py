@@ -8,6 +8,7 @@ from pyinfra.api.exceptions import PyinfraError
 from pyinfra.context import ctx_host
 
 from sglang_pve.config.errors import ConfigError
+from sglang_pve.config.gpu_sets import wanted_gpus
 from sglang_pve.config.proxmox import ContainerSpec
 from sglang_pve.deploy.facts.gpu import GpuDeviceInfo
 from sglang_pve.provision.connector import NODE_GROUP, GuestConnector, known_hosts_file, node_host, validated_spec
@@ -64,6 +65,18 @@ def node_driver() -> tuple[str, str | None] | None:
     if node is None or not node.connected:
         return None
     return node.name, node_gpus(node).driver
+
+
+def given_gpus() -> list[int] | None:
+    """The GPU indices the current container host has once its node's part of this run is done (its
+    container.gpus of what the node's driver has: desired.py passes exactly those); None for a host
+    that is not a provisioned container or whose node is not in this run (--limit)."""
+    spec = own_spec()
+    node = _checked(node_host, host, spec) if spec else None
+    if spec is None or node is None or not node.connected:
+        return None
+    have = node_gpus(node).gpu_indices
+    return [i for i in wanted_gpus(spec, have) if i in have]
 
 
 def node_read(node=None) -> NodeState:

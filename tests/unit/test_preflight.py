@@ -30,6 +30,7 @@ from sglang_pve.deploy.facts.preflight import (
 from sglang_pve.deploy.preflight import check, merged, probe_spec
 from sglang_pve.deploy.preflight.context_length import derived_context_length
 from sglang_pve.deploy.preflight.draft import MLA_HEAD
+from sglang_pve.deploy.preflight.host import with_given_gpus
 from tests.conftest import PROJECT, group_data
 
 TARGET_PATH, DRAFT_PATH = "/shared/models/Kimi-K2.5-INT4", "/data/models/Kimi-K2.5-eagle3"
@@ -153,6 +154,19 @@ def test_a_host_that_runs_no_server_needs_no_gpu(tmp_path):
     idle = judge(tmp_path, data={"active_server": None}, host=snapshot(gpus=[]))
     assert idle.problems == [] and "0 GPUs: none needed (no active_server)" in idle.summary()
     assert_refused(judge(tmp_path, host=snapshot(gpus=[])), "gpus", "no NVIDIA GPU device nodes")
+
+
+def test_a_gpu_set_change_is_judged_against_the_gpus_the_container_will_have(tmp_path):
+    """The node passes the new set before the container's operations run (deploys/full.py): a
+    container that has 4 GPUs now and gets 8 in this run passes; one that has 8 and keeps 4 does not."""
+    four, eight = [f"nvidia{i}" for i in range(4)], [f"nvidia{i}" for i in range(8)]
+    assert_refused(judge(tmp_path, host=snapshot(gpus=four)), "tp-size", "needs 8 GPUs", "has 4")
+    growing, note = with_given_gpus(snapshot(gpus=four), list(range(8)))
+    assert judge(tmp_path, host=growing).problems == [] and note.endswith("(now: nvidia0 nvidia1 nvidia2 nvidia3)")
+    shrinking, _ = with_given_gpus(snapshot(gpus=eight), [4, 5, 6, 7])
+    assert_refused(
+        judge(tmp_path, host=shrinking), "tp-size", "needs 8 GPUs", "has 4 (nvidia4 nvidia5 nvidia6 nvidia7)"
+    )
 
 
 def test_an_open_bind_without_a_key_is_refused_unless_allowed(tmp_path):
@@ -778,3 +792,11 @@ def test_probe_tells_our_listeners_from_foreign_ones(host_files):
         foreign.close()
     holders = {x.port: [(h.pid, h.unit) for h in x.holders] for x in found.listeners}
     assert holders == {our_port: [(ours.pid, "sglang-baseline.service")], foreign_port: [(os.getpid(), None)]}
+
+
+def test_the_host_rules_doctests():
+    import doctest
+
+    from sglang_pve.deploy.preflight import host
+
+    assert doctest.testmod(host).failed == 0

@@ -1,6 +1,7 @@
 """What the host must offer every server configuration: GPUs, a free port, and resource limits
 that systemd can apply (a unit asking for more than PID 1 may grant fails with 205/LIMITS)."""
 
+import dataclasses
 import re
 
 from sglang_pve.config import Problem, ServerConfig
@@ -18,6 +19,32 @@ def gpus_needed(server: ServerConfig, tp: TpRank | None = None) -> int:
     args = server.args
     nnodes = tp.nnodes if tp is not None and tp.server == server.name else 1
     return (args.base_gpu_id or 0) + -(-(args.tp_size or 1) // nnodes)
+
+
+def with_given_gpus(snapshot: HostSnapshot, given: list[int] | None) -> tuple[HostSnapshot, str | None]:
+    """The host as preflight judges it: with the GPUs its node gives it in this run (``given``: the
+    /dev/nvidiaN indices of its container's GPU set, passed through before any of its own
+    operations run: deploys/full.py orders the nodes' part first), not the ones it has now; and a
+    line saying so when they differ (None: they do not, or ``given`` is None: not a provisioned
+    container, or its node is not in this run).
+
+    >>> now = HostSnapshot(gpus=["nvidia0", "nvidia1"])
+    >>> judged, note = with_given_gpus(now, [0, 1, 2, 3])
+    >>> judged.gpus
+    ['nvidia0', 'nvidia1', 'nvidia2', 'nvidia3']
+    >>> note
+    'GPUs judged as the node passes them in this run: nvidia0 nvidia1 nvidia2 nvidia3 (now: nvidia0 nvidia1)'
+    >>> with_given_gpus(now, [1, 0])[1] is None and with_given_gpus(now, None)[0] is now
+    True
+    """
+    if given is None:
+        return snapshot, None
+    names = [f"nvidia{i}" for i in sorted(given)]
+    if sorted(names) == sorted(snapshot.gpus):
+        return snapshot, None
+    now = " ".join(snapshot.gpus) or "none"
+    note = f"GPUs judged as the node passes them in this run: {' '.join(names) or 'none'} (now: {now})"
+    return dataclasses.replace(snapshot, gpus=names), note
 
 
 def gpu_problems(servers: dict[str, ServerConfig], gpus: list[str], tp: TpRank | None = None) -> list[Problem]:
