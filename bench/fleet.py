@@ -16,6 +16,7 @@ containers: 16 of them on a 2-core machine are heavy (give --counts 1 4 to stop 
 import argparse
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -39,21 +40,53 @@ def requests() -> dict[str, list[dict]]:
     return {n.name: requestlog.read(n.request_log) if n.request_log.exists() else [] for n in NODES}
 
 
-def run(count: int) -> tuple[float, dict, Counter, str]:
+# pyinfra's line as the barrier after the nodes' part starts: the provisioning is over there
+BARRIER = "Starting operation: sglang-pve | Nodes prepared and containers provisioned"
+
+
+def cpu_seconds() -> float | None:
+    """CPU seconds the slot's lab has used (its nodes and guests: lab/layout.py cgroup_dirs, cgroup v1
+    cpuacct or v2 cpu.stat); None where neither is readable. A guest destroyed takes its share along."""
+    tree = layout.cgroup_dirs("x")["container"].rsplit("/", 1)[0]
+    for base, name, scale in (("/sys/fs/cgroup/cpuacct", "cpuacct.usage", 1e-9), ("/sys/fs/cgroup", "cpu.stat", 1e-6)):
+        usages = list(Path(base, tree).glob(f"*/{name}"))
+        if usages:
+            text = [p.read_text() for p in usages]
+            if name == "cpu.stat":  # usage_usec N
+                text = [re.search(r"^usage_usec (\d+)", t, re.M)[1] for t in text]
+            return sum(int(t) for t in text) * scale
+    return None
+
+
+def run(count: int) -> tuple[float, dict, Counter, str, float | None, dict]:
+    """One deploy of ``count`` containers: its wall time, API calls per node, remote commands per
+    host, its output, and the seconds until the provisioning barrier (nodes prepared, containers
+    created and started), and the CPU seconds the controller (pyinfra) and the lab spent on it."""
     before = {name: len(entries) for name, entries in requests().items()}
+    lab_cpu, own = cpu_seconds(), resource.getrusage(resource.RUSAGE_CHILDREN)
     env = {**os.environ, "SGLANG_PVE_BENCH_CONTAINERS": str(count)}
     args = [str(PYINFRA), "--debug", "-y", "bench/fleet_inventory.py", "deploy.py"]
     start = time.perf_counter()
-    result = subprocess.run(args, cwd=PROJECT, capture_output=True, text=True, env=env)
+    provisioned, lines = None, []
+    with subprocess.Popen(args, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as p:
+        for line in p.stdout:
+            lines.append(line)
+            if provisioned is None and BARRIER in line:
+                provisioned = time.perf_counter() - start
     elapsed = time.perf_counter() - start
-    log = result.stdout + result.stderr
-    if result.returncode != 0:
+    done, lab_after = resource.getrusage(resource.RUSAGE_CHILDREN), cpu_seconds()
+    cpu = {
+        "controller": done.ru_utime + done.ru_stime - own.ru_utime - own.ru_stime,
+        "lab": lab_after - lab_cpu if lab_cpu is not None and lab_after is not None else None,
+    }
+    log = "".join(lines)
+    if p.returncode != 0:
         sys.exit(f"deploy of {count} failed:\n{log[-4000:]}")
     calls = {}
     for name, entries in requests().items():
         new = entries[before[name] :]
         calls[name] = Counter("login" if e["path"] == "/access/ticket" else e["method"] for e in new)
-    return elapsed, calls, Counter(re.findall(r"Running command on (\S+?):", log)), log
+    return elapsed, calls, Counter(re.findall(r"Running command on (\S+?):", log)), log, provisioned, cpu
 
 
 def destroy(count: int) -> None:
@@ -79,6 +112,9 @@ def summary(count: int, runs: list) -> dict:
     calls = runs[0][1]
     return {
         "wall": statistics.median(r[0] for r in runs),
+        "provisioned": statistics.median(r[4] or 0 for r in runs),
+        "controller_cpu": statistics.median(r[5]["controller"] for r in runs),
+        "lab_cpu": statistics.median(r[5]["lab"] or 0 for r in runs),
         "node_commands": max(nodes.values(), default=0),
         "container_commands": max(guests.values(), default=0),
         "api_get": sum(c["GET"] for c in calls.values()),
@@ -101,7 +137,7 @@ def main() -> None:
         else:
             run(count)  # converge
         runs = [run(count) for _ in range(args.runs)]
-        changed = [log for *_, log in runs if re.search(r"\] Success", log)]
+        changed = [r[3] for r in runs if re.search(r"\] Success", r[3])]
         if changed:
             sys.exit(f"a no-change run of {count} changed something:\n" + changed[0][-3000:])
         idle[count] = summary(count, runs)
@@ -111,9 +147,10 @@ def main() -> None:
         for count, row in table.items():
             print(
                 f"{label:14} N={count:2}: wall {row['wall']:6.1f} s ({row['wall'] / table[base]['wall']:.2f}x of "
-                f"{base}), max commands on a node {row['node_commands']}, in a container "
-                f"{row['container_commands']}, API GETs {row['api_get']} ({row['api_get'] / count:.1f} per "
-                f"container), logins per node {row['logins']}"
+                f"{base}; provisioned after {row['provisioned']:.1f} s), max commands on a node "
+                f"{row['node_commands']}, in a container {row['container_commands']}, API GETs {row['api_get']} "
+                f"({row['api_get'] / count:.1f} per container), logins per node {row['logins']}; CPU s: controller "
+                f"{row['controller_cpu']:.1f}, lab {row['lab_cpu']:.1f}"
             )
 
 
