@@ -11,7 +11,9 @@ rendered config in a temporary directory that is removed again. Input is one JSO
 Spec keys: models (paths), configs ({name: {path, sha1, text, env}}), ports, venv, pinned,
 judge ("all", or "changed": only configs whose rendered sha1 differs from the host's file, all
 when the installed SGLang is not the pinned one), timeout_s (per SGLang parse), sandbox ([[name,
-value], ...]: the server unit's identity and sandbox, sglang_pve/deploy/sandbox.py), judge_env
+value], ...]: the server unit's identity and sandbox, sglang_pve/deploy/sandbox.py), since ({name:
+the systemd version that first knows the property}: one the host's systemd is older than is left
+out, as systemd-run refuses it; sandbox.SINCE), judge_env
 (the server's home and cache variables, pointed into the judge's private /tmp), reach ([host,
 port] pairs this host must reach: a TP group rank's rank-0 dist-init address; a refused
 connection counts as reached, nothing listens there before the server starts).
@@ -268,6 +270,21 @@ def judge_command(
     ]
 
 
+def systemd_version() -> int | None:
+    """The host's systemd ("systemd 252 (252.38-1~deb12u1)", systemctl --version's first line); None: unknown."""
+    try:
+        done = subprocess.run(["systemctl", "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.match(r"systemd (\d+)\b", done.stdout)
+    return int(match.group(1)) if match else None
+
+
+def known_to(version: int | None, sandbox: Sequence[Sequence[str]], since: Mapping[str, int]) -> list[Sequence[str]]:
+    """The properties of `sandbox` that systemd `version` knows (None: unknown, all of them)."""
+    return [prop for prop in sandbox if version is None or since.get(prop[0], 0) <= version]
+
+
 def unsandboxed(sandbox: Sequence[Sequence[str]]) -> str | None:
     """Why the judge cannot run in `sandbox`, or None: it must name a user other than root."""
     users = [value for key, value in sandbox if key == "User"]
@@ -352,9 +369,10 @@ def main(spec: dict[str, Any]) -> dict[str, object]:
             for name, config in spec["configs"].items()
             if spec["judge"] == "all" or sglang != spec["pinned"] or configs[name] != config["sha1"]
         }
-        found["verdicts"] = judge(
-            spec["venv"], chosen, spec["timeout_s"], spec.get("sandbox", []), spec.get("judge_env", {})
-        )
+        sandbox = spec.get("sandbox", [])
+        if chosen and spec.get("since"):
+            sandbox = known_to(systemd_version(), sandbox, spec["since"])
+        found["verdicts"] = judge(spec["venv"], chosen, spec["timeout_s"], sandbox, spec.get("judge_env", {}))
     else:
         found["verdicts"] = {}
     return found

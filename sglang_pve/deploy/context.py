@@ -98,6 +98,12 @@ def basics() -> Basics:
     return _basics[key]
 
 
+def known_basics(found: Basics) -> None:
+    """What the preflight read of them in its one command (facts/preflight.py PreflightRead): the
+    rest of the run asks nothing again."""
+    _basics.setdefault((host.name, venv()), found)
+
+
 def site_packages() -> str:
     """site-packages of this host's venv. None only where the host lacks the interpreter it asks
     (preflight refuses such a host): an error, not a path under "None/"."""

@@ -1,16 +1,17 @@
 """Preflight: judge every server configuration against the host, before anything changes.
 
-One remote command reads the host (sglang_pve.deploy.facts.preflight); the rules are pure
+One remote command reads the host (sglang_pve.deploy.facts.preflight PreflightRead: the probe and
+the host's basics the rest of the deploy renders from); the rules are pure
 (sglang_pve.deploy.preflight). A problem stops the whole run here, at load time, before any operation;
 warnings are logged and the run goes on.
 """
 
 from pyinfra import host, logger
 from pyinfra.api import deploy
-from pyinfra.api.exceptions import MissingCommandError, PyinfraError
+from pyinfra.api.exceptions import PyinfraError
 
-from sglang_pve.deploy.context import basics, deployment, unit_host, venv
-from sglang_pve.deploy.facts.preflight import PreflightProbe
+from sglang_pve.deploy.context import basics, deployment, known_basics, unit_host, venv
+from sglang_pve.deploy.facts.preflight import PreflightRead
 from sglang_pve.deploy.preflight import check, probe_spec, runs_server
 from sglang_pve.deploy.preflight.auth import ip_filter_warnings
 from sglang_pve.deploy.preflight.driver import driver_problems
@@ -30,13 +31,13 @@ def preflight(judge_all: bool = False) -> None:
     if is_node():
         return
     config = deployment()
-    spec = probe_spec(config, venv(), judge_all=judge_all, systemd=unit_host().systemd)
-    try:
-        snapshot = host.get_fact(PreflightProbe, spec=spec)
-    except MissingCommandError:
-        raise PyinfraError(f"preflight cannot run on {host.name}: it has no python3 (install it first)") from None
+    # the host's systemd is not known yet: the probe leaves out the judge's properties it lacks
+    spec = probe_spec(config, venv(), judge_all=judge_all)
+    read = host.get_fact(PreflightRead, spec=spec)  # the host's basics and the probe: one command
+    known_basics(read.basics)
+    snapshot = read.snapshot
     if snapshot is None:
-        raise PyinfraError(f"preflight could not read {host.name}: its probe failed (output above)")
+        raise PyinfraError(f"preflight cannot run on {host.name}: it has no python3 (install it first)")
 
     snapshot, judged = with_given_gpus(snapshot, given_gpus())  # a GPU-set change: judged as it will be
     if judged:

@@ -97,7 +97,7 @@ FACTS = {
         (gpu_facts, ("GpuDevices", "UserSpaceDriver")),
         (lock_facts, ("DeployLock", "DeployUnlock")),
         (node_exporter_facts, ("NodeExporter",)),
-        (preflight_facts, ("PreflightProbe",)),
+        (preflight_facts, ("PreflightProbe", "PreflightRead")),
         (zfs_facts, ("ZfsSnapshots",)),
         (restart_debt, ("RestartDebts",)),
         (raw_lines, ("RawLxcLines",)),

@@ -765,6 +765,21 @@ def test_the_judge_gets_the_units_identity_and_sandbox_and_a_private_home():
     # systemd-run refuses a property its systemd does not know: Debian 11's 247 has no PrivateIPC
     old = probe_spec(load_deployment("sglang1", group_data("all"), PROJECT), VENV, True, systemd=247)
     assert "PrivateIPC" not in dict(old.sandbox) and dict(old.sandbox)["ProtectProc"] == "invisible"
+    assert old.since == ()  # known on the controller: filtered there
+
+
+def test_a_probe_whose_systemd_the_controller_did_not_know_leaves_out_what_it_lacks(monkeypatch):
+    """The deploy reads the host's systemd in the probe's own command: the spec carries every
+    property with the version that first knows it, the probe drops what its systemd is older than."""
+    spec = probe_spec(load_deployment("sglang1", group_data("all"), PROJECT), VENV, True)
+    assert dict(spec.since) == sandbox.SINCE and dict(spec.sandbox)["PrivateIPC"] == "yes"
+    version = subprocess.CompletedProcess([], 0, stdout="systemd 247 (247.3-7+deb11u6)\n+PAM +AUDIT\n")
+    monkeypatch.setattr(preflight_probe.subprocess, "run", lambda *args, **kwargs: version)
+    assert preflight_probe.systemd_version() == 247
+    props = [list(prop) for prop in spec.sandbox]
+    kept = preflight_probe.known_to(247, props, dict(spec.since))
+    assert "PrivateIPC" not in dict(kept) and dict(kept)["ProtectProc"] == "invisible"
+    assert preflight_probe.known_to(None, props, dict(spec.since)) == props  # unknown: all, as for_systemd(None)
 
 
 def test_probe_tells_our_listeners_from_foreign_ones(host_files):

@@ -28,3 +28,13 @@ def split(output: list[str], count: int) -> list[list[str] | None]:
             parts[-1].append(line)
     parts += [[] for _ in range(count - len(parts))]
     return [None if part == [MISSING] else part for part in parts[:count]]
+
+
+def split_last(output: list[str]) -> tuple[list[str], list[str] | None]:
+    """(everything before the last part, the last part; None where its command was missing): a
+    batch whose first part is itself a batch (its markers stay with it)."""
+    marks = [i for i, line in enumerate(output) if line == PART]
+    if not marks:
+        return output, []
+    head, tail = output[: marks[-1]], output[marks[-1] + 1 :]
+    return head, None if tail == [MISSING] else tail

@@ -15,6 +15,8 @@ from pyinfra.api import FactBase
 
 from sglang_pve.agent import preflight_probe
 from sglang_pve.agent.contract import TARGET_PYTHON
+from sglang_pve.deploy.facts import batched
+from sglang_pve.deploy.facts.host_basics import Basics, HostBasics
 
 PROBE = Path(preflight_probe.__file__)
 _BOOTSTRAP = "import base64, sys; exec(base64.b64decode(sys.argv[1]))"
@@ -44,6 +46,9 @@ class ProbeSpec:
     sandbox: tuple[tuple[str, str], ...] = ()
     judge_env: dict[str, str] = field(default_factory=dict)
     reach: tuple[tuple[str, int], ...] = ()  # (host, port) this host must reach: a TP rank's rank 0
+    # property -> the systemd version that first knows it (sandbox.SINCE): the probe leaves out what
+    # its host's systemd lacks, when the controller did not know that version (empty: it did)
+    since: tuple[tuple[str, int], ...] = ()
 
     def encoded(self) -> str:
         spec = {
@@ -57,6 +62,7 @@ class ProbeSpec:
             "judge_env": self.judge_env,
             "reach": [list(target) for target in self.reach],
             "configs": {name: asdict(config) for name, config in self.configs.items()},
+            **({"since": dict(self.since)} if self.since else {}),
         }
         return base64.b64encode(json.dumps(spec).encode()).decode()
 
@@ -150,3 +156,29 @@ class PreflightProbe(FactBase["HostSnapshot | None"]):
         if not lines:
             return HostSnapshot(error="the probe printed no result:\n" + "\n".join(output[-20:]))
         return parse_snapshot(json.loads(lines[-1]))
+
+
+@dataclass(frozen=True)
+class PreflightReading:
+    basics: Basics  # HostBasics: what the rest of the deploy renders from (deploy/context.py)
+    snapshot: "HostSnapshot | None"  # None: no TARGET_PYTHON on the host, the probe cannot run
+
+
+class PreflightRead(FactBase[PreflightReading]):
+    """HostBasics and PreflightProbe in one command: a deploy's first read of a container (its
+    probe's spec needs nothing of the host: the probe leaves out the sandbox properties its host's
+    systemd lacks, ProbeSpec.since).
+
+    host.get_fact(PreflightRead, spec=ProbeSpec(...)).snapshot.sglang  # "0.5.16.dev20260720+g8905cbd42"
+    """
+
+    def command(self, spec):
+        return batched.joined(
+            [HostBasics().command(spec.venv), batched.requiring(TARGET_PYTHON, PreflightProbe().command(spec))]
+        )
+
+    def process(self, output):
+        basics, probe = batched.split_last(output)  # HostBasics' own parts come first
+        return PreflightReading(
+            HostBasics().process(basics), None if probe is None else PreflightProbe().process(probe)
+        )

@@ -70,7 +70,9 @@ def merged(problems: list[Problem]) -> list[Problem]:
 def probe_spec(deployment: Deployment, venv: str, judge_all: bool, systemd: int | None = None) -> ProbeSpec:
     """What the probe reads for this deployment; judge_all=False lets SGLang's parser judge only
     configs that differ from the host's copy (or every one, when the venv holds another version);
-    `systemd`: the host's version (the UnitHostInfo fact), whose systemd-run refuses a newer property."""
+    `systemd`: the host's version (the UnitHostInfo fact), whose systemd-run refuses a newer property;
+    None (not read before the probe): every property, each with the version that first knows it, and
+    the probe leaves out what its host's systemd lacks."""
     configs = {}
     for name, server in deployment.servers.items():
         text = server_yaml(server, tp=tp_rank(deployment, server))
@@ -90,6 +92,7 @@ def probe_spec(deployment: Deployment, venv: str, judge_all: bool, systemd: int 
         sandbox=judge_sandbox(deployment, systemd),
         judge_env=paths.server_home_env(state=JUDGE_HOME, cache=f"{JUDGE_HOME}/cache"),
         reach=reach_targets(tp),
+        since=tuple(sandbox.SINCE.items()) if systemd is None else (),
     )
 
 
