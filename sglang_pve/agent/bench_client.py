@@ -9,7 +9,8 @@ stream back live), then reads the one result file.
 
 The plan (JSON): {"server", "host", "port", "prompts": [text, ...], "output_len", "warmup",
 "num_prompts", "concurrency": [1, 4, ...], "api_key_file": null | path, "progress_file": null | path}.
-The progress file (rewritten atomically at each run's start and after every request) is what the
+The progress file (rewritten atomically at each run's start, every PROGRESS_EVERY_S while it goes
+on, and at its end) is what the
 controller's live progress line reads while this command runs (tools/bench/progress.py):
 {"phase": "warmup" | "measuring", "label", "done", "total", "output_tokens", "seconds"}. With an api-key the
 client reads it here, on the target, from the root-only SGLang config the deploy wrote
@@ -35,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypedDict
 
 TIMEOUT_S = 600
+PROGRESS_EVERY_S = 1.0  # how often the progress file is rewritten while a run goes on
 API_KEY = "api-key"  # the flag's key in SGLang's --config YAML (sglang_pve.deploy.render.server_yaml)
 
 
@@ -181,30 +183,39 @@ def run(
     api_key: str | None = None,
     phase: str = "measuring",
 ) -> Run:
-    """`prompts` with at most `concurrency` in flight; progress on stdout and in the progress file every request."""
+    """`prompts` with at most `concurrency` in flight; progress on stdout every request and in the
+    progress file (by a thread of its own, so that no file write falls inside a measured gap)."""
     done, lock = [0], threading.Lock()
     tok_total = [0]
     tic = time.perf_counter()
 
-    def progress() -> None:
-        write_progress(
-            plan.get("progress_file"),
-            phase=phase,
-            label=label,
-            done=done[0],
-            total=len(prompts),
-            output_tokens=tok_total[0],
-            seconds=round(time.perf_counter() - tic, 3),
-        )
+    def snapshot() -> dict[str, object]:
+        return {
+            "phase": phase,
+            "label": label,
+            "done": done[0],
+            "total": len(prompts),
+            "output_tokens": tok_total[0],
+            "seconds": round(time.perf_counter() - tic, 3),
+        }
 
-    progress()
+    path = plan.get("progress_file")
+    stopped = threading.Event()
+
+    def report() -> None:
+        while not stopped.wait(PROGRESS_EVERY_S):
+            write_progress(path, **snapshot())
+
+    write_progress(path, **snapshot())
+    reporter = threading.Thread(target=report, daemon=True)
+    if path:
+        reporter.start()
 
     def one(text: str) -> Request:
         request = generate(plan["host"], plan["port"], text, plan["output_len"], api_key)
         with lock:
             done[0] += 1
             tok_total[0] += request.output_len
-            progress()
             rate = tok_total[0] / (time.perf_counter() - tic)
             failed = f", error: {request.error}" if request.error else ""
             print(
@@ -214,8 +225,14 @@ def run(
             )
         return request
 
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        requests = list(pool.map(one, prompts))
+    try:
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            requests = list(pool.map(one, prompts))
+    finally:
+        stopped.set()
+        if path:
+            reporter.join()
+    write_progress(path, **snapshot())
     return {
         "concurrency": concurrency,
         "duration_s": time.perf_counter() - tic,

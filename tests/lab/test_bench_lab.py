@@ -4,6 +4,7 @@ baseline must match them; a configuration whose startup hangs is a failed row wi
 diagnosis while the others are measured; the previously active configuration runs again."""
 
 import json
+import re
 
 import pytest
 
@@ -32,7 +33,20 @@ def _history(results_dir) -> list[dict]:
 
 
 def test_all_four_configurations_measured_at_the_simulators_rates(deployed):
-    _, output = pyinfra(*SHORT, "--data", f"bench_results_dir={deployed}", deploy="tasks/bench.py")
+    """The last one loads its weights for longer than a progress interval: its start prints live lines
+    (tools/bench/progress.py) naming the bench, its position, seconds and the server's phase."""
+    from sglang_pve.deploy import progress
+
+    set_faults({"eagle3-5step": {"phase_seconds": {"weights": progress.INTERVAL_S + 5}}})
+    try:
+        _, output = pyinfra(*SHORT, "--data", f"bench_results_dir={deployed}", deploy="tasks/bench.py")
+    finally:
+        set_faults({})
+    lines = [line for line in output.splitlines() if "progress: bench " in line]
+    assert any(
+        re.search(r"progress: bench eagle3-5step \(4/4\) starting \d+ s: eagle3-5step weights ", x) for x in lines
+    )
+    assert all("\x1b" not in line and "\r" not in line for line in lines), lines  # a pipe: plain lines
     records = _history(deployed)
     assert [r["configuration"] for r in records] == list(SEED_TOK_S)
     assert all(r["status"] == "ok" and r["single_stream"]["completed"] == 3 for r in records)

@@ -3,6 +3,7 @@ file as it runs, the lines the controller makes of it and of the starting switch
 
 import json
 import logging
+import time
 
 import gevent
 import gevent.event
@@ -17,22 +18,25 @@ from sglang_pve.tools.bench.progress import client_line, client_watch, starting_
 HOSTILE = "decode\x1b[2J\n[sglang1] bench: forged\u202e"
 
 
-def test_the_client_rewrites_its_progress_file_before_every_request_and_after_the_last(tmp_path, monkeypatch):
+def test_the_client_rewrites_its_progress_file_while_requests_run_and_at_the_end(tmp_path, monkeypatch):
     path = tmp_path / "progress-baseline.json"
     seen = []
 
     def generate(host, port, text, output_len, api_key=None):
+        time.sleep(0.3)  # the request under way: the progress thread rewrote the file meanwhile
         seen.append(json.loads(path.read_text()))  # what the controller reads while this request runs
         request = client.Request()
         request.output_len = 4
         return request
 
     monkeypatch.setattr(client, "generate", generate)
+    monkeypatch.setattr(client, "PROGRESS_EVERY_S", 0.02)
     plan = {"server": "baseline", "host": "127.0.0.1", "port": 1, "output_len": 4, "progress_file": str(path)}
     client.run(plan, ["a", "b", "c"], 1, "single-stream decode", phase="measuring")
     assert [(s["phase"], s["label"], s["done"], s["total"]) for s in seen] == [
         ("measuring", "single-stream decode", n, 3) for n in range(3)
     ]
+    assert seen[0]["seconds"] > 0.2  # rewritten while the first request ran, not only at the start
     final = json.loads(path.read_text())
     assert (final["done"], final["total"], final["output_tokens"]) == (3, 3, 12)
     assert not (tmp_path / "progress-baseline.json.tmp").exists()  # renamed into place
