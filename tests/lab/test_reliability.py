@@ -319,14 +319,15 @@ def test_a_manual_switch_under_load_drains_the_first_and_starts_the_second(deplo
     load.stdin.write(lab_api_key() + "\n")
     load.stdin.close()
     load.stdin = None  # written and closed: communicate() below only reads
-    try:
-        time.sleep(1.5)
+    try:  # every request in flight before the switch (the client starts late under load: no fixed sleep)
+        new_lines = f"tail -c +{log_size + 1} {paths.log_path('baseline')}"
+        _until(lambda: re.search(r"Decode batch, #running-req: ([4-9]|\d\d+),", sh(new_lines)), 60)
         started = on_target("systemctl", "start", second, check=False)
         assert started.returncode == 0, started.stderr
         assert unit_state(second)["ActiveState"] == "active"
         state = unit_state(first)
         assert (state["ActiveState"], state["Result"]) == ("inactive", "success"), state
-        assert "Draining requests" in sh(f"tail -c +{log_size + 1} {paths.log_path('baseline')}")
+        assert "Draining requests" in sh(new_lines)
         assert json.loads(load.communicate(timeout=120)[0]) == [200] * 4  # every request in flight completed
     finally:
         load.kill()
