@@ -21,13 +21,12 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 import gevent
-from pyinfra import host as context_host
 from pyinfra import logger
 from pyinfra.api import StringCommand
-from pyinfra.context import ctx_host
 
 from sglang_pve.config.safe import printable
 from sglang_pve.deploy.facts.server_status import ServerStatus
+from sglang_pve.deploy.real_host import real_host
 
 INTERVAL_S = 15.0  # issue 18: refreshed every 10-30 s
 LAST_LINE_CHARS = 160
@@ -120,17 +119,10 @@ class FollowedCommand(StringCommand):
         self.watch = watch or status_watch(server)
 
     def execute(self, state, host, connector_arguments):
-        host = _real(host)
+        host = real_host(host)  # a nested operation (deploy_when_provisioned) or a python.call hands the proxy
         return _followed(
             host, lambda: super(FollowedCommand, self).execute(state, host, connector_arguments), self.watch
         )
-
-
-def _real(host):
-    """The host itself for pyinfra's context proxy (`from pyinfra import host`), which a nested
-    operation (deploy_when_provisioned) or a python.call hands over: the greenlet spawned here has no
-    context of its own."""
-    return ctx_host.get() if host is context_host else host
 
 
 def _logged(host) -> Callable[[str], None]:
@@ -140,5 +132,5 @@ def _logged(host) -> Callable[[str], None]:
 def run_followed(host, command: StringCommand, server: str | None = None, watch: Watch | None = None):
     """host.run_shell_command(command) from code that runs at execution time (the bench's python.call),
     logging `server`'s progress (or what `watch` reads) while it runs; its (ok, output)."""
-    host = _real(host)
+    host = real_host(host)  # a nested operation (deploy_when_provisioned) or a python.call hands the proxy
     return _followed(host, lambda: host.run_shell_command(command, print_output=False), watch or status_watch(server))

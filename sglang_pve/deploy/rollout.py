@@ -5,21 +5,28 @@ pyinfra/api/operations.py _run_single_op); a replica's switch waits in its own o
 fewer than its set's max_unavailable members are out of the router, so the others keep serving,
 while every other host (a TP group's ranks, which must switch together) goes on at once. A member
 whose switch failed (its gate; the agent reverted it) stops the rollout: the members still waiting
-are not switched, and say why. pyinfra marks hosts failed only once the whole operation ended, so
+are not switched: each fails its operation with a line that says where the rollout stopped (a
+failed command, not a traceback). pyinfra marks hosts failed only once the whole operation ended, so
 the count is kept here: `begin` before the agent's command, `end` after it (code after a command's
 yield runs only when the command succeeded); a member that began, did not end and whose operation
-is over (pyinfra clears host.executing_op_hash when it returns) failed.
+is over (pyinfra clears host.executing_op_hash when it returns) failed. Hosts are kept as the
+Host objects, never pyinfra's context proxy, which every other member's greenlet would read as
+itself (deploy/real_host.py): a failed member then never looked failed and the rest waited forever.
 
-    args = begin(host)          # agent arguments (--router ...) for a member; [] for another host
-    yield agent_command(*args)
-    end(host)
+    yield from switching(host, lambda routed: agent_command(*routed))   # in an operation
+
+`routed`: the agent's arguments (--router ...) for a member, [] for another host.
 """
 
+from collections.abc import Callable, Iterator
+
 import gevent
-from pyinfra import state
-from pyinfra.api import OperationError, QuoteString
+from pyinfra import logger, state
+from pyinfra.api import FunctionCommand, OperationError, QuoteString
+from pyinfra.api.command import PyinfraCommand
 
 from sglang_pve.deploy import replicas
+from sglang_pve.deploy.real_host import real_host
 
 POLL_S = 0.2
 _started: dict[tuple[int, str, object], dict[str, object]] = {}  # (run, set, operation) -> {host name: host}
@@ -31,9 +38,31 @@ def _has_sets(host) -> bool:
     return bool(data is not None and data.get("replica_sets"))
 
 
+class Stopped(OperationError):
+    """Another member of the set failed: this one is not switched."""
+
+
+def switching(host, command: Callable[[list], PyinfraCommand]) -> Iterator[PyinfraCommand]:
+    """An operation's switch on `host`: `command(routed)` once the host may leave its router, or
+    a failed step that says why not once the rollout stopped."""
+    try:
+        routed = begin(host)
+    except Stopped as stopped:
+        yield FunctionCommand(_refused, (str(stopped),), {})
+        return
+    yield command(routed)
+    end(host)
+
+
+def _refused(state, host, why: str) -> bool:
+    host.log_styled(why, fg="red", log_func=logger.error)
+    return False  # pyinfra fails the operation on this host ("executed 0 commands")
+
+
 def begin(host) -> list:
-    """The agent's --router arguments for a replica, once it may leave the router (refused once
+    """The agent's --router arguments for a replica, once it may leave the router (Stopped once
     another member of its set failed)."""
+    host = real_host(host)
     found = replicas.member_of(host) if _has_sets(host) else None
     if found is None:
         return []
@@ -44,8 +73,8 @@ def begin(host) -> list:
         out = {n: h for n, h in started.items() if n not in ended}
         failed = sorted(n for n, h in out.items() if getattr(h, "executing_op_hash", None) is None)
         if failed:
-            raise OperationError(
-                f"{host.name}: not switched: the rolling switch of replica set {name} stopped at "
+            raise Stopped(
+                f"not switched: the rolling switch of replica set {name} stopped at "
                 f"{', '.join(failed)} (its switch failed and was reverted; see its output above)"
             )
         if len(out) < replica_set.max_unavailable:
@@ -63,6 +92,7 @@ def begin(host) -> list:
 
 
 def end(host) -> None:
+    host = real_host(host)
     found = replicas.member_of(host) if _has_sets(host) else None
     if found is not None:
         _ended.setdefault((id(state), found[0], getattr(host, "executing_op_hash", None)), set()).add(host.name)

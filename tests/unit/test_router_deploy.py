@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import gevent
 import pytest
-from pyinfra.api import OperationError
+from pyinfra.api import FunctionCommand, OperationError
 
 from sglang_pve.config import load_deployment
 from sglang_pve.config.replica_set import ReplicaSet
@@ -94,6 +94,38 @@ def test_members_go_max_unavailable_at_a_time_and_a_failed_one_stops_the_rest(mo
     hosts[1].executing_op_hash = None  # its command failed: its operation is over without end()
     with pytest.raises(OperationError, match=r"rolling switch of replica set kimi stopped at @pveguest/sglang2"):
         rollout.begin(hosts[2])
+
+
+def test_a_failed_member_handed_over_as_pyinfras_host_proxy_stops_the_rest(monkeypatch):
+    """releases.py hands rollout pyinfra's context proxy (`from pyinfra import host`): kept as is, a
+    waiting member read it as itself, never saw the failed one and waited forever (the scale lab's
+    failed-gate rollout, tests/lab/scale/test_rollout_lab.py, hung until its 600 s timeout)."""
+    from pyinfra import host as context_host
+    from pyinfra.context import ctx_host
+
+    hosts = [_Host(f"@pveguest/sglang{i}", {"replica_sets": {"kimi": SET}}) for i in (1, 2)]
+    replica_set = ReplicaSet.model_validate(SET)
+    monkeypatch.setattr(rollout, "state", SimpleNamespace())
+    monkeypatch.setattr(rollout, "POLL_S", 0.01)
+    monkeypatch.setattr(rollout.replicas, "member_of", lambda host: ("kimi", replica_set))
+    monkeypatch.setattr(rollout.replicas, "router_url", lambda rs: "http://10.200.0.14:30000")
+    monkeypatch.setattr(rollout.replicas, "address", lambda host: host.name[-7:])
+
+    def switch_as(member):
+        with ctx_host.use(member):
+            return next(rollout.switching(context_host, lambda routed: routed))
+
+    assert gevent.spawn(switch_as, hosts[0]).get(timeout=5)[0] == "--router"
+    hosts[0].executing_op_hash = None  # its command failed: its operation is over without end()
+    refusal = gevent.spawn(switch_as, hosts[1]).get(timeout=5)
+    assert isinstance(refusal, FunctionCommand)  # a failed step on this host, no traceback
+    logged = []
+    hosts[1].log_styled = lambda message, **kwargs: logged.append(message)
+    assert refusal.execute(None, hosts[1], {}) is False
+    assert logged == [
+        "not switched: the rolling switch of replica set kimi stopped at @pveguest/sglang1 "
+        "(its switch failed and was reverted; see its output above)"
+    ]
 
 
 def test_hosts_of_no_set_never_wait():

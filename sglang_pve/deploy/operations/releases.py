@@ -167,9 +167,13 @@ def release(release: Release, keep: int, venvs_dir: str, lease: str):
         return
     # only files of configurations that do not run (or the shell block) changed: record, no restart
     record_only = running and release.matches(current, runtime_only=True)
-    routed = [] if record_only else rollout.begin(host)  # a replica: out of its router while it switches
-    yield _apply(release.agent_spec(), keep, venvs_dir, lease, record_only=record_only, routed=routed)
-    rollout.end(host)
+    if record_only:
+        yield _apply(release.agent_spec(), keep, venvs_dir, lease, record_only=True)
+        return
+    # a replica: out of its router while it switches
+    yield from rollout.switching(
+        host, lambda routed: _apply(release.agent_spec(), keep, venvs_dir, lease, routed=routed)
+    )
 
 
 @operation()
@@ -199,9 +203,9 @@ def switched(server: str, keep: int, venvs_dir: str, lease: str):
     if current["active_server"] == server and _running(report, current):
         host.noop(f"{server} runs (release {current['id']})")
         return
-    routed = rollout.begin(host)
-    yield _apply(_switch_spec(current, server), keep, venvs_dir, lease, routed=routed)
-    rollout.end(host)
+    yield from rollout.switching(
+        host, lambda routed: _apply(_switch_spec(current, server), keep, venvs_dir, lease, routed=routed)
+    )
 
 
 def _switch_spec(current: dict, server: str) -> dict:
@@ -269,20 +273,21 @@ def rolled_back(to: str | None, keep: int, venvs_dir: str, lease: str):
     if state.config.DIFF:
         for file in changed:
             show_diff(file, states.get(file.path))
-    routed = rollout.begin(host)
-    yield _agent(
-        "switch",
-        "--to",
-        QuoteString(target["id"]),
-        "--keep",
-        str(keep),
-        "--venvs-dir",
-        QuoteString(venvs_dir),
-        *routed,
-        lease=lease,
-        server=target["active_server"],
+    yield from rollout.switching(
+        host,
+        lambda routed: _agent(
+            "switch",
+            "--to",
+            QuoteString(target["id"]),
+            "--keep",
+            str(keep),
+            "--venvs-dir",
+            QuoteString(venvs_dir),
+            *routed,
+            lease=lease,
+            server=target["active_server"],
+        ),
     )
-    rollout.end(host)
 
 
 def _text_or_bytes(data: bytes) -> str | bytes:
