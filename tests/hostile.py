@@ -149,6 +149,8 @@ def in_base64(secret: str, text: str) -> bool:
     in the middle of a file that was sent back base64-encoded, as FileText sends a whole file)."""
     import base64
 
+    if len(secret) < 12:
+        raise ValueError("a canary this short cannot be told apart in base64 text: use 12 characters or more")
     for shift in range(3):
         encoded = base64.b64encode(b"\0" * shift + secret.encode()).decode()
         if encoded[4 : len(encoded) - 4] in text:  # the characters that depend on the secret alone

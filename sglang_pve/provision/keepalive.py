@@ -13,6 +13,8 @@ channel of its hop's transport (client.py parse_config: ``sock = c.gateway(...)`
     keep_alive(client, 30)  # -> [the target's transport, its jump host's]
 """
 
+import weakref
+
 import paramiko
 from pydantic import ValidationError
 from pyinfra.api.exceptions import ConnectError, PyinfraError
@@ -44,6 +46,24 @@ def interval_s(host) -> int:
         raise ConnectError(str(ConfigError(host.name, problems_from(error, SshAccess)))) from None
 
 
+_checked: "weakref.WeakSet" = weakref.WeakSet()  # the runs (pyinfra States) whose data was checked
+
+
+def refuse_secrets_in_data(state) -> None:
+    """Every inventory host's secrets in data, all reported at once, once per run."""
+    if state in _checked:
+        return
+    _checked.add(state)
+    errors = []
+    for host in state.inventory:
+        data = host.data.dict()
+        problems = connector_secret_problems(data) + url_credential_problems(data)
+        if problems:
+            errors.append(str(ConfigError(host.name, problems)))
+    if errors:
+        raise PyinfraError("\n".join(errors))
+
+
 class KeepAliveSSH(SSHConnector):
     """pyinfra's SSH connector with a keepalive on the connection and its jump hosts; a secret in
     the host's data (config/ssh.py CONNECTOR_SECRETS, an index URL's user:password@) is refused when pyinfra makes the
@@ -51,10 +71,7 @@ class KeepAliveSSH(SSHConnector):
     debug-inventory prints the data (pyinfra_cli/cli.py) and before any connection."""
 
     def __init__(self, state, host) -> None:
-        data = host.data.dict()
-        problems = connector_secret_problems(data) + url_credential_problems(data)
-        if problems:
-            raise PyinfraError(str(ConfigError(host.name, problems)))
+        refuse_secrets_in_data(state)
         super().__init__(state, host)
 
     def _connect(self) -> None:

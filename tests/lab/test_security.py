@@ -257,10 +257,9 @@ def _canaries() -> tuple[str, ...]:
 
 
 def _leaks(text: str) -> list[int]:
-    """Which canaries (by index, never by value) `text` holds, as text or base64-encoded."""
-    import base64
-
-    return [i for i, c in enumerate(_canaries()) if c in text or base64.b64encode(c.encode()).decode()[:16] in text]
+    """Which canaries (by index, never by value) `text` holds, as text or base64-encoded (at any
+    alignment: a line inside a file sent back whole)."""
+    return [i for i, c in enumerate(_canaries()) if c in text or in_base64(c, text)]
 
 
 def _quiet(*args: str, deploy: str = "deploy.py", ok: bool = True) -> str:

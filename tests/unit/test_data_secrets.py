@@ -94,6 +94,13 @@ def test_debug_inventory_refuses_before_printing_the_data(tmp_path, entry, flags
     assert "--> Data:" not in output  # pyinfra_cli/prints.py print_inventory never ran
 
 
+def test_every_host_s_secrets_are_reported_at_once(tmp_path):
+    nodes = f'("@pvenode/pve8", {{"ssh_password": "{CANARY}"}}), ("@pvenode/pve9", {{"_sudo_password": "{CANARY}"}})'
+    result = debug_inventory(tmp_path, nodes)
+    assert result.returncode != 0 and CANARY not in result.stderr
+    assert "pve8: ssh_password = <hidden>" in result.stderr and "pve9: _sudo_password = <hidden>" in result.stderr
+
+
 def test_debug_inventory_still_prints_data_without_secrets(tmp_path):
     result = debug_inventory(tmp_path, '("@pvenode/pve9", {"ssh_hostname": "192.0.2.9"})')
     assert result.returncode == 0 and "--> Data:" in result.stderr and "192.0.2.9" in result.stderr
