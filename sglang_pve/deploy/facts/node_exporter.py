@@ -1,7 +1,8 @@
 """prometheus-node-exporter on a container, in one command: the package, its textfile directory,
 its unit and where it reads text files from.
 
-Debian's package (bookworm: 1.5.0-1+b6; Ubuntu 24.04 builds the same Debian source): the unit
+Debian's package (bookworm: 1.5.0-1+b6, read from its .deb; Ubuntu 24.04's comes from Debian's
+packaging, not read here: the binary's own --help default is what the operation checks): the unit
 prometheus-node-exporter.service runs `/usr/bin/prometheus-node-exporter $ARGS` as User=prometheus
 with ARGS from /etc/default/prometheus-node-exporter (ARGS="" as shipped); the package's build
 makes --collector.textfile.directory default to /var/lib/prometheus/node-exporter (its --help
