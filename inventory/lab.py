@@ -12,7 +12,7 @@ lab/inventory.py's (inventory/lab_scale.py, the two-node lab, is built from the 
 
 from lab import inventory, layout
 from sglang_pve.config.inventory_env import InventoryEnv
-from sglang_pve.tools.nccl.measured import with_measured
+from sglang_pve.tools.host_files import with_measured
 
 GUEST, GUEST_ADDRESS = next(iter(layout.SGLANG_HOSTS.items()))
 NODE = layout.NODES[layout.NODE]
@@ -27,5 +27,6 @@ SSH_CONFIG = inventory.write_ssh_config([NODE], {GUEST_ADDRESS: NODE.name})
 pve_nodes = [inventory.node_entry(NODE)]
 
 # The file name makes these hosts the group "lab": group_data/lab.py holds what differs from production.
-# A profile measured by tasks/nccl_probe.py (group_data/nccl_measured.yml) is host data.
+# A profile measured by tasks/nccl_probe.py (group_data/nccl_measured.yml) and a configuration promoted by
+# tasks/bench.py (group_data/bench_promoted.yml) are host data (sglang_pve/tools/host_files.py).
 sglang_hosts = with_measured([inventory.guest_entry(GUEST, NODE.name, 129, GUEST_ADDRESS, SSH_CONFIG)])

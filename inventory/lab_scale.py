@@ -15,7 +15,7 @@ inventory/lab.py's. Every host is also in the group "lab" (the variable below), 
 
 from lab import inventory, layout
 from sglang_pve.config.inventory_env import InventoryEnv
-from sglang_pve.tools.nccl.measured import with_measured
+from sglang_pve.tools.host_files import with_measured
 
 _NODES = [layout.NODES[layout.NODE], *(layout.NODES[name] for name in layout.SCALE_NODES)]
 _GPUS = {

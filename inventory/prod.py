@@ -16,7 +16,7 @@ is learnt through the node and pinned into SGLANG_PVE_KNOWN_HOSTS (never trusted
 """
 
 from sglang_pve.config.inventory_env import InventoryEnv
-from sglang_pve.tools.nccl.measured import with_measured
+from sglang_pve.tools.host_files import with_measured
 
 env = InventoryEnv("inventory/prod.py")
 _ssh = {
@@ -48,7 +48,8 @@ pve_nodes = [
 ]
 
 # A profile measured by tasks/nccl_probe.py --data write=1 (group_data/nccl_measured.yml) becomes
-# that host's nccl_profile; `--data nccl_profile=...` still wins.
+# that host's nccl_profile, a configuration promoted by tasks/bench.py --data promote=1
+# (group_data/bench_promoted.yml) its active_server; `--data key=...` still wins.
 sglang_hosts = with_measured(
     [
         (

@@ -1,6 +1,7 @@
 """Options of the measurement tasks (tasks/bench.py, tasks/nccl_probe.py), from host data / --data.
 
     pyinfra inventory/lab.py tasks/bench.py --data configs=baseline,eagle3-3step --data sweep=1,4
+    pyinfra inventory/lab.py tasks/bench.py --data promote=1
     pyinfra inventory/lab.py tasks/nccl_probe.py --data profiles=pcie-tuned,nccl-defaults --data write=1
 
 On the command line a list is one comma-separated string (`configs=a,b`; pyinfra may also hand
@@ -43,6 +44,7 @@ class BenchOptions(BaseModel):
     seed: int = 42
     compare: str | None = Field(None, pattern=_RUN_ID.pattern)  # an earlier run id, or "previous"
     bench_results_dir: str = "bench-results"
+    promote: bool = False  # the winner beyond the noise becomes active_server (tools/bench/promote.py)
 
     @field_validator("configs", "sweep", mode="before")
     @classmethod

@@ -5,31 +5,45 @@
     compare=previous                the change against an earlier run (or its run id)
     output_len=256 input_words=200 num_prompts=5 warmup=2 seed=42
     bench_results_dir=bench-results on the controller, relative to the project directory
+    promote=1                       then make the winner the active configuration (below)
 
 Per configuration: a fresh start (SGLang's accept length counts from the start), warm-up, a
 single-stream decode run (concurrency 1, fixed lengths, real-text prompts, fixed seed) with a
 stdlib client on the target, and the metrics of SGLang's bench_serving; the configuration that
 ran before runs again at the end, also after a failure or Ctrl-C. Results: the history
 (<bench_results_dir>/history.jsonl, with the host's current release), a table in the output,
-<run>.md and <run>.png. `--dry` changes nothing (the benchmark runs at execution time only).
+<run>.md and <run>.png; the last figures per configuration also go to node_exporter's textfile
+directory on the host (tools/bench/exported.py). `--dry` changes nothing (the benchmark runs at
+execution time only).
+
+promote=1: at the end of the run, in place of the restore, the fastest configuration by
+single-stream output tok/s, when its margin over the current one exceeds the noise and no row
+failed, becomes the active one through the atomic switch (tasks/switch.py's release, gate and
+revert to what ran before), and, once its gate passed, the
+host's active_server in group_data/bench_promoted.yml for the next deploy (tools/bench/promote.py).
+Refused before anything runs when the host has no release yet or configs leaves out the current
+configuration; `--dry` says what the run would decide between and what it would change.
 """
 
 import re
 import time
 from pathlib import Path
 
-from pyinfra import host, state
+from pyinfra import host, logger, state
 from pyinfra.api import deploy
+from pyinfra.api.exceptions import PyinfraError
 from pyinfra.operations import python
 
+from sglang_pve.config import ConfigError, Problem
 from sglang_pve.config.bench import bench_options
 from sglang_pve.deploy.context import deployment, task_options
 from sglang_pve.deploy.facts.releases import Releases
+from sglang_pve.deploy.operations import releases
 from sglang_pve.deploy.provenance import run_token
 from sglang_pve.deploy.render import lifecycle_spec, tp_rank
 from sglang_pve.deploys.locked import locked
 from sglang_pve.provision.roles import is_node
-from sglang_pve.tools.bench import prompts, runner
+from sglang_pve.tools.bench import promote, prompts, runner
 
 
 @deploy("Benchmark")
@@ -45,6 +59,8 @@ def bench() -> None:
     if not results_dir.is_absolute():
         results_dir = Path(state.cwd or ".") / results_dir
     specs = {name: lifecycle_spec(server, tp_rank(config, server)) for name, server in config.servers.items()}
+    report = host.get_fact(Releases)
+    promotions = _promotions(report.current_record, names, config) if options.promote else {}
 
     python.call(
         name=f"Benchmark {', '.join(names)} (a fresh start each; the running configuration again at the end)",
@@ -68,7 +84,34 @@ def bench() -> None:
             results_dir=results_dir,
             lease=run_token(),
             compare=options.compare,
-            release=host.get_fact(Releases).current,
+            release=report.current,
             api_key=config.secrets.api_key is not None,
+            promotions=promotions,
+            active=report.current_record["active_server"] if report.current_record else None,
+            project_dir=Path(state.cwd or "."),
         ),
     )
+
+
+def _promotions(current: dict | None, names: list[str], config) -> dict:
+    """configuration -> the agent command that makes it the active one (releases.switch_to), built
+    now from the current release; refused before anything runs when there is none to compare with."""
+    active = current["active_server"] if current else None
+    if current is None or active is None or active not in names:
+        problem = (
+            Problem("promote", "1", "the host has no release running a server yet", "run deploy.py first")
+            if active is None
+            else Problem("configs", ",".join(names), f"leaves out {active}, the current configuration", f"add {active}")
+        )
+        raise PyinfraError(str(ConfigError(host.name, [problem]))) from None
+    logger.info(
+        f"{host.print_prefix}bench: promote=1: after the run, the fastest of {', '.join(names)} by single-stream "
+        f"output tok/s, if beyond the noise over {active} (now active), is switched to atomically (gate, revert) "
+        f"and written as active_server: NAME for {host.name} in {promote.PROMOTED_FILE}; otherwise nothing changes"
+    )
+    lease, data = run_token(), config.data
+    return {
+        name: releases.switch_to(current, name, data.releases_kept, data.sglang_venvs_dir, lease)
+        for name in names
+        if name != active
+    }

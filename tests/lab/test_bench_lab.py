@@ -109,6 +109,16 @@ def test_bench_options_are_refused_before_anything_runs(deployed):
     )
     assert code != 0 and "configs = 'eagle9': no such server configuration" in output and "sweep" in output
     assert not (PROJECT / "bench-results" / "nothing").exists()
+    code, output = pyinfra(
+        "--data", "configs=eagle3-2step", "--data", "promote=1", deploy="tasks/bench.py", check=False
+    )
+    assert code != 0 and "configs = 'eagle3-2step': leaves out baseline, the current configuration" in output
+    assert "Benchmark eagle3-2step" not in output and unit_state("sglang-baseline.service")["ActiveState"] == "active"
+    _, output = pyinfra(
+        "--dry", "--data", "configs=baseline,eagle3-2step", "--data", "promote=1", deploy="tasks/bench.py"
+    )
+    assert "promote=1: after the run, the fastest of baseline, eagle3-2step by single-stream output tok/s" in output
+    assert "beyond the noise over baseline (now active)" in output and "group_data/bench_promoted.yml" in output
 
 
 def test_an_interrupted_run_puts_the_previous_configuration_back(deployed):
@@ -181,3 +191,68 @@ def test_a_bench_killed_with_sigkill_is_recovered_by_the_next_bench_and_by_the_n
     pyinfra()  # the agent says so in its output (pyinfra shows a command's output only when it fails)
     assert unit_state("sglang-baseline.service")["ActiveState"] == "active"
     assert on_target("test", "-e", paths.BENCH_MARK, check=False).returncode != 0  # the mark is gone
+
+
+def _current_release() -> str:
+    return json.loads(on_target("python3", "-I", paths.AGENT, "releases", "--dir", paths.RELEASES_DIR).stdout)[
+        "current"
+    ]
+
+
+def _promote_with_the_winner_hung(args: tuple) -> tuple[int, str]:
+    """A promote whose winner hangs at its promotion start only: the fault is set once eagle3-2step
+    was measured, while baseline starts and is measured after it."""
+    import subprocess
+
+    from tests.lab.conftest import PYINFRA
+
+    command = [PYINFRA, "-y", "inventory/lab.py", "tasks/bench.py", *args]
+    proc = subprocess.Popen(
+        command, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL
+    )
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if "bench: eagle3-2step: " in line and " output tok/s" in line:
+            set_faults({"eagle3-2step": {"hang": "cuda_graph"}})
+    return proc.wait(timeout=300), "".join(seen)
+
+
+def test_promote_makes_the_winner_active_and_the_next_deploy_keeps_it_a_hung_winner_reverts_unwritten(deployed):
+    import yaml
+
+    from sglang_pve.agent import contract
+
+    promoted = PROJECT / "group_data" / "bench_promoted.yml"
+    assert not promoted.exists()
+    # eagle3-2step's first requests after a fresh start were seen at 5-50 tok/s on the loaded lab host: 3 warm-ups
+    args = ("--data", "num_prompts=3", "--data", "output_len=128", "--data", "warmup=3", "--data", "promote=1")
+    args += ("--data", "configs=eagle3-2step,baseline", "--data", f"bench_results_dir={deployed}")
+    try:
+        before = _current_release()
+        code, output = _promote_with_the_winner_hung(args)
+        assert code != 0 and "eagle3-2step failed its gate and the previous release runs again" in output, output
+        assert not promoted.exists() and unit_state("sglang-baseline.service")["ActiveState"] == "active"
+        set_faults({})
+
+        _, output = pyinfra(*args, deploy="tasks/bench.py")
+        assert re.search(
+            r"promote: eagle3-2step [\d.]+ vs baseline [\d.]+ output tok/s: \+[\d.]+ beyond the noise", output
+        )
+        assert unit_state("sglang-eagle3-2step.service")["ActiveState"] == "active"
+        after = _current_release()
+        assert after != before  # a release of its own, as tasks/switch.py makes
+        entry = yaml.safe_load(promoted.read_text())["sglang1"]
+        assert entry["active_server"] == "eagle3-2step" and "beyond the noise" in entry["why"]
+        exported = on_target("cat", f"{contract.TEXTFILE_DIR}/sglang-pve-bench.prom").stdout  # the deploy's exporter
+        assert re.search(r'sglang_pve_bench_decode_tokens_per_second\{server="eagle3-2step"\} [1-9]', exported)
+        assert 'sglang_pve_bench_decode_noise_tokens_per_second{server="baseline"}' in exported
+
+        pid = unit_state("sglang-eagle3-2step.service")["MainPID"]
+        pyinfra()  # the plain deploy reads the promoted file: nothing to switch
+        assert unit_state("sglang-eagle3-2step.service")["MainPID"] == pid and _current_release() == after
+    finally:
+        set_faults({})
+        promoted.unlink(missing_ok=True)
+        pyinfra("--data", "server=baseline", deploy="tasks/switch.py")  # group data's, as the next deploy has it
+    assert unit_state("sglang-baseline.service")["ActiveState"] == "active"

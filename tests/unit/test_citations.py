@@ -35,6 +35,7 @@ MODULE_REF = re.compile(r"(?<![\w.])sglang_pve(?:\.[A-Za-z_]\w*)+")
 NOT_IN_TREE = {
     "inventory/mysite.py": "the user's own copy of inventory/prod.py (README, Production workflow)",
     "group_data/nccl_measured.yml": "written by tasks/nccl_probe.py --data write=1, read by the inventories",
+    "group_data/bench_promoted.yml": "written by tasks/bench.py --data promote=1, read by the inventories",
 }
 # The lab's PVE API schema directory: an input the lab reads (lab/pve/schema.py), overridden by
 # $SGLANG_PVE_PVE_SCHEMA_DIR; named as where it is looked for, not cited.

@@ -14,6 +14,7 @@ from datetime import timedelta
 import pytest
 
 from sglang_pve.agent import allreduce_probe
+from sglang_pve.tools import host_files
 from sglang_pve.tools.nccl import analysis, measured
 
 pytest.importorskip("torch", reason="the gloo path needs torch (CPU): pip install -e '.[test]'")
@@ -132,7 +133,7 @@ def test_the_measured_profile_becomes_host_data_below_the_command_line(tmp_path)
     (tmp_path / "group_data").mkdir()
     measured.write(tmp_path, "gpu1", "pcie-tuned-ll-simple", "2026-11-30T12:00:00Z", "overall ll-simple")
     measured.write(tmp_path, "gpu2", "nccl-defaults", "2026-11-30T12:00:00Z", "overall")
-    hosts = measured.with_measured([("gpu1", {"ssh_user": "root"}), ("gpu3", {}), ("@pveguest/gpu2", {})], tmp_path)
+    hosts = host_files.with_measured([("gpu1", {"ssh_user": "root"}), ("gpu3", {}), ("@pveguest/gpu2", {})], tmp_path)
     assert hosts == [
         ("gpu1", {"ssh_user": "root", "nccl_profile": "pcie-tuned-ll-simple"}),
         ("gpu3", {}),

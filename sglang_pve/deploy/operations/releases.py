@@ -203,9 +203,13 @@ def switched(server: str, keep: int, venvs_dir: str, lease: str):
     if current["active_server"] == server and _running(report, current):
         host.noop(f"{server} runs (release {current['id']})")
         return
-    yield from rollout.switching(
-        host, lambda routed: _apply(_switch_spec(current, server), keep, venvs_dir, lease, routed=routed)
-    )
+    yield from rollout.switching(host, lambda routed: switch_to(current, server, keep, venvs_dir, lease, routed=routed))
+
+
+def switch_to(current: dict, server: str, keep: int, venvs_dir: str, lease: str, routed=()) -> StringCommand:
+    """switched()'s agent command: a release of `current`'s files with `server` active, switched to
+    (the bench's promote runs it at execution time: tools/bench/promote.py)."""
+    return _apply(_switch_spec(current, server), keep, venvs_dir, lease, routed=routed)
 
 
 def _switch_spec(current: dict, server: str) -> dict:

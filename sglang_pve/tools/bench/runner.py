@@ -9,7 +9,9 @@ in a `finally`, also when a configuration fails, the client fails, or the run is
 SIGINT/SIGTERM on the controller kill this greenlet with BenchInterrupted at whatever it waits
 for, the finally block restores (once a switch under way on the host ended: one at a time), and
 the run fails. Results (partial ones too) go to the history, the table, the markdown file, the
-chart and the host's textfile metrics (exported.py).
+chart and the host's textfile metrics (exported.py). With promote=1 and a winner (promote.py), the
+winner's switch (a release, its gate, the agent's revert to the previous release) takes the
+restore's place, and once its gate passed the winner is written for the next deploy.
 """
 
 import json
@@ -29,7 +31,7 @@ from sglang_pve.config.safe import printable, printable_tree
 from sglang_pve.deploy import paths
 from sglang_pve.deploy.operations import releases
 from sglang_pve.deploy.progress import Watch, run_followed
-from sglang_pve.tools.bench import chart, exported, metrics, results
+from sglang_pve.tools.bench import chart, exported, metrics, promote, results
 from sglang_pve.tools.bench.progress import client_watch, starting_watch
 
 REMOTE_DIR = f"{paths.STATE_DIR}/bench"
@@ -40,6 +42,10 @@ TIMINGS = "switch-timings "  # the switch's last line (agent/switch.py)
 
 class BenchInterrupted(Exception):
     """SIGINT or SIGTERM reached the controller during the benchmark."""
+
+
+class PromoteFailed(Exception):
+    """promote=1: the winner failed its gate (the agent reverted the switch)."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,9 @@ class Job:
     compare: str | None = None
     release: str | None = None  # the host's current release (the Releases fact, read once per run)
     api_key: bool = False  # the servers want sglang_secrets.api-key: the client reads it on the target
+    promotions: dict = field(default_factory=dict)  # promote=1: configuration -> its switch (releases.switch_to)
+    active: str | None = None  # the current release's configuration (what a promoted one must beat)
+    project_dir: Path = Path(".")  # where group_data/bench_promoted.yml goes
     extra: dict = field(default_factory=dict)
 
 
@@ -105,25 +114,68 @@ def run(job: Job) -> None:
     _say(
         host,
         f"run {job.run_id}: {len(job.configs)} configuration(s): {', '.join(job.configs)}; "
-        f"running now: {previous or 'none'} (started again at the end)",
+        f"running now: {previous or 'none'} (started again at the end"
+        + (", unless a winner is promoted)" if job.promotions else ")"),
     )
-    records = []
+    records: list[dict] = []
+    measured_all = False
     previous_handlers = _on_interrupt(gevent.getcurrent(), host)
     _mark(host, job.run_id, previous)  # before the first start: a SIGKILL here runs no finally
     try:
         host.put_file(BytesIO(Path(client.__file__).read_bytes()), CLIENT, print_output=False)
         for index, name in enumerate(job.configs, 1):
             records.append(_measure(host, job, name, f"{index}/{len(job.configs)}"))
+        measured_all = True
     except BenchInterrupted as interrupt:
         _say(host, f"interrupted by {interrupt}")
         raise
     finally:
-        if _restore(host, previous, job.lease):
+        verdict = promote.decide(records, job.active) if measured_all and job.promotions else None
+        if verdict is not None and verdict.winner is not None:
+            # the winner instead of the restore: one start less (a cold 1T start is 30-90 min); when
+            # its gate fails, the agent's revert runs the previous release, i.e. what ran before
+            promoted = _promote_switch(host, job, verdict)
+            settled = promoted or _running_now(host, job.all_servers) == previous
+        else:
+            promoted, settled = False, _restore(host, previous, job.lease)
+        if settled:
             _unmark(host)  # else the next bench or deploy tries again
         for sig, handler in previous_handlers.items():
             signal.signal(sig, handler)
         if records:
             _report(host, job, records)
+    if verdict is not None:
+        _promoted(host, job, verdict, promoted)
+
+
+def _promote_switch(host, job: Job, verdict: promote.Verdict) -> bool:
+    """promote=1: the winner's switch (a release, its gate, the revert); True once it runs."""
+    assert verdict.winner is not None
+    _say(host, f"promote: {verdict.why}: switching to {verdict.winner} (a new release, its gate)")
+    ok, output = run_followed(host, job.promotions[verdict.winner], verdict.winner)
+    if not ok:
+        for line in output.output_lines:
+            logger.info(f"{host.print_prefix}  {printable(line)}")
+    return ok
+
+
+def _promoted(host, job: Job, verdict: promote.Verdict, promoted: bool) -> None:
+    """After the report: the promoted configuration written for the next deploy, or why not."""
+    if verdict.winner is None:
+        _say(host, f"promote: nothing promoted: {verdict.why}; nothing switched, nothing written")
+        return
+    if not promoted:
+        raise PromoteFailed(
+            f"{host.name}: promote: {verdict.winner} failed its gate and the previous release runs again "
+            f"(the agent's words above); {promote.PROMOTED_FILE} not written"
+        )
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    path = promote.write(job.project_dir, host.name, verdict, job.run_id, when)
+    _say(
+        host,
+        f"promote: {verdict.winner} is active; {path}: {host.name} active_server: {verdict.winner} (host data, "
+        "above group_data's own files, below --data; delete the entry to go back)",
+    )
 
 
 def _on_interrupt(worker, host) -> dict:

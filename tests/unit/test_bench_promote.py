@@ -1,0 +1,120 @@
+"""tasks/bench.py --data promote=1's parts: the decision (beyond the noise, never from a run with a
+failed row) and the promoted file the inventories read as host data."""
+
+import pytest
+
+from sglang_pve.tools import host_files
+from sglang_pve.tools.bench import promote
+from sglang_pve.tools.nccl import measured
+from tests.unit.bench_support import row
+
+
+def test_the_fastest_beyond_the_noise_is_promoted():
+    rows = [row("baseline", 82.5), row("eagle3-2step", 94.0), row("eagle3-5step", 86.7)]
+    verdict = promote.decide(rows, "baseline")
+    assert verdict.winner == "eagle3-2step"
+    assert verdict.why == "eagle3-2step 94.0 vs baseline 82.5 output tok/s: +11.5 beyond the noise 1.0"
+
+
+@pytest.mark.parametrize(
+    "rows, current, why",
+    [
+        ([row("baseline", 82.5, 3.0), row("eagle3-2step", 88.0, 3.0)], "baseline", "+5.5, within the noise 6.0"),
+        ([row("baseline", 90.0), row("eagle3-2step", 88.0)], "baseline", "baseline runs and is the fastest"),
+        ([row("baseline", 82.5), row("eagle3-2step", None, status="failed")], "baseline", "a row failed"),
+        ([row("eagle3-3step", 82.5), row("eagle3-2step", 94.0)], "baseline", "baseline was not measured"),
+        ([row("baseline", 82.5), row("eagle3-2step", 94.0)], None, "nothing ran before the bench"),
+    ],
+    ids=["within-noise", "current-fastest", "failed-row", "current-not-measured", "nothing-ran"],
+)
+def test_no_winner_and_the_reason(rows, current, why):
+    verdict = promote.decide(rows, current)
+    assert verdict.winner is None and why in verdict.why
+
+
+def test_the_promoted_configuration_is_host_data_beside_the_measured_profile(tmp_path):
+    (tmp_path / "group_data").mkdir()
+    all_py = tmp_path / "group_data" / "all.py"
+    all_py.write_text('active_server = "baseline"\n')
+    measured.write(tmp_path, "sglang1", "pcie-tuned-ll-simple", "2026-11-30T12:00:00Z", "overall")
+    verdict = promote.Verdict("eagle3-2step", "eagle3-2step 94.0 vs baseline 82.5 output tok/s: +11.5")
+    promote.write(tmp_path, "sglang1", verdict, "20261201T210000Z-sglang1", "2026-12-01T21:05:00Z")
+    promote.write(tmp_path, "sglang2", promote.Verdict("eagle3-3step", "x"), "r", "2026-12-01T21:06:00Z")
+    hosts = host_files.with_measured([("@pveguest/sglang1", {"ssh_user": "root"}), ("sglang3", {})], tmp_path)
+    assert hosts == [
+        (
+            "@pveguest/sglang1",
+            {"ssh_user": "root", "nccl_profile": "pcie-tuned-ll-simple", "active_server": "eagle3-2step"},
+        ),
+        ("sglang3", {}),
+    ]
+    text = (tmp_path / promote.PROMOTED_FILE).read_text()
+    assert text.startswith("# Written by tasks/bench.py --data promote=1") and "run_id: 20261201T210000Z" in text
+    assert set(promote.load(tmp_path)) == {"sglang1", "sglang2"}  # the other host's entry is kept
+    assert all_py.read_text() == 'active_server = "baseline"\n'  # the user's file is never rewritten
+
+
+@pytest.fixture
+def bench(tmp_path, monkeypatch):
+    """runner.run with LocalHost (test_bench_mark.py), measuring `rates` and switching as `switch_ok` says."""
+    from types import SimpleNamespace
+
+    from sglang_pve.tools.bench import runner
+    from tests.unit.test_bench_mark import LocalHost, job
+
+    for name, value in (("MARK", "mark.json"), ("REMOTE_DIR", ""), ("CLIENT", "client.py")):
+        monkeypatch.setattr(runner, name, str(tmp_path / value))
+    host, seen = LocalHost(), {"restored": [], "switched": [], "said": []}
+    monkeypatch.setattr("pyinfra.host", host, raising=False)
+    monkeypatch.setattr(runner, "_say", lambda h, text: seen["said"].append(text))
+    monkeypatch.setattr(runner, "_running_now", lambda h, servers: "baseline")  # before, and after a revert
+    monkeypatch.setattr(runner, "_restore", lambda h, previous, lease: seen["restored"].append(previous) or True)
+    monkeypatch.setattr(runner, "_report", lambda *a: None)
+    (tmp_path / "group_data").mkdir()
+
+    def run(rates: dict, switch_ok: bool = True) -> None:
+        monkeypatch.setattr(runner, "_measure", lambda h, j, name, position: row(name, rates[name]))
+
+        def followed(h, command, server):
+            seen["switched"].append((command, server))
+            return switch_ok, SimpleNamespace(output_lines=["reverted: baseline runs again"])
+
+        monkeypatch.setattr(runner, "run_followed", followed)
+        base = job(tmp_path)
+        promotions = {"eagle3-2step": "switch-to-eagle3-2step"}
+        runner.run(
+            runner.Job(
+                **{
+                    **base.__dict__,
+                    "configs": list(rates),
+                    "promotions": promotions,
+                    "active": "baseline",
+                    "project_dir": tmp_path,
+                }
+            )
+        )
+
+    return SimpleNamespace(run=run, seen=seen, path=tmp_path / promote.PROMOTED_FILE, mark=tmp_path / "mark.json")
+
+
+def test_the_winner_starts_instead_of_the_restore_and_is_written_once_it_runs(bench):
+    bench.run({"baseline": 82.5, "eagle3-2step": 94.0})
+    assert bench.seen["switched"] == [("switch-to-eagle3-2step", "eagle3-2step")] and bench.seen["restored"] == []
+    assert promote.load(bench.path.parents[1])["sglang1"]["active_server"] == "eagle3-2step"
+    assert not bench.mark.exists()  # the bench ended: no mark
+
+
+def test_a_winner_that_fails_its_gate_is_reverted_and_nothing_is_written(bench):
+    from sglang_pve.tools.bench import runner
+
+    with pytest.raises(runner.PromoteFailed, match="eagle3-2step failed its gate and the previous release runs again"):
+        bench.run({"baseline": 82.5, "eagle3-2step": 94.0}, switch_ok=False)
+    assert not bench.path.exists() and not bench.mark.exists()  # the revert runs baseline, as before
+
+
+def test_without_a_winner_what_ran_before_is_restored_and_nothing_is_switched(bench):
+    bench.run({"baseline": 82.5, "eagle3-2step": 82.7})
+    assert bench.seen["restored"] == ["baseline"] and bench.seen["switched"] == [] and not bench.path.exists()
+    assert any(
+        text.startswith("promote: nothing promoted: eagle3-2step 82.7 vs baseline 82.5") for text in bench.seen["said"]
+    )
