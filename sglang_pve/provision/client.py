@@ -13,7 +13,7 @@ import re
 import time
 import urllib.parse
 from collections import Counter
-from typing import TypeVar
+from typing import TypeGuard, TypeVar
 
 import requests
 from proxmoxer.backends.https import (
@@ -44,7 +44,7 @@ class ProxmoxError(RuntimeError):
         super().__init__(f"{call}: {message}")
 
 
-def task_succeeded(exitstatus: str | None) -> bool:
+def task_succeeded(exitstatus: str | None) -> TypeGuard[str]:
     """pve-common UPID.pm status_is_error: OK and "WARNINGS: n" are success, anything else is the error."""
     return exitstatus == "OK" or (exitstatus or "").startswith("WARNINGS: ")
 
