@@ -254,12 +254,12 @@ def test_a_start_past_its_ready_line_reads_gate_until_the_gate_passes_then_ready
     for name in ("confirming", "earlier"):
         assert by_name[name]["phase"] == "gate", by_name[name]
         assert re.fullmatch(
-            r"starting \(gate: ready line seen, /health not confirmed yet, [23]s\)", by_name[name]["verdict"]
+            r"starting \(gate: ready line seen, /health not confirmed yet, \d+s\)", by_name[name]["verdict"]
         )
     assert (by_name["passed"]["phase"], by_name["passed"]["verdict"]) == ("ready", "ready")
-    assert by_name["passed"]["seconds_in_phase"] < 30
+    assert by_name["passed"]["seconds_in_phase"] < 600  # since the gate's ready_at, not the hour-old one's
     # as the deploy's progress line and the status table render them: one word each, not two
     assert re.match(r"progress: passed ready \d+ s, ready; last: ", progress.line("passed", report))
-    assert re.match(r"progress: confirming gate \d s, starting \(gate: ", progress.line("confirming", report))
+    assert re.match(r"progress: confirming gate \d+ s, starting \(gate: ", progress.line("confirming", report))
     row = next(line for line in render("sglang1", report).splitlines() if line.strip().startswith("passed "))
     assert re.search(r"activating/start-post +ready +0m\d\ds .* ready$", row), row
