@@ -112,6 +112,9 @@ class HostData(SshAccess):
     # that finds another one holding the container's deploy lock waits this many seconds for it,
     # naming it (0: refuse at once).
     wait_lock: int = Field(3600, ge=0, le=86400)
+    # Where tasks/scrape_targets.py writes <host>.json on the controller: the directory your
+    # Prometheus' file_sd_configs reads (None: file_sd/ under the project directory).
+    scrape_targets_dir: HostPath | None = None
     # Resource limits of every server unit (SGLang raises NOFILE itself, but only up to the hard limit).
     unit_limits: UnitLimits = UnitLimits()
     # The interactive user whose shell rc gets the managed NCCL block.

@@ -15,7 +15,7 @@ from sglang_pve.deploy import scrape_targets as targets_module
 from sglang_pve.deploy.context import deployment
 from sglang_pve.provision.roles import is_node
 
-OUT_DIR = "file_sd"  # under the project directory (pyinfra's cwd)
+OUT_DIR = "file_sd"  # under the project directory (pyinfra's cwd), unless data names scrape_targets_dir
 
 
 def _text(groups: list[dict[str, object]]) -> str:
@@ -38,7 +38,7 @@ def scrape_targets() -> None:
     routers = {name: s.router.prometheus_port for name, s in replicas.routed_by(host).items()}
     name = replicas.short(host.name)
     groups = targets_module.targets(name, replicas.address(host), servers, routers)
-    path = Path(state.cwd or os.getcwd()) / OUT_DIR / f"{name}.json"
+    path = Path(config.data.scrape_targets_dir or Path(state.cwd or os.getcwd()) / OUT_DIR) / f"{name}.json"
     if path.is_file() and path.read_text() == _text(groups):
         return  # up to date: no change to report
     python.call(name=f"Scrape targets: {path}", function=_write, path=path, groups=groups)

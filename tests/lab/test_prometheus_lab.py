@@ -16,13 +16,12 @@ import urllib.request
 import pytest
 
 from lab import layout
-from tests.conftest import PROJECT, group_data
+from tests.conftest import group_data
 from tests.lab.conftest import HOST, pyinfra, restore_servers, set_faults
 
 pytestmark = pytest.mark.lab
 
 PROMETHEUS = shutil.which("prometheus")
-TARGETS = PROJECT / "file_sd" / f"{HOST}.json"  # deploys/scrape_targets.py OUT_DIR
 HUNG = "eagle3-2step"
 STALL_TIMEOUT_S = group_data("all", "lab")["lifecycle"]["stall_timeout_s"]["cuda_graph"]
 
@@ -34,16 +33,11 @@ def free_port() -> int:
 
 
 def own_targets(sd_dir) -> None:
-    """tasks/scrape_targets.py's file for this lab's guest, copied for Prometheus: the file is per
-    host name, and test workers on other lab slots write theirs under the same name, so a copy
-    that names another slot's address is made again."""
-    for _ in range(3):
-        pyinfra("--limit", HOST, deploy="tasks/scrape_targets.py")
-        text = TARGETS.read_text()
-        if all(t.startswith(layout.SGLANG_HOSTS[HOST] + ":") for g in json.loads(text) for t in g["targets"]):
-            (sd_dir / TARGETS.name).write_text(text)
-            return
-    raise AssertionError(f"{TARGETS} kept naming another lab's guest:\n{text}")
+    """tasks/scrape_targets.py's file for this lab's guest, written where this Prometheus reads
+    (scrape_targets_dir): test workers on other lab slots write theirs under the same host name."""
+    pyinfra("--limit", HOST, "--data", f"scrape_targets_dir={sd_dir}", deploy="tasks/scrape_targets.py")
+    groups = json.loads((sd_dir / f"{HOST}.json").read_text())
+    assert all(t.startswith(layout.SGLANG_HOSTS[HOST] + ":") for g in groups for t in g["targets"]), groups
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,10 @@
 import json
 import subprocess
 
+import pydantic
 import pytest
 
+from sglang_pve.config.deployment import HostData
 from sglang_pve.deploy.scrape_targets import targets
 from tests.unit.test_alerts import PROMTOOL
 
@@ -38,3 +40,12 @@ def test_prometheus_accepts_the_targets_as_file_sd(tmp_path):
     done = check_config(tmp_path, targets("sglang1", "fd00::5", {"b": (8000, True)}, {"kimi": 29000}))
     assert done.returncode == 0, done.stdout + done.stderr
     assert check_config(tmp_path, [{"targets": ["a:1"], "labels": {"0bad": "x"}}]).returncode != 0
+
+
+@pytest.mark.parametrize("value", ["file_sd", "/etc/prometheus/sd\n- job: evil", "/etc/../sd"])
+def test_the_targets_directory_is_an_absolute_path_in_the_safe_alphabet(value):
+    required = {"active_server": "baseline", "servers_file": "servers.yml"}
+    with pytest.raises(pydantic.ValidationError) as caught:
+        HostData.model_validate({**required, "scrape_targets_dir": value})
+    assert [error["loc"] for error in caught.value.errors()] == [("scrape_targets_dir",)]
+    assert HostData.model_validate({**required, "scrape_targets_dir": "/etc/prometheus/sd"}).scrape_targets_dir
