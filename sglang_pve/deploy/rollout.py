@@ -18,14 +18,14 @@ itself (deploy/real_host.py): a failed member then never looked failed and the r
 `routed`: the agent's arguments (--router ...) for a member, [] for another host.
 """
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import gevent
 from pyinfra import logger, state
 from pyinfra.api import FunctionCommand, OperationError, QuoteString
 from pyinfra.api.command import PyinfraCommand
 
-from sglang_pve.deploy import replicas
+from sglang_pve.deploy import group_switch, replicas
 from sglang_pve.deploy.real_host import real_host
 
 POLL_S = 0.2
@@ -42,14 +42,16 @@ class Stopped(OperationError):
     """Another member of the set failed: this one is not switched."""
 
 
-def switching(host, command: Callable[[list], PyinfraCommand]) -> Iterator[PyinfraCommand]:
+def switching(host, command: Callable[[list], PyinfraCommand], units: Sequence[str] = ()) -> Iterator[PyinfraCommand]:
     """An operation's switch on `host`: `command(routed)` once the host may leave its router, or
-    a failed step that says why not once the rollout stopped."""
+    a failed step that says why not once the rollout stopped; a TP group's rank first stops what
+    runs (`units`, the current release's) and waits for its group's other ranks to stop too."""
     try:
         routed = begin(host)
     except Stopped as stopped:
         yield FunctionCommand(_refused, (str(stopped),), {})
         return
+    yield from group_switch.stopped_together(host, list(units))
     yield command(routed)
     end(host)
 

@@ -130,3 +130,32 @@ def test_a_failed_member_handed_over_as_pyinfras_host_proxy_stops_the_rest(monke
 
 def test_hosts_of_no_set_never_wait():
     assert rollout.begin(_Host("@pveguest/sglang4", {})) == []
+
+
+def test_a_tp_rank_stops_then_waits_for_its_groups_other_ranks_to_stop(monkeypatch):
+    from sglang_pve.deploy import group_switch
+
+    groups = {"tp": {"server": "baseline", "members": ["sglang4", "sglang5"]}}
+    rank0, rank1 = (_Host(f"@pveguest/sglang{i}", {"tp_groups": groups}) for i in (4, 5))
+    monkeypatch.setattr(group_switch, "state", SimpleNamespace(inventory=[rank0, rank1]))
+    monkeypatch.setattr(group_switch, "POLL_S", 0.01)
+    first = group_switch.stopped_together(rank0, ["sglang-baseline.service"])
+    assert str(next(first)) == "systemctl stop -- sglang-baseline.service"
+    waiting = gevent.spawn(list, first)
+    gevent.sleep(0.1)
+    assert not waiting.ready()  # rank 1 still runs its old server: rank 0 must not start yet
+    assert [str(c) for c in group_switch.stopped_together(rank1, ["sglang-baseline.service"])] == [
+        "systemctl stop -- sglang-baseline.service"
+    ]
+    assert waiting.get(timeout=5) == []  # both stopped: both go on
+
+
+def test_a_tp_rank_does_not_wait_for_a_rank_with_nothing_to_switch(monkeypatch):
+    from sglang_pve.deploy import group_switch
+
+    groups = {"tp": {"server": "baseline", "members": ["sglang4", "sglang5"]}}
+    rank0, rank1 = (_Host(f"@pveguest/sglang{i}", {"tp_groups": groups}) for i in (4, 5))
+    monkeypatch.setattr(group_switch, "state", SimpleNamespace(inventory=[rank0, rank1]))
+    rank1.executing_op_hash = None  # its release runs already: its operation is over
+    assert [str(c) for c in group_switch.stopped_together(rank0, [])] == []  # nothing ran: no stop either
+    assert list(group_switch.stopped_together(_Host("@pveguest/sglang1", {}), ["x.service"])) == []

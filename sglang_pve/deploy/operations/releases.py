@@ -172,7 +172,9 @@ def release(release: Release, keep: int, venvs_dir: str, lease: str):
         return
     # a replica: out of its router while it switches
     yield from rollout.switching(
-        host, lambda routed: _apply(release.agent_spec(), keep, venvs_dir, lease, routed=routed)
+        host,
+        lambda routed: _apply(release.agent_spec(), keep, venvs_dir, lease, routed=routed),
+        units=current["units"] if current else [],
     )
 
 
@@ -203,7 +205,11 @@ def switched(server: str, keep: int, venvs_dir: str, lease: str):
     if current["active_server"] == server and _running(report, current):
         host.noop(f"{server} runs (release {current['id']})")
         return
-    yield from rollout.switching(host, lambda routed: switch_to(current, server, keep, venvs_dir, lease, routed=routed))
+    yield from rollout.switching(
+        host,
+        lambda routed: switch_to(current, server, keep, venvs_dir, lease, routed=routed),
+        units=current["units"],
+    )
 
 
 def switch_to(current: dict, server: str, keep: int, venvs_dir: str, lease: str, routed=()) -> StringCommand:
@@ -291,6 +297,7 @@ def rolled_back(to: str | None, keep: int, venvs_dir: str, lease: str):
             lease=lease,
             server=target["active_server"],
         ),
+        units=report.current_record["units"] if report.current_record else [],
     )
 
 

@@ -9,6 +9,11 @@ timestamps, never on this test's wall time: rank 1's last progress (its gate's l
 to each rank's `stopped` (recorded by poststop once no process holds /dev/nvidia* and memory is
 idle) must be within the stall timeout plus 5 s. Both guests read the lab host's one clock.
 
+A deploy of a new SGLang version whose start hangs on rank 1 only (a fault keyed by that version):
+both ranks stop before either starts (deploy/group_switch.py; before, a new rank met the other's old
+server and the group ended with two releases), rank 1 fails, rank 0 follows, and both run the
+release that ran before again, ready as one group.
+
 Cost (slot 8, 2 cores shared by 8 helpers): 290 s alone from a lab without the scale node or
 guests (lab up --scale, the six scale guests provisioned by the nodes' deploy, both members
 deployed), 134 s with the group deployed already. Measured: hang -> rank 1 failed 10.2-10.3 s,
@@ -16,10 +21,12 @@ rank 0 failed 11.0-11.3 s, GPUs free 12.3-13.5 s (stall timeout 10 s; two runs).
 """
 
 import json
+import re
 import time
 
 import pytest
 
+from sglang_pve.deploy.paths import RELEASES_DIR
 from tests.conftest import group_data
 from tests.lab.conftest import AGENT_PYZ, FAULTS_FILE, grand_total, on_target, pyinfra
 
@@ -124,3 +131,29 @@ def test_a_hang_on_rank_1_fails_the_group_frees_both_nodes_gpus_and_the_rerun_br
     assert grand_total(output)["error"] == 0
     for host in (RANK0, RANK1):
         assert agent_entry(host)["verdict"] == "ready"
+
+
+def releases(host: str) -> dict:
+    return json.loads(on_target("python3", AGENT_PYZ, "releases", "--dir", RELEASES_DIR, host=host).stdout)
+
+
+def test_a_release_that_fails_on_rank_1_reverts_every_rank(group):
+    """A deploy of a new SGLang version (the lab index's good nightly) to the group, whose start hangs
+    on rank 1 only (the fault keyed by that version, lab/sglang_sim/README.md): the run fails naming
+    rank 1, and both ranks run the release that ran before again, as one group, ready."""
+    from lab import layout
+
+    before = {host: releases(host)["current"] for host in (RANK0, RANK1)}
+    faults(RANK1, {"baseline": {"hang": "weights", "version": layout.GOOD_NIGHTLY}})
+    code, output = pyinfra(
+        *LIMIT, "--data", f'sglang_version="{layout.GOOD_NIGHTLY}"', inventory="inventory/lab_scale.py", check=False
+    )
+    faults(RANK1, {})
+    assert code != 0, output[-4000:]
+    assert re.search(rf"\[{RANK1}\].*switch to release \S+ failed: .*stalled in weights", output), output[-4000:]
+    for host in (RANK0, RANK1):
+        report = releases(host)
+        assert report["current"] == before[host], (host, output[-4000:])
+        tried = report["releases"][-1]
+        assert (tried["sglang_version"], tried["status"]) == (layout.GOOD_NIGHTLY, "failed"), (host, tried)
+        assert agent_entry(host)["verdict"] == "ready", (host, output[-4000:])
