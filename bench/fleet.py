@@ -1,7 +1,7 @@
 """Fleet cost: remote commands, API reads and logins, and wall time of the first deploy and of a
 no-change run for 1, 4 and 16 containers, as ratios to 1 (issue 17, deliver 4).
 
-    python -m lab up --scale && python bench/fleet.py [--counts 1 4 16] [--runs 3] [--no-first]
+    python -m lab up --scale && python bench/fleet.py [--counts 1 4 16] [--runs 3] [--no-first] [--provision-only]
 
 For each count N: the fleet's guests (bench/fleet_inventory.py: fleet1..N over pve1 and pve2) are
 destroyed through their nodes' API, then the whole deploy runs once from none (the first deploy: create, start,
@@ -58,14 +58,14 @@ def cpu_seconds() -> float | None:
     return None
 
 
-def run(count: int) -> tuple[float, dict, Counter, str, float | None, dict]:
+def run(count: int, deploy: str = "deploy.py") -> tuple[float, dict, Counter, str, float | None, dict]:
     """One deploy of ``count`` containers: its wall time, API calls per node, remote commands per
     host, its output, and the seconds until the provisioning barrier (nodes prepared, containers
     created and started), and the CPU seconds the controller (pyinfra) and the lab spent on it."""
     before = {name: len(entries) for name, entries in requests().items()}
     lab_cpu, own = cpu_seconds(), resource.getrusage(resource.RUSAGE_CHILDREN)
     env = {**os.environ, "SGLANG_PVE_BENCH_CONTAINERS": str(count)}
-    args = [str(PYINFRA), "--debug", "-y", "bench/fleet_inventory.py", "deploy.py"]
+    args = [str(PYINFRA), "--debug", "-y", "bench/fleet_inventory.py", deploy]
     start = time.perf_counter()
     provisioned, lines = None, []
     with subprocess.Popen(args, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as p:
@@ -128,15 +128,21 @@ def main() -> None:
     parser.add_argument("--counts", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-first", action="store_true", help="keep the guests: no-change runs only")
+    parser.add_argument(
+        "--provision-only",
+        action="store_true",
+        help="the nodes' part alone (tasks/containers.py: create, start, host key), no deploy in the guests",
+    )
     args = parser.parse_args()
+    deploy = "tasks/containers.py" if args.provision_only else "deploy.py"
     first, idle = {}, {}
     for count in args.counts:
         if not args.no_first:
             destroy(max(args.counts))
-            first[count] = summary(count, [run(count)])
+            first[count] = summary(count, [run(count, deploy)])
         else:
-            run(count)  # converge
-        runs = [run(count) for _ in range(args.runs)]
+            run(count, deploy)  # converge
+        runs = [run(count, deploy) for _ in range(args.runs)]
         changed = [r[3] for r in runs if re.search(r"\] Success", r[3])]
         if changed:
             sys.exit(f"a no-change run of {count} changed something:\n" + changed[0][-3000:])

@@ -172,22 +172,25 @@ class Api:
     def wait_all(self, tasks: dict[K, tuple[str, str]]) -> dict[K, str | ProxmoxError]:
         """Tasks that run at once ({key: (UPID, "METHOD /path" that started it)}: a node's creates,
         its starts; PVE forks a worker per task, pve-common RESTEnvironment.pm fork_worker), awaited
-        together: one status read per running task per poll, all under one deadline. Each key's
-        exit status (OK or WARNINGS: n), or the ProxmoxError of its failure: every task's, not the
-        first one's."""
+        together under one deadline. A poll reads, for a node with several of them running, its
+        task list (GET /nodes/{node}/tasks source=active: the running ones say RUNNING, pve-manager
+        PVE/API2/Tasks.pm node_tasks) and then the status of each one that left it; a lone task's
+        status directly: one read per node per poll, and one more per task that ended. Each key's
+        exit status (OK or WARNINGS: n), or the ProxmoxError of its failure: every task's."""
         deadline = time.monotonic() + self.settings.task_timeout_s
         results: dict[K, str | ProxmoxError] = {}
         running = dict(tasks)
         while running:
-            for key, (upid, call) in list(running.items()):
+            for key in self._ended_now(running):
+                upid, call = running.pop(key)
                 try:
                     status = self.get(f"nodes/{upid.split(':')[1]}/tasks/{upid}/status")
-                    if status.get("status") == "stopped":
-                        results[key] = self._ended(upid, call, status.get("exitstatus"))
+                    if status.get("status") != "stopped":  # listed as ended a moment early: next poll
+                        running[key] = (upid, call)
+                        continue
+                    results[key] = self._ended(upid, call, status.get("exitstatus"))
                 except ProxmoxError as error:
                     results[key] = error
-                if key in results:
-                    del running[key]
             if running and time.monotonic() > deadline:
                 for key, (upid, call) in running.items():
                     results[key] = ProxmoxError(
@@ -200,6 +203,26 @@ class Api:
             if running:
                 time.sleep(POLL_INTERVAL_S)
         return results
+
+    def _ended_now(self, running: dict[K, tuple[str, str]]) -> list[K]:
+        """The keys of the tasks that may have ended: each lone task of a node; of a node with
+        several, those its active task list no longer shows RUNNING (all of them if it cannot be read)."""
+        by_node: dict[str, list[K]] = {}
+        for key, (upid, _) in running.items():
+            by_node.setdefault(upid.split(":")[1], []).append(key)
+        ended = []
+        for node, keys in by_node.items():
+            if len(keys) == 1:
+                ended += keys
+                continue
+            try:
+                listed = self.get(f"nodes/{node}/tasks", source="active", limit=len(keys) + 1000)
+            except ProxmoxError:
+                ended += keys
+                continue
+            still = {entry.get("upid") for entry in listed if entry.get("status") == "RUNNING"}
+            ended += [key for key in keys if running[key][0] not in still]
+        return ended
 
     def _ended(self, upid: str, call: str, exitstatus: str | None) -> str | ProxmoxError:
         node = upid.split(":")[1]

@@ -62,6 +62,9 @@ def test_a_nodes_creates_and_starts_run_at_once(together, tmp_path):
         assert hostkeys.is_pinned(str(tmp_path / "known_hosts"), f"10.0.0.{vmid}")
     posts = [e["path"] for e in together.requests() if e["method"] == "POST" and "access" not in e["path"]]
     assert posts == ["/nodes/pve1/lxc"] * 2 + ["/nodes/pve1/lxc/129/status/start", "/nodes/pve1/lxc/130/status/start"]
+    # each task's status read once, when the node's active task list no longer shows it running
+    statuses = [e["path"] for e in together.requests() if e["method"] == "GET" and "/tasks/UPID" in e["path"]]
+    assert len(statuses) == 4 and len(set(statuses)) == 4, statuses
     assert requestlog.schema_violations(together.requests()) == []
     again = NodeHost()
     assert operation(containers, again, members=members, node=node_of(together), gpus=GPUS) == []
