@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sglang_pve.config.deployment import Deployment
 from sglang_pve.config.errors import ConfigError, Problem
@@ -45,6 +45,9 @@ class BenchOptions(BaseModel):
     compare: str | None = Field(None, pattern=_RUN_ID.pattern)  # an earlier run id, or "previous"
     bench_results_dir: str = "bench-results"
     promote: bool = False  # the winner beyond the noise becomes active_server (tools/bench/promote.py)
+    # The workload's metric the winner is judged by: output tok/s at this concurrency (1: the
+    # single-stream run; another level must be one of sweep).
+    promote_by: int = Field(1, ge=1, le=1024)
 
     @field_validator("configs", "sweep", mode="before")
     @classmethod
@@ -58,6 +61,14 @@ class BenchOptions(BaseModel):
         if bad:
             raise ValueError(f"concurrency levels are 2..1024 (1 is the single-stream run), got {bad[0]}")
         return value
+
+    @model_validator(mode="after")
+    def _measured_level(self) -> "BenchOptions":
+        if self.promote_by != 1 and self.promote_by not in self.sweep:
+            raise ValueError(
+                f"promote_by={self.promote_by} is not a measured level: use 1 (single-stream) or add it to sweep"
+            )
+        return self
 
 
 class ProbeOptions(BaseModel):

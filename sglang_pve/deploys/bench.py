@@ -6,6 +6,7 @@
     output_len=256 input_words=200 num_prompts=5 warmup=2 seed=42
     bench_results_dir=bench-results on the controller, relative to the project directory
     promote=1                       then make the winner the active configuration (below)
+    promote_by=8                    judged at that sweep level's output tok/s (default 1: single-stream)
 
 Per configuration: a fresh start (SGLang's accept length counts from the start), warm-up, a
 single-stream decode run (concurrency 1, fixed lengths, real-text prompts, fixed seed) with a
@@ -16,10 +17,10 @@ ran before runs again at the end, also after a failure or Ctrl-C. Results: the h
 directory on the host (tools/bench/exported.py). `--dry` changes nothing (the benchmark runs at
 execution time only).
 
-promote=1: at the end of the run, in place of the restore, the fastest configuration by
-single-stream output tok/s, when its margin over the current one exceeds the noise and no row
-failed, becomes the active one through the atomic switch (tasks/switch.py's release, gate and
-revert to what ran before), and, once its gate passed, the
+promote=1: at the end of the run, in place of the restore, the fastest configuration by output
+tok/s at promote_by (single-stream by default, or a sweep level), when its margin over the current
+one exceeds the noise and no row failed, becomes the active one through the atomic switch
+(tasks/switch.py's release, gate and revert to what ran before), and, once its gate passed, the
 host's active_server in group_data/bench_promoted.yml for the next deploy (tools/bench/promote.py).
 Refused before anything runs when the host has no release yet or configs leaves out the current
 configuration; `--dry` says what the run would decide between and what it would change.
@@ -60,7 +61,7 @@ def bench() -> None:
         results_dir = Path(state.cwd or ".") / results_dir
     specs = {name: lifecycle_spec(server, tp_rank(config, server)) for name, server in config.servers.items()}
     report = host.get_fact(Releases)
-    promotions = _promotions(report.current_record, names, config) if options.promote else {}
+    promotions = _promotions(report.current_record, names, config, options.promote_by) if options.promote else {}
 
     python.call(
         name=f"Benchmark {', '.join(names)} (a fresh start each; the running configuration again at the end)",
@@ -88,12 +89,13 @@ def bench() -> None:
             api_key=config.secrets.api_key is not None,
             promotions=promotions,
             active=report.current_record["active_server"] if report.current_record else None,
+            promote_by=options.promote_by,
             project_dir=Path(state.cwd or "."),
         ),
     )
 
 
-def _promotions(current: dict | None, names: list[str], config) -> dict:
+def _promotions(current: dict | None, names: list[str], config, promote_by: int) -> dict:
     """configuration -> the agent command that makes it the active one (releases.switch_to), built
     now from the current release; refused before anything runs when there is none to compare with."""
     active = current["active_server"] if current else None
@@ -104,9 +106,10 @@ def _promotions(current: dict | None, names: list[str], config) -> dict:
             else Problem("configs", ",".join(names), f"leaves out {active}, the current configuration", f"add {active}")
         )
         raise PyinfraError(str(ConfigError(host.name, [problem]))) from None
+    metric = "single-stream output tok/s" if promote_by == 1 else f"output tok/s at concurrency {promote_by}"
     logger.info(
-        f"{host.print_prefix}bench: promote=1: after the run, the fastest of {', '.join(names)} by single-stream "
-        f"output tok/s, if beyond the noise over {active} (now active), is switched to atomically (gate, revert) "
+        f"{host.print_prefix}bench: promote=1: after the run, the fastest of {', '.join(names)} by {metric}, "
+        f"if beyond the noise over {active} (now active), is switched to atomically (gate, revert) "
         f"and written as active_server: NAME for {host.name} in {promote.PROMOTED_FILE}; otherwise nothing changes"
     )
     lease, data = run_token(), config.data

@@ -1,8 +1,10 @@
 """tasks/bench.py --data promote=1's parts: the decision (beyond the noise, never from a run with a
 failed row) and the promoted file the inventories read as host data."""
 
+import pydantic
 import pytest
 
+from sglang_pve.config.bench import BenchOptions
 from sglang_pve.tools import host_files
 from sglang_pve.tools.bench import promote
 from sglang_pve.tools.nccl import measured
@@ -14,6 +16,34 @@ def test_the_fastest_beyond_the_noise_is_promoted():
     verdict = promote.decide(rows, "baseline")
     assert verdict.winner == "eagle3-2step"
     assert verdict.why == "eagle3-2step 94.0 vs baseline 82.5 output tok/s: +11.5 beyond the noise 1.0"
+
+
+def at(record: dict, concurrency: int, tok_s: float, noise: float) -> dict:
+    """`record` with a sweep run at `concurrency`."""
+    run = {"concurrency": concurrency, "output_throughput": tok_s, "std_request_output_throughput": noise}
+    return {**record, "sweep": [*record.get("sweep", []), run]}
+
+
+def test_a_named_concurrency_judges_by_its_throughput_and_its_noise_scaled_by_the_level():
+    """eagle3-2step wins single-stream, baseline at concurrency 8 (speculation pays less in a batch)."""
+    rows = [at(row("baseline", 82.5), 8, 520.0, 1.0), at(row("eagle3-2step", 94.0), 8, 470.0, 1.0)]
+    assert promote.decide(rows, "eagle3-2step").winner is None  # single-stream: it already runs and is fastest
+    verdict = promote.decide(rows, "eagle3-2step", concurrency=8)
+    assert verdict.winner == "baseline"
+    assert verdict.why == (
+        "baseline 520.0 vs eagle3-2step 470.0 output tok/s at concurrency 8: +50.0 beyond the noise 16.0"
+    )
+    close = [at(row("baseline", 82.5), 8, 480.0, 1.0), at(row("eagle3-2step", 94.0), 8, 470.0, 1.0)]
+    assert "within the noise 16.0" in promote.decide(close, "eagle3-2step", concurrency=8).why  # 2 x 1.0 x 8
+    unmeasured = [at(row("baseline", 82.5), 4, 300.0, 1.0), at(row("eagle3-2step", 94.0), 8, 470.0, 1.0)]
+    assert "a row failed (baseline: failed)" in promote.decide(unmeasured, "eagle3-2step", concurrency=8).why
+
+
+def test_promote_by_names_a_measured_level():
+    assert BenchOptions.model_validate({"sweep": "4,8", "promote_by": 8}).promote_by == 8
+    for data in ({"promote_by": 8}, {"sweep": "4", "promote_by": 8}, {"sweep": "8", "promote_by": 0}):
+        with pytest.raises(pydantic.ValidationError, match="promote_by"):
+            BenchOptions.model_validate(data)
 
 
 @pytest.mark.parametrize(

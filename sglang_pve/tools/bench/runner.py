@@ -66,6 +66,7 @@ class Job:
     api_key: bool = False  # the servers want sglang_secrets.api-key: the client reads it on the target
     promotions: dict = field(default_factory=dict)  # promote=1: configuration -> its switch (releases.switch_to)
     active: str | None = None  # the current release's configuration (what a promoted one must beat)
+    promote_by: int = 1  # the concurrency level whose output tok/s judges the winner (1: single-stream)
     project_dir: Path = Path(".")  # where group_data/bench_promoted.yml goes
     extra: dict = field(default_factory=dict)
 
@@ -130,7 +131,7 @@ def run(job: Job) -> None:
         _say(host, f"interrupted by {interrupt}")
         raise
     finally:
-        verdict = promote.decide(records, job.active) if measured_all and job.promotions else None
+        verdict = promote.decide(records, job.active, job.promote_by) if measured_all and job.promotions else None
         if verdict is not None and verdict.winner is not None:
             # the winner instead of the restore: one start less (a cold 1T start is 30-90 min); when
             # its gate fails, the agent's revert runs the previous release, i.e. what ran before
