@@ -296,18 +296,18 @@ class _Gate:
         # seconds), before the kill: a killed server's last words (multiprocessing's unstamped
         # warnings) would read as fresh output; a revert's start then keeps them until its switch ends
         self._export()
-        killed = kind != "crash" and self._kill_main()  # a stall, deadline or lost peer: nothing to drain
-        path = diagnosis.save(spec, record)
-        self.phase_seconds[phase] = round(in_phase, 3)
+        # the verdict too, before the kill: status then reads the gate's word, not the dying server's
+        # last lines, while the unit is still activating (failed_at marks it as this start's)
         state.update_status(
             spec,
             verdict=f"failed: {summary}",
-            diagnosis=path,
-            startup_phases=self.phase_seconds,
-            startup_s=round(elapsed, 3),
             failed_at=decided,  # epoch seconds: when the gate decided, and the last progress it saw
             last_progress_at=decided - stalled,
         )
+        killed = kind != "crash" and self._kill_main()  # a stall, deadline or lost peer: nothing to drain
+        path = diagnosis.save(spec, record)
+        self.phase_seconds[phase] = round(in_phase, 3)
+        state.update_status(spec, diagnosis=path, startup_phases=self.phase_seconds, startup_s=round(elapsed, 3))
         note = f"\nsent SIGKILL to main PID {self.main_pid}: nothing to drain before ready" if killed else ""
         self.say(
             f"FAILED: {summary}{note}\ndiagnosis: {path or 'not written (state directory not writable)'}", error=True

@@ -150,6 +150,10 @@ def server(spec: Spec, unit: dict[str, str] | None, timer: dict[str, str] | None
             entry["verdict"] = f"restarting in {left:.0f}s: {record['crash']['summary']}"
         elif active == "failed":
             entry["verdict"] = f"failed: {_failure(spec, unit, record, entry['diagnosis'], started)}"
+        elif _gate_failed(record, started):
+            # the gate decided this start failed and is ending it (the kill, the diagnosis): its word,
+            # not the dying server's last lines, which would read as progress (`starting`)
+            entry["verdict"] = record["verdict"]
         elif tracker.ready and _gate_passed(record, started):
             # the gate saw /health answer 200 and said so; systemd calls the unit active once the gate exits
             entry.update(phase="ready", seconds_in_phase=round(now - record["ready_at"], 1), verdict="ready")
@@ -193,6 +197,18 @@ def _gate_passed(record: Record, started: float | None) -> bool:
     watchdog and exits)."""
     ready_at = record.get("ready_at")
     return record.get("verdict") == "ready" and isinstance(ready_at, (int, float)) and ready_at >= (started or 0) - 1
+
+
+def _gate_failed(record: Record, started: float | None) -> bool:
+    """The gate failed this start (gate.py _fail: verdict and failed_at, before its kill)."""
+    failed_at = record.get("failed_at")
+    verdict = record.get("verdict")
+    return (
+        isinstance(verdict, str)
+        and verdict.startswith("failed: ")
+        and isinstance(failed_at, (int, float))
+        and failed_at >= (started or 0) - 1
+    )
 
 
 def _failure(spec: Spec, unit: dict[str, str], record: Record, latest: str | None, started: float | None) -> str:

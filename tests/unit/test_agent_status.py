@@ -263,3 +263,24 @@ def test_a_start_past_its_ready_line_reads_gate_until_the_gate_passes_then_ready
     assert re.match(r"progress: confirming gate \d+ s, starting \(gate: ", progress.line("confirming", report))
     row = next(line for line in render("sglang1", report).splitlines() if line.strip().startswith("passed "))
     assert re.search(r"activating/start-post +ready +0m\d\ds .* ready$", row), row
+
+
+def test_a_start_the_gate_failed_reads_failed_while_the_unit_still_activates(tmp_path, monkeypatch):
+    """The gate wrote its verdict, then kills the server: a dying server's last lines are fresh output,
+    which read as `starting` until systemd called the unit failed. An earlier start's failure does not
+    count for this one."""
+    failing, earlier = (write_spec(tmp_path, server=name) for name in ("failing", "earlier"))
+    for spec in (failing, earlier):
+        started_with(spec, BASELINE_V059[:3] + ["/usr/lib/python3.11/multiprocessing/resource_tracker.py: warning"])
+    summary = "stalled in weights: no log progress for 600s (limit 600s), 610s after start"
+    state.update_status(failing, verdict=f"failed: {summary}", failed_at=time.time() - 1)
+    state.update_status(earlier, verdict=f"failed: {summary}", failed_at=time.time() - 3600)
+    activating = {"ActiveState": "activating", "SubState": "start-post"}
+    units = {
+        f"sglang-{name}.service": {**activating, "ExecMainStartTimestampMonotonic": monotonic_usec(610)}
+        for name in ("failing", "earlier")
+    }
+    monkeypatch.setenv("SGLANG_PVE_SYSTEMCTL", str(fake_systemctl(tmp_path, units)))
+    by_name = {entry["server"]: entry for entry in status.collect(str(tmp_path / "specs"))["servers"]}
+    assert by_name["failing"]["verdict"] == f"failed: {summary}"
+    assert by_name["earlier"]["verdict"].startswith("starting ("), by_name["earlier"]
