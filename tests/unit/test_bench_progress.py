@@ -23,8 +23,15 @@ def test_the_client_rewrites_its_progress_file_while_requests_run_and_at_the_end
     seen = []
 
     def generate(host, port, text, output_len, api_key=None):
-        time.sleep(0.3)  # the request under way: the progress thread rewrote the file meanwhile
-        seen.append(json.loads(path.read_text()))  # what the controller reads while this request runs
+        # the request under way: what the controller reads once the progress thread rewrote the file
+        # with this request's count, at least 0.2 s in (bounded, not timed: a loaded machine is slow)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            record = json.loads(path.read_text()) if path.exists() else {}
+            if record.get("done") == len(seen) and record.get("seconds", 0) > 0.2:
+                break
+        seen.append(record)
         request = client.Request()
         request.output_len = 4
         return request
