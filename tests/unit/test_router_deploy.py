@@ -76,14 +76,19 @@ class _Host:
         self.executing_op_hash = "op"  # pyinfra's, while the host runs an operation
 
 
-def test_members_go_max_unavailable_at_a_time_and_a_failed_one_stops_the_rest(monkeypatch):
-    hosts = [_Host(f"@pveguest/sglang{i}", {"replica_sets": {"kimi": SET}}) for i in (1, 2, 3)]
+def _rollout_members(monkeypatch, count: int) -> list[_Host]:
+    """`count` members of replica set kimi (SET) behind the router at 10.200.0.14, rollout's waits fast."""
     replica_set = ReplicaSet.model_validate(SET)
     monkeypatch.setattr(rollout, "state", SimpleNamespace())
     monkeypatch.setattr(rollout, "POLL_S", 0.01)
     monkeypatch.setattr(rollout.replicas, "member_of", lambda host: ("kimi", replica_set))
     monkeypatch.setattr(rollout.replicas, "router_url", lambda rs: "http://10.200.0.14:30000")
     monkeypatch.setattr(rollout.replicas, "address", lambda host: host.name[-7:])
+    return [_Host(f"@pveguest/sglang{i}", {"replica_sets": {"kimi": SET}}) for i in range(1, count + 1)]
+
+
+def test_members_go_max_unavailable_at_a_time_and_a_failed_one_stops_the_rest(monkeypatch):
+    hosts = _rollout_members(monkeypatch, 3)
     words = [getattr(word, "obj", word) for word in rollout.begin(hosts[0])]
     assert words == ["--router", "http://10.200.0.14:30000", "--address", "sglang1", "--drain-s", "60"]
     second = gevent.spawn(rollout.begin, hosts[1])
@@ -103,13 +108,7 @@ def test_a_failed_member_handed_over_as_pyinfras_host_proxy_stops_the_rest(monke
     from pyinfra import host as context_host
     from pyinfra.context import ctx_host
 
-    hosts = [_Host(f"@pveguest/sglang{i}", {"replica_sets": {"kimi": SET}}) for i in (1, 2)]
-    replica_set = ReplicaSet.model_validate(SET)
-    monkeypatch.setattr(rollout, "state", SimpleNamespace())
-    monkeypatch.setattr(rollout, "POLL_S", 0.01)
-    monkeypatch.setattr(rollout.replicas, "member_of", lambda host: ("kimi", replica_set))
-    monkeypatch.setattr(rollout.replicas, "router_url", lambda rs: "http://10.200.0.14:30000")
-    monkeypatch.setattr(rollout.replicas, "address", lambda host: host.name[-7:])
+    hosts = _rollout_members(monkeypatch, 2)
 
     def switch_as(member):
         with ctx_host.use(member):
