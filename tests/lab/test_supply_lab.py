@@ -69,7 +69,7 @@ def test_sglangs_packages_come_only_from_sglangs_index_the_rest_only_from_the_de
     build = f"{ROOT}/venv"
     resolve = StringCommand(*venvs._resolve(source, "1.0", build)).get_raw_value()
     install = StringCommand(*venvs._install(source, build)).get_raw_value()
-    sh(f"python3 -m venv {build} && UV_NO_CACHE=1 {resolve} && UV_NO_CACHE=1 {install}")
+    sh(f"python3 -m venv {build} && export UV_NO_CACHE=1 && {resolve} && {install}")  # install opens with a subshell
     lock = sh(f"cat {build}/{venvs.LOCK_IN_BUILD}")
     # not the higher sgl-kernel 9.0 planted on the default index, not SGLang's older torchx
     assert "sgl-kernel==1.0" in lock and "sglang==1.0" in lock and "torchx==2.0" in lock, lock

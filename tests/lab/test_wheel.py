@@ -37,6 +37,7 @@ full_deploy()
 CONTAINER_DEPLOYS = [
     "Agent",
     "Deploy lock (deploy)",
+    "Node exporter",
     "SGLang venv",
     "NCCL environment",
     "Servers",

@@ -10,9 +10,20 @@ from pyinfra.api import FunctionCommand, OperationError
 
 from sglang_pve.config import load_deployment
 from sglang_pve.config.replica_set import ReplicaSet
-from sglang_pve.deploy import paths, rollout, sandbox
+from sglang_pve.deploy import group_switch, paths, rollout, sandbox
 from sglang_pve.deploy.render import router_args, router_files
 from tests.conftest import PROJECT, group_data
+
+
+@pytest.fixture(autouse=True)
+def fresh_run_books(monkeypatch):
+    """A run's books of who started, ended and stopped start empty in each test: they are keyed by
+    id(state), and a test's SimpleNamespace state can get the id of an earlier test's, freed (the
+    fresh-clone CI saw sglang2's failure from the test before)."""
+    monkeypatch.setattr(rollout, "_started", {})
+    monkeypatch.setattr(rollout, "_ended", {})
+    monkeypatch.setattr(group_switch, "_stopped", {})
+
 
 KEY = "s3cr3t-router-key"
 SET = {
@@ -132,7 +143,6 @@ def test_hosts_of_no_set_never_wait():
 
 
 def test_a_tp_rank_stops_then_waits_for_its_groups_other_ranks_to_stop(monkeypatch):
-    from sglang_pve.deploy import group_switch
 
     groups = {"tp": {"server": "baseline", "members": ["sglang4", "sglang5"]}}
     rank0, rank1 = (_Host(f"@pveguest/sglang{i}", {"tp_groups": groups}) for i in (4, 5))
@@ -150,7 +160,6 @@ def test_a_tp_rank_stops_then_waits_for_its_groups_other_ranks_to_stop(monkeypat
 
 
 def test_a_tp_rank_does_not_wait_for_a_rank_with_nothing_to_switch(monkeypatch):
-    from sglang_pve.deploy import group_switch
 
     groups = {"tp": {"server": "baseline", "members": ["sglang4", "sglang5"]}}
     rank0, rank1 = (_Host(f"@pveguest/sglang{i}", {"tp_groups": groups}) for i in (4, 5))
