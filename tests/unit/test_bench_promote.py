@@ -94,7 +94,8 @@ def bench(tmp_path, monkeypatch):
 
     for name, value in (("MARK", "mark.json"), ("REMOTE_DIR", ""), ("CLIENT", "client.py")):
         monkeypatch.setattr(runner, name, str(tmp_path / value))
-    host, seen = LocalHost(), {"restored": [], "switched": [], "said": []}
+    host, seen = LocalHost(), {"restored": [], "switched": [], "said": [], "warned": []}
+    monkeypatch.setattr(runner, "logger", SimpleNamespace(info=lambda text: None, warning=seen["warned"].append))
     monkeypatch.setattr("pyinfra.host", host, raising=False)
     monkeypatch.setattr(runner, "_say", lambda h, text: seen["said"].append(text))
     monkeypatch.setattr(runner, "_running_now", lambda h, servers: "baseline")  # before, and after a revert
@@ -102,11 +103,13 @@ def bench(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "_report", lambda *a: None)
     (tmp_path / "group_data").mkdir()
 
-    def run(rates: dict, switch_ok: bool = True) -> None:
+    def run(rates: dict, switch_ok: bool = True, during_switch=lambda: None) -> None:
         monkeypatch.setattr(runner, "_measure", lambda h, j, name, position: row(name, rates[name]))
 
         def followed(h, command, server):
             seen["switched"].append((command, server))
+            seen["marked_during_switch"] = (tmp_path / "mark.json").exists()
+            during_switch()
             return switch_ok, SimpleNamespace(output_lines=["reverted: baseline runs again"])
 
         monkeypatch.setattr(runner, "run_followed", followed)
@@ -148,3 +151,63 @@ def test_without_a_winner_what_ran_before_is_restored_and_nothing_is_switched(be
     assert any(
         text.startswith("promote: nothing promoted: eagle3-2step 82.7 vs baseline 82.5") for text in bench.seen["said"]
     )
+
+
+def test_a_keyboard_interrupt_during_the_promote_leaves_no_mark_and_the_handlers_back(bench):
+    """The promote's switch is a release switch (the agent's revert, its own unit: it goes on when
+    the controller is interrupted): the mark goes before it, so no interrupt leaves it behind."""
+    import signal
+
+    before = signal.getsignal(signal.SIGINT)
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        bench.run({"baseline": 82.5, "eagle3-2step": 94.0}, during_switch=interrupted)
+    assert bench.seen["switched"] and bench.seen["marked_during_switch"] is False
+    assert not bench.mark.exists() and not bench.path.exists()  # not known to run: not written
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_ctrl_c_during_the_promote_lets_it_finish_then_fails_the_run(bench):
+    """SIGINT while the winner's switch runs is not delivered into it (a switch cut short at the
+    controller goes on on the host anyway); the run settles, writes what runs and then fails."""
+    import signal
+
+    from sglang_pve.tools.bench import runner
+
+    def ctrl_c():
+        signal.getsignal(signal.SIGINT)(signal.SIGINT, None)  # the bench's handler, as the signal calls it
+
+    with pytest.raises(runner.BenchInterrupted, match=r"SIGINT \(after the measurements: what it began was finished"):
+        bench.run({"baseline": 82.5, "eagle3-2step": 94.0}, during_switch=ctrl_c)
+    assert promote.load(bench.path.parents[1])["sglang1"]["active_server"] == "eagle3-2step"  # it runs
+    assert not bench.mark.exists()
+    assert any("still putting the configuration back" in text for text in bench.seen["warned"])
+
+
+def test_benches_on_several_hosts_share_one_handler_and_the_last_puts_back_the_one_before():
+    """Each host's bench runs in its own greenlet: a signal reaches every one that measures, and not
+    one that settles; the handler from before the first is back after the last."""
+    import signal
+    from types import SimpleNamespace
+
+    from sglang_pve.tools.bench import runner
+
+    before = signal.getsignal(signal.SIGINT)
+    killed: list[str] = []
+
+    def bench(name: str):
+        worker = SimpleNamespace(kill=lambda error, block: killed.append(f"{name}: {error}"))
+        return runner._Interrupts.enter(worker, SimpleNamespace(print_prefix=f"[{name}] "))
+
+    one, two = bench("sglang1"), bench("sglang2")
+    two.settling = True
+    handler = signal.getsignal(signal.SIGINT)
+    handler(signal.SIGINT, None)
+    assert killed == ["sglang1: SIGINT"] and two.deferred == "SIGINT" and one.deferred is None
+    one.leave()
+    assert signal.getsignal(signal.SIGINT) is handler  # sglang2 still settles
+    two.leave()
+    assert signal.getsignal(signal.SIGINT) is before

@@ -7,8 +7,9 @@ the target (agent/bench_client.py): warm-up, the single-stream decode run, the o
 concurrency sweep. The configuration that ran before is started again at the end the same way,
 in a `finally`, also when a configuration fails, the client fails, or the run is interrupted:
 SIGINT/SIGTERM on the controller kill this greenlet with BenchInterrupted at whatever it waits
-for, the finally block restores (once a switch under way on the host ended: one at a time), and
-the run fails. Results (partial ones too) go to the history, the table, the markdown file, the
+for while it measures, the finally block restores (once a switch under way on the host ended: one
+at a time), and the run fails; a signal during the restore or the promote waits for it to end
+(_Interrupts). Results (partial ones too) go to the history, the table, the markdown file, the
 chart and the host's textfile metrics (exported.py). With promote=1 and a winner (promote.py), the
 winner's switch (a release, its gate, the agent's revert to the previous release) takes the
 restore's place, and once its gate passed the winner is written for the next deploy.
@@ -120,9 +121,9 @@ def run(job: Job) -> None:
     )
     records: list[dict] = []
     measured_all = False
-    previous_handlers = _on_interrupt(gevent.getcurrent(), host)
-    _mark(host, job.run_id, previous)  # before the first start: a SIGKILL here runs no finally
+    interrupts = _Interrupts.enter(gevent.getcurrent(), host)
     try:
+        _mark(host, job.run_id, previous)  # before the first start: a SIGKILL here runs no finally
         host.put_file(BytesIO(Path(client.__file__).read_bytes()), CLIENT, print_output=False)
         for index, name in enumerate(job.configs, 1):
             records.append(_measure(host, job, name, f"{index}/{len(job.configs)}"))
@@ -131,22 +132,29 @@ def run(job: Job) -> None:
         _say(host, f"interrupted by {interrupt}")
         raise
     finally:
-        verdict = promote.decide(records, job.active, job.promote_by) if measured_all and job.promotions else None
-        if verdict is not None and verdict.winner is not None:
-            # the winner instead of the restore: one start less (a cold 1T start is 30-90 min); when
-            # its gate fails, the agent's revert runs the previous release, i.e. what ran before
-            promoted = _promote_switch(host, job, verdict)
-            settled = promoted or _running_now(host, job.all_servers) == previous
-        else:
-            promoted, settled = False, _restore(host, previous, job.lease)
-        if settled:
-            _unmark(host)  # else the next bench or deploy tries again
-        for sig, handler in previous_handlers.items():
-            signal.signal(sig, handler)
-        if records:
-            _report(host, job, records)
+        interrupts.settling = True  # from here a signal waits: a restore or promote cut short is worse
+        try:
+            verdict = promote.decide(records, job.active, job.promote_by) if measured_all and job.promotions else None
+            if verdict is not None and verdict.winner is not None:
+                # the winner instead of the restore: one start less (a cold 1T start is 30-90 min); when
+                # its gate fails, the agent's revert runs the previous release, i.e. what ran before. The
+                # switch is a release switch: it settles the host itself, and the agent's apply would drop
+                # the mark (as a dead bench's, agent/switch.py apply): dropped here first, so no interrupt
+                # of this greenlet (Ctrl-C, a KeyboardInterrupt) during the switch leaves it behind
+                _unmark(host)
+                promoted = _promote_switch(host, job, verdict)
+            else:
+                promoted = False
+                if _restore(host, previous, job.lease):
+                    _unmark(host)  # else the next bench or deploy tries again
+        finally:
+            interrupts.leave()
+            if records:
+                _report(host, job, records)
     if verdict is not None:
         _promoted(host, job, verdict, promoted)
+    if interrupts.deferred:
+        raise BenchInterrupted(f"{interrupts.deferred} (after the measurements: what it began was finished)")
 
 
 def _promote_switch(host, job: Job, verdict: promote.Verdict) -> bool:
@@ -179,20 +187,53 @@ def _promoted(host, job: Job, verdict: promote.Verdict, promoted: bool) -> None:
     )
 
 
-def _on_interrupt(worker, host) -> dict:
-    """SIGINT/SIGTERM -> BenchInterrupted in `worker` where it waits (once: a second signal must not
-    cut the restore short). A Python-level handler, since pyinfra's CLI replaces gevent's own for
-    SIGINT with one that only exits; returns the handlers to put back."""
-    fired: list[int] = []  # the signal that came first
+class _Interrupts:
+    """SIGINT/SIGTERM -> BenchInterrupted in every benching greenlet of this controller where it
+    waits while it measures; one that is settling (its restore, or its promote) is not cut short:
+    it finishes and then fails with the signal (`deferred`). A second signal is only answered.
+    One Python-level handler for all hosts benching at once (pyinfra runs each host's python.call
+    in its own greenlet; a handler per host replaced the one before and put back the wrong one),
+    installed by the first, the previous handlers put back by the last: pyinfra's CLI replaces
+    gevent's own for SIGINT with one that only exits (pyinfra_cli/main.py main)."""
 
-    def handler(signum, frame):
-        if fired:
-            logger.warning(f"{host.print_prefix}bench: still putting the previous configuration back, please wait")
-            return
-        fired.append(signum)
-        worker.kill(BenchInterrupted(signal.Signals(signum).name), block=False)
+    _active: list["_Interrupts"] = []
+    _saved: dict = {}
+    _fired: list[int] = []
 
-    return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    def __init__(self, worker, host) -> None:
+        self.worker, self.host = worker, host
+        self.settling = False
+        self.deferred: str | None = None
+
+    @classmethod
+    def enter(cls, worker, host) -> "_Interrupts":
+        if not cls._active:
+            cls._fired.clear()
+            cls._saved = {sig: signal.signal(sig, cls._handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+        bench = cls(worker, host)
+        cls._active.append(bench)
+        return bench
+
+    def leave(self) -> None:
+        type(self)._active.remove(self)
+        if not self._active:
+            for sig, handler in self._saved.items():
+                signal.signal(sig, handler)
+
+    @classmethod
+    def _handler(cls, signum, frame) -> None:
+        name = signal.Signals(signum).name
+        first = not cls._fired
+        cls._fired.append(signum)
+        for bench in list(cls._active):
+            if bench.settling or not first:
+                bench.deferred = bench.deferred or name
+                logger.warning(
+                    f"{bench.host.print_prefix}bench: {name}: still putting the configuration back "
+                    "(or promoting the winner), please wait"
+                )
+            else:
+                bench.worker.kill(BenchInterrupted(name), block=False)
 
 
 def _dead_bench(host) -> dict | None:
