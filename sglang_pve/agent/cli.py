@@ -13,7 +13,10 @@
     apply --dir DIR --spec BASE64          record a release from the files on disk, switch to it (switch.py)
     switch --dir DIR --to ID               switch to a recorded release, reverting on failure (switch.py)
       (apply and switch with --router URL --address ADDR: a replica, out of its router while it
-      switches, drained first, added back after: router_worker.py)
+      switches, drained first, added back after: router_worker.py; with --no-revert: a TP group's
+      rank, whose failed start the group reverts as one)
+    revert --dir DIR --to ID [--previous ID]  a TP group's rank back to what ran before its group's
+                                           failed switch (switch.py revert; deploy/group_switch.py)
     transient --dir DIR [--server NAME]    run a configuration of the current release (without
                                            --server: none) the same way, recording nothing (switch.py)
     releases --dir DIR [--files-of ID]     the release records as JSON (release_store.py)
@@ -23,7 +26,7 @@
     unlock --dir DIR --token T             the run's last command: the lock goes
     router-status --router URL [--metrics URL] [--key-file F]   a router's health, workers, metrics (JSON)
     router-sync --router URL [--key-file F] --worker URL ...    its workers exactly these (router_worker.py)
-apply, switch and transient take --lease T: the run holds the deploy lock already, and --detach:
+apply, switch, revert and transient take --lease T: the run holds the deploy lock already, and --detach:
 the command runs in a transient unit of its own, which a dropped SSH session does not end (detached.py).
 
 Exit codes are listed in exitcodes.py, environment overrides (tests only) in overrides.py;
@@ -157,7 +160,9 @@ def _apply(args: argparse.Namespace) -> int:
             _routed(
                 args,
                 store,
-                lambda: switch.apply(store, spec, say, args.keep, args.venvs_dir, record_only=args.record_only),
+                lambda: switch.apply(
+                    store, spec, say, args.keep, args.venvs_dir, record_only=args.record_only, revert=args.revert
+                ),
                 spec.get("active_server"),
             )
         )
@@ -171,7 +176,7 @@ def _switch(args: argparse.Namespace) -> int:
             _routed(
                 args,
                 store,
-                lambda: switch.switch(store, to, say, args.keep, args.venvs_dir, rollback=True),
+                lambda: switch.switch(store, to, say, args.keep, args.venvs_dir, rollback=True, revert=args.revert),
                 to in store.ids() and store.get(to).get("active_server") or None,
             )
         )
@@ -189,6 +194,13 @@ def _routed(args: argparse.Namespace, store: Store, run: Callable[[], int], targ
     )
 
 
+def _revert(args: argparse.Namespace) -> int:
+    with Store(args.dir).locked(args.lease, Reporter("lock", sys.stdout)) as store, _recorded(args, store) as done:
+        if args.to not in store.ids():
+            raise ReleaseError(f"no release {args.to!r} in {store.dir}")
+        return done(switch.revert(store, args.to, Reporter("switch", sys.stdout), args.previous, args.why))
+
+
 def _transient(args: argparse.Namespace) -> int:
     with Store(args.dir).locked(args.lease, Reporter("lock", sys.stdout)) as store, _recorded(args, store) as done:
         return done(switch.transient(store, args.server, Reporter("switch", sys.stdout), args.spec_dir))
@@ -198,6 +210,8 @@ def _releases(args: argparse.Namespace) -> int:
     report = Store(args.dir).summary(args.files_of)
     current = next((r for r in report["releases"] if r["id"] == report["current"]), None)
     report["running"] = systemd.in_states(current["units"], systemd.RUNNING) if current else []
+    # its server passed its gate and runs (a TP group adopts what runs only when every rank is ready)
+    report["ready"] = current is not None and switch.ready(current, systemd.in_states(current["units"], ("active",)))
     report["switch"] = detached.read(args.dir)
     print(json.dumps(report, sort_keys=True))
     return exitcodes.OK
@@ -337,6 +351,7 @@ def _parser() -> argparse.ArgumentParser:
         ("apply", _apply, "record a release from the files on disk and switch to it"),
         ("switch", _switch, "switch to a recorded release: stop, GPUs free, start, gate; revert on failure"),
         ("transient", _transient, "the switch's steps for a configuration of the current release, recording nothing"),
+        ("revert", _revert, "a TP group's rank back to what ran before its group's failed switch (switch.revert)"),
         ("releases", _releases, "the release records (and one release's file contents) as JSON"),
     ):
         sub = command(name, handler, help_text, spec=None)
@@ -351,6 +366,17 @@ def _parser() -> argparse.ArgumentParser:
             sub.add_argument("--server", type=_server, metavar="NAME", help="the configuration to run (default: none)")
             sub.add_argument("--spec-dir", default=DEFAULT_SPEC_DIR, metavar="DIR", help=f"default {DEFAULT_SPEC_DIR}")
             continue
+        if name == "revert":
+            sub.add_argument("--to", required=True, metavar="ID", help="the release that ran before the group's switch")
+            sub.add_argument("--previous", metavar="ID", help="where a rollback goes again (as before the switch)")
+            sub.add_argument("--why", default="its TP group's switch failed", help="the failure its release gets")
+            continue
+        sub.add_argument(
+            "--no-revert",
+            dest="revert",
+            action="store_false",
+            help="a TP group's rank: a failed start is not reverted here; its group reverts as one (revert)",
+        )
         sub.add_argument("--keep", type=int, default=5, help="releases kept (default 5)")
         sub.add_argument("--router", metavar="URL", help="a replica: out of this router while it switches")
         sub.add_argument("--address", metavar="ADDR", help="with --router: the replica's address in its worker URLs")

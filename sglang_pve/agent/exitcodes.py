@@ -17,6 +17,7 @@
 | 11   | lock: another run holds the container's deploy lock (the message names it)       |
 | 12   | gate or watchdog: a TP group peer is gone (peers.py); the group fails as one      |
 | 13   | router: the replica could not be taken out of its router, or not added back      |
+| 14   | switch of a TP group's rank (--no-revert): it failed; the group reverts as one    |
 | 70   | internal error of the agent (traceback on stderr)                                |
 """
 
@@ -33,4 +34,5 @@ SWITCH_FAILED = 10
 LOCKED = 11
 PEER_GONE = 12
 ROUTER = 13
+GROUP_FAILED = 14
 INTERNAL = 70

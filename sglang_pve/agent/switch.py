@@ -16,6 +16,14 @@
 
 The last line printed is `switch-timings {"stop_s": ..., "gpus_free_s": ..., "start_s": ..., "total_s": ...}`.
 
+A TP group's rank switches with revert=False: a failed start is marked failed and the switch
+stays pending (exit 14), nothing restarted here; the controller then reverts every rank of the
+group as one once every rank stopped (deploy/group_switch.py), each with
+
+    revert(store, "20261130T114354Z-3f2a9c1d", say, previous_id=..., why="rank 1 failed")  # exit code
+
+(back to that release, what ran before the group's switch, also on a rank whose own switch passed).
+
     transient(store, "eagle3-3step", say)  # exit code
 
 The same steps 2 and 3 for a configuration of the current release, recording nothing (step 1 and
@@ -176,6 +184,7 @@ def apply(
     venvs_dir: str | None = None,
     record_only: bool = False,
     bench_mark: str = contract.BENCH_MARK,
+    revert: bool = True,
 ) -> int:
     """Record the release `spec` describes (its files as rendered, checked on disk) and switch to it.
     Called under the deploy lock, so what it finds is what runs: a release with the current
@@ -200,7 +209,7 @@ def apply(
     say(f"recorded release {release['id']}")
     if record_only:
         return adopt(store, release["id"], say, keep, venvs_dir)
-    return switch(store, release["id"], say, keep, venvs_dir)
+    return switch(store, release["id"], say, keep, venvs_dir, revert=revert)
 
 
 def _same_and_ready(store: Store, current: Record, spec: Record) -> bool:
@@ -211,21 +220,33 @@ def _same_and_ready(store: Store, current: Record, spec: Record) -> bool:
         return False
     if store.differing(current) or spec["venv"] != current["venv"]:
         return False
-    running = systemd.in_states(current["units"], ("active",))
-    if not current["active_server"]:
-        return not running
+    return ready(current, systemd.in_states(current["units"], ("active",)))
+
+
+def ready(record: Record, active: list[str]) -> bool:
+    """`record`'s server passed its gate and is the one of its units that is `active` (those of
+    its units whose ActiveState is active); a release without a server: none is."""
+    if not record["active_server"]:
+        return not active
     try:
-        lifecycle = spec_module.load(current["lifecycle"])
+        lifecycle = spec_module.load(record["lifecycle"])
     except spec_module.SpecError:
         return False
-    return running == [lifecycle.unit] and state.read_status(lifecycle).get("verdict") == "ready"
+    return active == [lifecycle.unit] and state.read_status(lifecycle).get("verdict") == "ready"
 
 
 def switch(
-    store: Store, release_id: str, say: Say, keep: int = 5, venvs_dir: str | None = None, rollback: bool = False
+    store: Store,
+    release_id: str,
+    say: Say,
+    keep: int = 5,
+    venvs_dir: str | None = None,
+    rollback: bool = False,
+    revert: bool = True,
 ) -> int:
     """rollback: a switch back to a recorded release (tasks/rollback.py): it stays where a rollback
-    goes; otherwise the release that ran before does."""
+    goes; otherwise the release that ran before does. revert=False (a TP group's rank): a failed
+    start is not reverted here; the switch stays pending until the group's revert (revert())."""
     started = time.monotonic()
     timings: dict[str, float] = {}
     release, previous = store.get(release_id), store.current()
@@ -245,6 +266,13 @@ def switch(
     release.update(status="failed", failure=failure)
     store.save(release)
     say(f"switch to release {release['id']} failed: {failure}", error=True)
+    if not revert:
+        say(
+            f"not reverted here: this is a rank of a TP group, whose ranks revert together (release "
+            f"{release['id']} stays pending until then)"
+        )
+        say("switch-timings " + json.dumps(timings, sort_keys=True))
+        return _counted(store, release, "failed", timings, say, exitcodes.GROUP_FAILED)
     if previous is None or previous["id"] == release["id"]:
         say("no previous release to revert to", error=True)
         return _counted(store, release, "failed", timings, say, exitcodes.SWITCH_FAILED)
@@ -265,6 +293,51 @@ def switch(
     say(f"reverted: release {previous['id']} runs again. The switch to {release['id']} failed: {failure}", error=True)
     say("switch-timings " + json.dumps(timings, sort_keys=True))
     return _counted(store, release, "reverted", timings, say, exitcodes.SWITCH_REVERTED)
+
+
+def revert(
+    store: Store,
+    to_id: str,
+    say: Say,
+    previous_id: str | None = None,
+    why: str = "its TP group's switch failed",
+) -> int:
+    """A TP group's rank goes back to release `to_id`, what ran before its group's switch, because
+    that switch failed on some rank (`why`); the controller runs it on every rank of the group once
+    each has stopped. The release this rank switched to fails with `why` (also when its own start
+    passed: it serves with the other ranks or not at all); `to_id` becomes current again and
+    `previous_id` where a rollback goes, as before the switch."""
+    started, timings = time.monotonic(), dict[str, float]()
+    target = store.get(to_id)
+    tried = {store.pending(), store.current_id()} - {None, to_id}
+    for release_id in sorted(r for r in tried if r is not None):
+        record = store.get(release_id)
+        if record.get("status") != "failed":
+            record.update(status="failed", failure=why)
+            store.save(record)
+        store.set_pending(release_id)  # until the revert ends: what runs is unknown
+    say(
+        f"reverting with its TP group ({why}) to release {to_id} ({target['active_server']}, "
+        f"SGLang {target['sglang_version']})"
+    )
+    try:
+        failure = _run(store, target, say, timings)
+    except _ERRORS as error:
+        failure = str(error)
+    timings["total_s"] = round(time.monotonic() - started, 2)
+    if failure:
+        say(
+            f"revert to release {to_id} failed: {failure}. Fix: remove that cause (a full disk, GPUs held), then run "
+            f"the deploy again or tasks/rollback.py --data to={to_id}",
+            error=True,
+        )
+        return exitcodes.SWITCH_FAILED
+    store.set_current(to_id)
+    store.set_previous(previous_id)
+    store.set_pending(None)
+    say(f"reverted: release {to_id} runs again")
+    say("switch-timings " + json.dumps(timings, sort_keys=True))
+    return exitcodes.OK
 
 
 def _counted(store: Store, release: Record, result: str, timings: dict[str, float], say: Say, code: int) -> int:

@@ -423,3 +423,77 @@ def test_a_deploy_clears_the_mark_of_a_bench_that_died_and_says_so(tmp_path, hos
         == "bench run 20261201T150000Z-sglang1 died mid-run (a ran before it): "
         + "this deploy runs a, its release's configuration"
     )
+
+
+def revert(tmp_path, to: str, *extra: str) -> int:
+    return cli.main(["revert", "--dir", str(tmp_path / "releases"), "--to", to, *extra])
+
+
+def test_a_group_ranks_failed_start_is_not_reverted_here_and_stays_pending(tmp_path, host, capsys):
+    """--no-revert (a TP group's rank): its group reverts as one (deploy/group_switch.py), so the
+    rank neither restarts the old server nor ends the switch: the rerun would switch again."""
+    assert apply(tmp_path, release(tmp_path, "a")) == exitcodes.OK
+    previous = store(tmp_path).current_id()
+    host.change(fail_start={"sglang-b.service": {}})
+    capsys.readouterr()
+    assert apply(tmp_path, release(tmp_path, "b", "2.0"), "--no-revert") == exitcodes.GROUP_FAILED
+    failed = latest(tmp_path)
+    assert failed["status"] == "failed" and store(tmp_path).pending() == failed["id"]
+    assert store(tmp_path).current_id() == previous
+    assert starts(host, "sglang-a.service") == 1 and host.state("sglang-a.service") == "inactive"
+    out = capsys.readouterr().out
+    assert f"switch to release {failed['id']} failed: " in out and "reverting" not in out
+    assert "whose ranks revert together" in out and "switch-timings" in out.splitlines()[-1]
+
+
+def test_the_groups_revert_runs_what_ran_before_and_ends_the_switch(tmp_path, host, capsys):
+    assert apply(tmp_path, release(tmp_path, "a")) == exitcodes.OK
+    previous = store(tmp_path).current_id()
+    host.change(fail_start={"sglang-b.service": {}})
+    assert apply(tmp_path, release(tmp_path, "b", "2.0"), "--no-revert") == exitcodes.GROUP_FAILED
+    failed = latest(tmp_path)
+    capsys.readouterr()
+    assert revert(tmp_path, previous, "--why", "TP group tp: rank 1 failed") == exitcodes.OK
+    assert store(tmp_path).current_id() == previous and store(tmp_path).pending() is None
+    assert (tmp_path / "etc" / "sglang.conf").read_text() == "active=a version=1.0\n"  # its files again
+    assert host.state("sglang-a.service") == "active" and starts(host, "sglang-a.service") == 2
+    assert "Job for sglang-b.service failed" in store(tmp_path).get(failed["id"])["failure"]  # its own reason stays
+    assert f"reverted: release {previous} runs again" in capsys.readouterr().out
+
+
+def test_a_rank_whose_own_switch_passed_reverts_with_its_group(tmp_path, host):
+    """Rank 0 ready on the new release while another rank failed: it goes back too (a group of two
+    releases cannot serve), its new release failed with the group's reason, and a rollback goes
+    where it went before the switch."""
+    for version in ("0.0", "1.0"):
+        assert apply(tmp_path, release(tmp_path, "a", version)) == exitcodes.OK
+    before, previous = store(tmp_path).previous_id(), store(tmp_path).current_id()
+    assert apply(tmp_path, release(tmp_path, "b", "2.0"), "--no-revert") == exitcodes.OK
+    new = store(tmp_path).current_id()
+    why = "TP group tp: the switch failed on sglang5"
+    assert revert(tmp_path, previous, "--previous", before, "--why", why) == exitcodes.OK
+    assert store(tmp_path).current_id() == previous and store(tmp_path).previous_id() == before
+    assert (store(tmp_path).get(new)["status"], store(tmp_path).get(new)["failure"]) == ("failed", why)
+    assert host.state("sglang-a.service") == "active" and host.state("sglang-b.service") == "inactive"
+
+
+def test_a_revert_that_fails_says_so_and_leaves_the_switch_pending(tmp_path, host, capsys):
+    assert apply(tmp_path, release(tmp_path, "a")) == exitcodes.OK
+    previous = store(tmp_path).current_id()
+    host.change(fail_start={unit: {} for unit in UNITS})
+    assert apply(tmp_path, release(tmp_path, "b", "2.0"), "--no-revert") == exitcodes.GROUP_FAILED
+    capsys.readouterr()
+    assert revert(tmp_path, previous) == exitcodes.SWITCH_FAILED
+    assert store(tmp_path).pending() == latest(tmp_path)["id"]  # what runs is unknown: the rerun switches
+    assert f"revert to release {previous} failed: Job for sglang-a.service failed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("verdict", "ready_"), [("ready", True), ("restarting: wedged", False)])
+def test_the_releases_report_says_whether_the_current_server_is_ready(tmp_path, host, verdict, ready_):
+    """What a TP group's controller reads to adopt what runs on every rank (deploy/group_switch.py)."""
+    assert json.loads(_releases(tmp_path))["ready"] is False  # no release yet
+    assert apply(tmp_path, release(tmp_path, "a")) == exitcodes.OK
+    ready(tmp_path, "a", verdict)
+    assert json.loads(_releases(tmp_path))["ready"] is ready_
+    host.change(units=host.read()["units"] | {"sglang-a.service": {"ActiveState": "failed"}})
+    assert json.loads(_releases(tmp_path))["ready"] is False
