@@ -3,7 +3,7 @@
 pyinfra runs an operation on every host at once, each in its own greenlet (pyinfra 3.10
 pyinfra/api/operations.py _run_single_op); a replica's switch waits in its own operation until
 fewer than its set's max_unavailable members are out of the router, so the others keep serving,
-while every other host (a TP group's ranks, which must switch together) goes on at once. A member
+while every other host goes on at once (a TP group's ranks switch together: deploy/group_switch.py). A member
 whose switch failed (its gate; the agent reverted it) stops the rollout: the members still waiting
 are not switched: each fails its operation with a line that says where the rollout stopped (a
 failed command, not a traceback). pyinfra marks hosts failed only once the whole operation ended, so
@@ -18,14 +18,14 @@ itself (deploy/real_host.py): a failed member then never looked failed and the r
 `routed`: the agent's arguments (--router ...) for a member, [] for another host.
 """
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 
 import gevent
 from pyinfra import logger, state
 from pyinfra.api import FunctionCommand, OperationError, QuoteString
 from pyinfra.api.command import PyinfraCommand
 
-from sglang_pve.deploy import group_switch, replicas
+from sglang_pve.deploy import replicas
 from sglang_pve.deploy.real_host import real_host
 
 POLL_S = 0.2
@@ -42,18 +42,21 @@ class Stopped(OperationError):
     """Another member of the set failed: this one is not switched."""
 
 
-def switching(host, command: Callable[[list], PyinfraCommand], units: Sequence[str] = ()) -> Iterator[PyinfraCommand]:
+def switching(host, command: Callable[[list], PyinfraCommand]) -> Iterator[PyinfraCommand]:
     """An operation's switch on `host`: `command(routed)` once the host may leave its router, or
-    a failed step that says why not once the rollout stopped; a TP group's rank first stops what
-    runs (`units`, the current release's) and waits for its group's other ranks to stop too."""
+    a failed step that says why not once the rollout stopped."""
     try:
         routed = begin(host)
     except Stopped as stopped:
-        yield FunctionCommand(_refused, (str(stopped),), {})
+        yield refused_step(str(stopped))
         return
-    yield from group_switch.stopped_together(host, list(units))
     yield command(routed)
     end(host)
+
+
+def refused_step(why: str) -> FunctionCommand:
+    """A step that fails the operation on its host, logging `why` (no traceback)."""
+    return FunctionCommand(_refused, (why,), {})
 
 
 def _refused(state, host, why: str) -> bool:

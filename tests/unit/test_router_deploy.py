@@ -22,7 +22,7 @@ def fresh_run_books(monkeypatch):
     fresh-clone CI saw sglang2's failure from the test before)."""
     monkeypatch.setattr(rollout, "_started", {})
     monkeypatch.setattr(rollout, "_ended", {})
-    monkeypatch.setattr(group_switch, "_stopped", {})
+    monkeypatch.setattr(group_switch, "_books", {})
 
 
 KEY = "s3cr3t-router-key"
@@ -142,12 +142,27 @@ def test_hosts_of_no_set_never_wait():
     assert rollout.begin(_Host("@pveguest/sglang4", {})) == []
 
 
-def test_a_tp_rank_stops_then_waits_for_its_groups_other_ranks_to_stop(monkeypatch):
+GROUPS = {"tp": {"server": "baseline", "members": ["sglang4", "sglang5"]}}
 
-    groups = {"tp": {"server": "baseline", "members": ["sglang4", "sglang5"]}}
-    rank0, rank1 = (_Host(f"@pveguest/sglang{i}", {"tp_groups": groups}) for i in (4, 5))
-    monkeypatch.setattr(group_switch, "state", SimpleNamespace(inventory=[rank0, rank1]))
+
+def _ranks(monkeypatch, executing: bool = True) -> tuple[_Host, _Host]:
+    """The TP group tp's two ranks in operation "op" of a run (pyinfra's state as group_switch reads it)."""
+    rank0, rank1 = (_Host(f"@pveguest/sglang{i}", {"tp_groups": GROUPS}) for i in (4, 5))
+    running = SimpleNamespace(operation_meta=SimpleNamespace(is_complete=lambda: False))
+    run = SimpleNamespace(
+        inventory=[rank0, rank1],
+        ops={rank0: {"op": running}, rank1: {"op": running}},
+        active_hosts={rank0, rank1},
+        is_executing=executing,
+        print_output=True,
+    )
+    monkeypatch.setattr(group_switch, "state", run)
     monkeypatch.setattr(group_switch, "POLL_S", 0.01)
+    return rank0, rank1
+
+
+def test_a_tp_rank_stops_then_waits_for_its_groups_other_ranks_to_stop(monkeypatch):
+    rank0, rank1 = _ranks(monkeypatch)
     first = group_switch.stopped_together(rank0, ["sglang-baseline.service"])
     assert str(next(first)) == "systemctl stop -- sglang-baseline.service"
     waiting = gevent.spawn(list, first)
@@ -160,10 +175,121 @@ def test_a_tp_rank_stops_then_waits_for_its_groups_other_ranks_to_stop(monkeypat
 
 
 def test_a_tp_rank_does_not_wait_for_a_rank_with_nothing_to_switch(monkeypatch):
-
-    groups = {"tp": {"server": "baseline", "members": ["sglang4", "sglang5"]}}
-    rank0, rank1 = (_Host(f"@pveguest/sglang{i}", {"tp_groups": groups}) for i in (4, 5))
-    monkeypatch.setattr(group_switch, "state", SimpleNamespace(inventory=[rank0, rank1]))
+    rank0, rank1 = _ranks(monkeypatch)
     rank1.executing_op_hash = None  # its release runs already: its operation is over
+    group_switch.state.ops[rank1]["op"].operation_meta.is_complete = lambda: True
     assert [str(c) for c in group_switch.stopped_together(rank0, [])] == []  # nothing ran: no stop either
     assert list(group_switch.stopped_together(_Host("@pveguest/sglang1", {}), ["x.service"])) == []
+
+
+class _Agent:
+    """The agent's switch or revert on a rank: logged when it runs, `ok` its outcome."""
+
+    def __init__(self, words: str, ok: bool, log: list):
+        self.words, self.ok, self.log = words, ok, log
+
+    def __str__(self) -> str:
+        return self.words
+
+    def execute(self, state, host, connector_arguments):
+        self.log.append((host.name[-7:], self.words))
+        gevent.sleep(0)  # the other rank's greenlet runs meanwhile, as over SSH
+        return self.ok, None
+
+
+def _execute(host, commands, log: list) -> bool:
+    """What pyinfra does with an operation's commands on `host`: run each, stop at a failed one."""
+    for command in commands:
+        if isinstance(command, FunctionCommand):
+            logged: list[str] = []
+            host.log_styled = lambda message, said=logged, **kwargs: said.append(message)
+            log.append((host.name[-7:], logged))
+            return command.execute(None, host, {}) is not False
+        if isinstance(command, _Agent):
+            if not command.execute(None, host, {})[0]:
+                return False
+        elif isinstance(command, group_switch._Recorded):
+            command.execute(group_switch.state, host, {})
+        else:
+            log.append((host.name[-7:], str(command)))
+            gevent.sleep(0)
+    return True
+
+
+def _switch_group(monkeypatch, ok: dict[str, bool], revert_ok: bool = True):
+    ranks, log = _ranks(monkeypatch), []
+
+    def switched(host):
+        rank = group_switch.member(host)
+        revert = lambda why: _Agent(f"revert ({why})", revert_ok, log)  # noqa: E731
+        commands = rank.switched(_Agent("switch", ok[host.name[-7:]], log), ["sglang-baseline.service"], revert)
+        return _execute(host, commands, log)
+
+    results = [gevent.spawn(switched, host) for host in ranks]
+    return [r.get(timeout=30) for r in results], log  # 30 s: only a hang of the barriers reaches it
+
+
+def test_a_switch_that_fails_on_rank_1_reverts_every_rank_together_and_fails_on_both(monkeypatch):
+    """Rank 0's own start passed: it goes back too, and no rank starts its old release before
+    every rank stopped again (both ranks' revert after both second stops)."""
+    results, log = _switch_group(monkeypatch, {"sglang4": True, "sglang5": False})
+    assert results == [False, False]
+    stop = "systemctl stop -- sglang-baseline.service"
+    why = "TP group tp: the switch failed on sglang5"
+    for rank in ("sglang4", "sglang5"):
+        assert [words for host, words in log if host == rank] == [
+            stop,
+            "switch",
+            stop,
+            f"revert ({why})",
+            [
+                f"{why}: every rank stopped before any started again; every rank runs the release that ran before it "
+                "again (see the output above)"
+            ],
+        ]
+    steps = [(host, words) for host, words in log if not isinstance(words, list)]
+    second_stops = [i for i, (_, words) in enumerate(steps) if words == stop][2:]
+    reverts = [i for i, (_, words) in enumerate(steps) if words.startswith("revert")]
+    switches = [i for i, (_, words) in enumerate(steps) if words == "switch"]
+    assert max(switches) < min(second_stops) and max(second_stops) < min(reverts)
+
+
+def test_a_group_whose_every_rank_switched_ends_there(monkeypatch):
+    results, log = _switch_group(monkeypatch, {"sglang4": True, "sglang5": True})
+    assert results == [True, True]
+    assert sorted(words for _, words in log) == ["switch", "switch"] + ["systemctl stop -- sglang-baseline.service"] * 2
+
+
+def test_a_rank_whose_revert_fails_fails_with_the_agents_words(monkeypatch):
+    results, log = _switch_group(monkeypatch, {"sglang4": False, "sglang5": False}, revert_ok=False)
+    assert results == [False, False]
+    assert [words for _, words in log][-2:] == [
+        "revert (TP group tp: the switch failed on sglang4, sglang5)",
+    ] * 2  # the revert's own failure ends the operation: no group line after it
+
+
+def test_the_group_adopts_only_when_every_rank_would(monkeypatch):
+    for votes, adopted in (((True, True), True), ((True, False), False), ((False, False), False)):
+        monkeypatch.setattr(group_switch, "_books", {})
+        ranks = _ranks(monkeypatch)
+        greenlets = [gevent.spawn(group_switch.member(h).adopts, v) for h, v in zip(ranks, votes, strict=True)]
+        assert [g.get(timeout=30) for g in greenlets] == [adopted, adopted], votes  # 30 s: a hang only
+
+
+def test_a_rank_waits_for_no_vote_of_a_rank_out_of_the_operation(monkeypatch):
+    """--limit left rank 1 out (it has no such operation), or its operation ended without a vote
+    (it raised: taking_part marks the end): rank 0 decides alone instead of waiting forever."""
+    rank0, rank1 = _ranks(monkeypatch)
+    rank1.executing_op_hash = None
+    del group_switch.state.ops[rank1]["op"]
+    assert gevent.spawn(group_switch.member(rank0).adopts, True).get(timeout=30) is True
+    group_switch.state.ops[rank1]["op"] = group_switch.state.ops[rank0]["op"]  # in it, not complete: it raised
+    rank1.executing_op_hash = "op"
+    group_switch.member(rank1).post("ended")  # taking_part's finally, while pyinfra still runs its operation
+    rank1.executing_op_hash = None
+    assert gevent.spawn(group_switch.member(rank0).adopts, False).get(timeout=30) is False
+
+
+def test_planning_waits_for_no_rank(monkeypatch):
+    rank0, _ = _ranks(monkeypatch, executing=False)
+    assert group_switch.member(rank0).adopts(True) is True and group_switch.member(rank0).adopts(False) is False

@@ -24,6 +24,7 @@ class ReleaseReport:
     error: str | None = None  # why the asked-for release has no contents (no such id, no previous)
     lease: dict | None = None  # the deploy lock's holder (agent/lease.py), None when free
     switch: dict | None = None  # the last detached switch's outcome (agent/detached.py), None before one
+    ready: bool = False  # the current release's server passed its gate and runs (agent/switch.py ready)
 
     def get(self, release_id: str | None) -> dict | None:
         return next((r for r in self.releases if r["id"] == release_id), None)
@@ -68,4 +69,5 @@ class Releases(FactBase[ReleaseReport]):
             error=document.get("error"),
             lease=document.get("lease"),
             switch=document.get("switch"),
+            ready=bool(document.get("ready")),
         )

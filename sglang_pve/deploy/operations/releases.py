@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pyinfra import host, logger, state
 from pyinfra.api import OperationError, QuoteString, StringCommand, operation
 
-from sglang_pve.deploy import paths, rollout
+from sglang_pve.deploy import group_switch, paths, rollout
 from sglang_pve.deploy.facts.files import FileDigests
 from sglang_pve.deploy.facts.releases import Releases
 from sglang_pve.deploy.operations.files import ManagedFile, show_diff
@@ -135,6 +135,7 @@ def _adopted(report, lease: str) -> str:
 
 
 @operation()
+@group_switch.taking_part
 def release(release: Release, keep: int, venvs_dir: str, lease: str):
     """
     Record `release` on the host and switch to it, unless it is the current release and runs.
@@ -156,29 +157,67 @@ def release(release: Release, keep: int, venvs_dir: str, lease: str):
     report = host.get_fact(Releases)
     current = report.current_record
     running = _running(report, current)
-    if current is not None and release.matches(current) and running:
+    same = current is not None and release.matches(current) and running
+    # only files of configurations that do not run (or the shell block) changed: record, no restart
+    record_only = running and not same and release.matches(current, runtime_only=True)
+    rank = group_switch.member(host)
+    if rank is not None and not rank.adopts((same or record_only) and report.ready):
+        yield from _group_switched(  # a TP group's rank: the whole group switches, also a rank whose release runs
+            rank,
+            _apply(release.agent_spec(), keep, venvs_dir, lease, routed=group_switch.NO_REVERT),
+            report,
+            release.units,
+            lease,
+        )
+        return
+    if same:
+        assert current is not None
         adopted = _adopted(report, lease)
         if adopted:  # shown without -v: the operator reran after a drop and must learn what happened
             logger.info(f"{host.print_prefix}release {current['id']} runs{adopted}")
         host.noop(
             f"release {current['id']} runs ({release.active_server or 'no server'}, SGLang {release.sglang_version})"
             + adopted
+            + _every_rank(rank)
         )
         return
-    # only files of configurations that do not run (or the shell block) changed: record, no restart
-    record_only = running and release.matches(current, runtime_only=True)
     if record_only:
         yield _apply(release.agent_spec(), keep, venvs_dir, lease, record_only=True)
         return
     # a replica: out of its router while it switches
     yield from rollout.switching(
-        host,
-        lambda routed: _apply(release.agent_spec(), keep, venvs_dir, lease, routed=routed),
-        units=current["units"] if current else [],
+        host, lambda routed: _apply(release.agent_spec(), keep, venvs_dir, lease, routed=routed)
     )
 
 
+def _every_rank(rank) -> str:
+    return f"; every rank of TP group {rank.group} runs its release and is ready: adopted" if rank else ""
+
+
+def _group_switched(rank, command, report, units, lease: str):
+    """A TP group's switch on this rank (deploy/group_switch.py): when it fails on any rank, every
+    rank runs the release current before it again (`report`'s), where a rollback went before too."""
+    current = report.current_record
+    revert = None
+    if current is not None:
+
+        def revert(why: str) -> StringCommand:
+            return _agent(
+                "revert",
+                "--to",
+                QuoteString(current["id"]),
+                *(["--previous", QuoteString(report.previous)] if report.previous else []),
+                "--why",
+                QuoteString(why),
+                lease=lease,
+                server=current["active_server"],
+            )
+
+    yield from rank.switched(command, sorted({*units, *(current["units"] if current else [])}), revert)
+
+
 @operation()
+@group_switch.taking_part
 def switched(server: str, keep: int, venvs_dir: str, lease: str):
     """
     Make configuration `server` the one that runs: a new release of the files in place (every
@@ -202,14 +241,16 @@ def switched(server: str, keep: int, venvs_dir: str, lease: str):
         raise OperationError(
             f"{host.name}: server={server!r} is not a configuration of release {current['id']}; use one of {names}"
         )
-    if current["active_server"] == server and _running(report, current):
-        host.noop(f"{server} runs (release {current['id']})")
+    runs = current["active_server"] == server and _running(report, current)
+    rank = group_switch.member(host)  # a TP group's rank: the group adopts, or switches, as one
+    if rank.adopts(runs and report.ready) if rank is not None else runs:
+        host.noop(f"{server} runs (release {current['id']})" + _every_rank(rank))
         return
-    yield from rollout.switching(
-        host,
-        lambda routed: switch_to(current, server, keep, venvs_dir, lease, routed=routed),
-        units=current["units"],
-    )
+    if rank is not None:
+        command = switch_to(current, server, keep, venvs_dir, lease, routed=group_switch.NO_REVERT)
+        yield from _group_switched(rank, command, report, current["units"], lease)
+        return
+    yield from rollout.switching(host, lambda routed: switch_to(current, server, keep, venvs_dir, lease, routed=routed))
 
 
 def switch_to(current: dict, server: str, keep: int, venvs_dir: str, lease: str, routed=()) -> StringCommand:
@@ -241,6 +282,7 @@ def transient(server: str | None, lease: str) -> StringCommand:
 
 
 @operation()
+@group_switch.taking_part
 def rolled_back(to: str | None, keep: int, venvs_dir: str, lease: str):
     """
     Run a recorded release again, its files byte for byte: `to` (a release id) or, when None,
@@ -273,8 +315,10 @@ def rolled_back(to: str | None, keep: int, venvs_dir: str, lease: str):
         for path, e in sorted(target["files"].items())
     ]
     changed = [f for f in wanted if f.needs_write(states.get(f.path))]
-    if report.current == target["id"] and not changed and _running(report, target):
-        host.noop(f"release {target['id']} runs")
+    runs = report.current == target["id"] and not changed and _running(report, target)
+    rank = group_switch.member(host)  # a TP group's rank: the group adopts, or rolls back, as one
+    if rank.adopts(runs and report.ready) if rank is not None else runs:
+        host.noop(f"release {target['id']} runs" + _every_rank(rank))
         return
     logger.info(
         f"{host.print_prefix}rolling back to release {target['id']}: {target['active_server']}, "
@@ -283,9 +327,9 @@ def rolled_back(to: str | None, keep: int, venvs_dir: str, lease: str):
     if state.config.DIFF:
         for file in changed:
             show_diff(file, states.get(file.path))
-    yield from rollout.switching(
-        host,
-        lambda routed: _agent(
+
+    def command(routed) -> StringCommand:
+        return _agent(
             "switch",
             "--to",
             QuoteString(target["id"]),
@@ -296,9 +340,13 @@ def rolled_back(to: str | None, keep: int, venvs_dir: str, lease: str):
             *routed,
             lease=lease,
             server=target["active_server"],
-        ),
-        units=report.current_record["units"] if report.current_record else [],
-    )
+        )
+
+    if rank is not None:
+        units = report.current_record["units"] if report.current_record else []
+        yield from _group_switched(rank, command(group_switch.NO_REVERT), report, target["units"] + units, lease)
+        return
+    yield from rollout.switching(host, command)
 
 
 def _text_or_bytes(data: bytes) -> str | bytes:
