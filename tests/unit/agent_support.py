@@ -1,5 +1,6 @@
-"""Shared helpers of the agent tests (no tests here): specs with tiny timeouts, a scripted SGLang
-log, a tiny HTTP server, fake systemctl/nvidia-smi scripts, and processes holding fake devices.
+"""Shared helpers of the agent tests (no tests here): specs with short intervals and hang-only
+bounds, a scripted SGLang log, a tiny HTTP server, fake systemctl/nvidia-smi scripts, and
+processes holding fake devices.
 
 Every test runs with the `agent_env` fixture: the device glob points into tmp_path, nvidia-smi is
 absent and systemctl is a fake, so nothing on this host is scanned, queried or signalled except
@@ -104,7 +105,10 @@ def free_port() -> int:
 
 
 def write_spec(tmp_path: Path, **changes) -> spec_module.Spec:
-    """A valid spec with tiny timeouts; `changes` replace top-level keys or merge into dicts."""
+    """A valid spec; `changes` replace top-level keys or merge into dicts. Every bound a test does not
+    test is far above the seconds a loaded CI worker can be paused (it ends only a real hang): a
+    test of a bound (a stall, the deadline, the GPUs' wait) sets its own short value. Intervals and
+    backoffs stay short, so the tests run fast."""
     server = changes.get("server", "t1")
     data = {
         "server": server,
@@ -114,12 +118,12 @@ def write_spec(tmp_path: Path, **changes) -> spec_module.Spec:
         "host": "127.0.0.1",
         "port": free_port(),
         "speculative": False,
-        "startup_timeout_s": 30,
+        "startup_timeout_s": 300,
         "stop_timeout_s": 5,
-        "stall_timeout_s": {phase: 5 for phase in spec_module.STALL_PHASES},
+        "stall_timeout_s": {phase: 60 for phase in spec_module.STALL_PHASES},
         "watchdog": {
             "interval_s": 0.05,
-            "timeout_s": 1,
+            "timeout_s": 30,
             "failures": 3,
             "max_restarts": 2,
             "window_s": 3600,
@@ -127,7 +131,7 @@ def write_spec(tmp_path: Path, **changes) -> spec_module.Spec:
             "backoff_max_s": 0.2,
             "restart_on_crash": True,
         },
-        "gpu_free_timeout_s": 2,
+        "gpu_free_timeout_s": 60,
         "gpu_idle_mib": 1024,
         "state_dir": str(tmp_path / "state"),
         "diagnoses_dir": str(tmp_path / "state" / "diagnoses"),
@@ -142,6 +146,31 @@ def write_spec(tmp_path: Path, **changes) -> spec_module.Spec:
     path.parent.mkdir(exist_ok=True)
     path.write_text(json.dumps(data))
     return spec_module.load(str(path))
+
+
+class _RecordedTime:
+    """The time module as one module of the agent sees it, with `sleep` recorded instead of slept."""
+
+    def __init__(self, slept: list, then):
+        self._slept, self._then = slept, then
+
+    def sleep(self, seconds: float) -> None:
+        self._slept.append(seconds)
+        if self._then is not None:
+            self._then(seconds)
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+def recorded_sleeps(module, monkeypatch, then=None) -> list:
+    """The sleeps `module` asks for (its own `time.sleep` calls, not those of the libraries it
+    calls, such as subprocess's waits), recorded instead of slept: a test asserts the wait asked
+    for, which a loaded machine cannot change, instead of timing it. `then(seconds)` runs at each
+    sleep: a fake changes its answer once the code was seen waiting, not at a fixed time."""
+    slept: list = []
+    monkeypatch.setattr(module, "time", _RecordedTime(slept, then))
+    return slept
 
 
 def append(path: str, text: str) -> None:

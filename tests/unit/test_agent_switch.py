@@ -25,7 +25,7 @@ def host(tmp_path, monkeypatch, agent_env):
     return FakeHost(tmp_path, monkeypatch, linger=2)
 
 
-def release(tmp_path, active: str | None, version: str = "1.0", gpu_free_timeout_s: float = 5) -> dict:
+def release(tmp_path, active: str | None, version: str = "1.0", gpu_free_timeout_s: float = 60) -> dict:
     """The spec `apply` records: two configurations (a, b), `active` the one that runs."""
     for server in ("a", "b"):
         write_spec(tmp_path, server=server, gpu_free_timeout_s=gpu_free_timeout_s)
