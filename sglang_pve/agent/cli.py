@@ -26,6 +26,9 @@
     unlock --dir DIR --token T             the run's last command: the lock goes
     router-status --router URL [--metrics URL] [--key-file F]   a router's health, workers, metrics (JSON)
     router-sync --router URL [--key-file F] --worker URL ...    its workers exactly these (router_worker.py)
+    router-leave --dir DIR --router URL --address ADDR [--drain-s S]   this replica out of its router,
+                                           drained, to stay out (a replica's bench); router-join
+    router-join --dir DIR --router URL --address ADDR                  puts what runs back (router_worker.py)
 apply, switch, revert and transient take --lease T: the run holds the deploy lock already, and --detach:
 the command runs in a transient unit of its own, which a dropped SSH session does not end (detached.py).
 
@@ -276,6 +279,22 @@ def _router_status(args: argparse.Namespace) -> int:
     return exitcodes.OK
 
 
+def _router_leave(args: argparse.Namespace) -> int:
+    key = router_worker.router_key(Store(args.dir))
+    return router_worker.leave(args.router, args.address, key, Reporter("router", sys.stdout), args.drain_s)
+
+
+def _router_join(args: argparse.Namespace) -> int:
+    store = Store(args.dir)
+
+    def running() -> str | None:
+        return router_worker.running_url(store, args.address)
+
+    return router_worker.join(
+        args.router, args.address, router_worker.router_key(store), Reporter("router", sys.stdout), running
+    )
+
+
 def _router_sync(args: argparse.Namespace) -> int:
     return router_worker.sync(args.router, args.key_file, args.worker or [], Reporter("router", sys.stdout))
 
@@ -335,6 +354,16 @@ def _parser() -> argparse.ArgumentParser:
             )
         else:
             sub.add_argument("--worker", action="append", metavar="URL", help="a ready replica (repeated)")
+    for name, handler, help_text in (
+        ("router-leave", _router_leave, "this replica out of its router, drained, to stay out (router_worker.py)"),
+        ("router-join", _router_join, "what runs on this replica back into its router (router_worker.py)"),
+    ):
+        sub = command(name, handler, help_text, spec=None)
+        sub.add_argument("--dir", required=True, metavar="DIR", help="the releases directory")
+        sub.add_argument("--router", required=True, metavar="URL", help="e.g. http://10.200.0.14:30000")
+        sub.add_argument("--address", required=True, metavar="ADDR", help="the replica's address in its worker URLs")
+        if name == "router-leave":
+            sub.add_argument("--drain-s", type=float, default=60.0, metavar="S", help="drain deadline")
     sub = command("lock", _lock, "take the container's deploy lock for a whole run", spec=None)
     sub.add_argument("--dir", required=True, metavar="DIR", help="the releases directory")
     sub.add_argument("--token", type=_token, required=True, help="the run's token (unlock and --lease name it)")

@@ -197,6 +197,39 @@ def with_router(
     return code
 
 
+def leave(router_url: str, address: str, key: str | None, say: Say, drain_s: float) -> int:
+    """Out of the router and drained (steps 1 and 2 above), to stay out until `join`: a replica's
+    bench (tools/bench/runner.py) measures it alone while the others serve. No router answering:
+    it sends the replica nothing, so there is nothing to leave."""
+    router = Router(router_url, key)
+    try:
+        removed = router.remove(address, say)
+    except Unreachable as error:
+        say(f"router {router_url} does not answer ({error}): it sends {address} nothing")
+        return exitcodes.OK
+    except RouterError as error:
+        say(f"not out of the router: {error}", error=True)
+        return exitcodes.ROUTER
+    for url in removed:
+        drain(url, key, drain_s, say)
+    say(f"{address} is out of router {router_url} until it is added back")
+    return exitcodes.OK
+
+
+def join(router_url: str, address: str, key: str | None, say: Say, running: Callable[[], str | None]) -> int:
+    """What runs on the replica now back in the router (step 4 above), after `leave`."""
+    now = running()
+    if now is None:
+        say(f"nothing runs on {address}: it stays out of router {router_url}", error=True)
+        return exitcodes.ROUTER
+    try:
+        Router(router_url, key).add(now, say)
+    except RouterError as error:
+        say(f"{now} runs but is not back in router {router_url}: {error}", error=True)
+        return exitcodes.ROUTER
+    return exitcodes.OK
+
+
 def _key_file(path: str | None) -> str | None:
     if not path or not os.path.exists(path):
         return None

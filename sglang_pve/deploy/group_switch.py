@@ -61,14 +61,14 @@ def _short(name: str) -> str:
     return name.rsplit("/", 1)[-1]
 
 
-def _group(host) -> tuple[str, list[str]] | None:
-    """(group name, the other members' short names) of the TP group `host` is a member of."""
+def group_of(host) -> tuple[str, list[str]] | None:
+    """(group name, its members' short names in rank order) of the TP group `host` is a member of."""
     data = getattr(host, "data", None)  # the operation cases' hosts have no data
     groups = data.get("tp_groups") if data is not None else None
     for name, group in sorted((groups or {}).items()):
         members = list(group.get("members") or [])
         if _short(host.name) in members:
-            return name, [m for m in members if m != _short(host.name)]
+            return name, members
     return None
 
 
@@ -169,10 +169,11 @@ class _Recorded(PyinfraCommand):
 def member(host) -> Rank | None:
     """`host` as a rank of its TP group, or None."""
     host = real_host(host)
-    found = _group(host)
+    found = group_of(host)
     if found is None:
         return None
-    name, others = found
+    name, members = found
+    others = [m for m in members if m != _short(host.name)]
     return Rank(host, name, tuple(h for h in state.inventory if _short(h.name) in others))
 
 

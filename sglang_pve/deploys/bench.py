@@ -24,6 +24,12 @@ one exceeds the noise and no row failed, becomes the active one through the atom
 host's active_server in group_data/bench_promoted.yml for the next deploy (tools/bench/promote.py).
 Refused before anything runs when the host has no release yet or configs leaves out the current
 configuration; `--dry` says what the run would decide between and what it would change.
+
+A member of a replica set is benched out of its set's router (the agent's router-leave: removed
+through the worker API, drained; router-join puts what runs back at the end), the other replicas
+serving; members benched in one run take turns by the set's max_unavailable (deploy/rollout.py).
+Its promoted winner is the set's: written for every member, the next deploy rolls the others to
+it. A TP group's rank is refused (deploy/fleet.py says why and what to run instead).
 """
 
 import re
@@ -37,6 +43,7 @@ from pyinfra.operations import python
 
 from sglang_pve.config import ConfigError, Problem
 from sglang_pve.config.bench import bench_options
+from sglang_pve.deploy import fleet
 from sglang_pve.deploy.context import deployment, task_options
 from sglang_pve.deploy.facts.releases import Releases
 from sglang_pve.deploy.operations import releases
@@ -53,6 +60,10 @@ def bench() -> None:
     """A container's task; Proxmox nodes are skipped."""
     if is_node():
         return
+    problem = fleet.bench_problem(host)
+    if problem is not None:
+        raise fleet.refused(host, problem)
+    where = fleet.place(host)
     config = deployment()
     options = task_options(bench_options)
     names = options.configs or list(config.servers)
@@ -91,6 +102,8 @@ def bench() -> None:
             active=report.current_record["active_server"] if report.current_record else None,
             promote_by=options.promote_by,
             project_dir=Path(state.cwd or "."),
+            replica_set=where.name if isinstance(where, fleet.Replica) else None,
+            members=tuple(where.replica_set.members) if isinstance(where, fleet.Replica) else (),
         ),
     )
 

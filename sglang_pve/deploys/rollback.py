@@ -11,12 +11,14 @@ A release rolls back byte for byte: its files from the host's release store, its
 from its lock with hashes required when it was removed), then the atomic switch to it (stop ->
 GPUs free -> start -> readiness gate; the release before stays when the gate fails). The
 previous release is the last ready one before the newest ready one whose contents differ from
-it, so rolling back twice changes nothing the second time.
+it, so rolling back twice changes nothing the second time. A replica rolls back out of its router,
+a TP group's ranks together (refused when the run leaves a rank out): deploy/fleet.py.
 
 A snapshot rollback returns the container's config and root filesystem to a snapshot, then
 starts it again; nodes are skipped. The toolkit takes a snapshot (sgpve-<time>-<reason>) before
 every run that changes a container's config. On ZFS storage Proxmox rolls back only to the most
 recent snapshot; asking for an older one is refused with the names of the newer ones and what to do.
+A replica-set member or a TP group's rank is refused (its container would stop and start alone).
 """
 
 from pyinfra import host, logger
@@ -24,6 +26,7 @@ from pyinfra.api import deploy
 from pyinfra.api.exceptions import PyinfraError
 
 from sglang_pve.config.tasks import rollback_options
+from sglang_pve.deploy import fleet
 from sglang_pve.deploy.context import deployment, package_source, task_options
 from sglang_pve.deploy.facts.releases import Releases
 from sglang_pve.deploy.operations import files, releases, venvs
@@ -46,6 +49,9 @@ def release_rollback() -> None:
     if wanted.list:
         logger.info(releases_table(host.name, host.get_fact(Releases)))
         return
+    problem = fleet.group_problem(host, "tasks/rollback.py")
+    if problem is not None:
+        raise fleet.refused(host, problem)
     report = host.get_fact(Releases, files_of=wanted.to or "previous")
     if report.target is None:
         raise PyinfraError(f"{host.name}: cannot roll back: {report.error}")
@@ -79,7 +85,11 @@ def release_rollback() -> None:
 
 @deploy("Snapshot rollback")
 def snapshot_rollback() -> None:
-    """A provisioned container's task (option snapshot=NAME, default the newest); other hosts are skipped."""
+    """A provisioned container's task (option snapshot=NAME, default the newest); other hosts are skipped.
+    A replica or a TP rank is refused: its container would stop and start alone (deploy/fleet.py)."""
+    problem = None if is_node() else fleet.snapshot_problem(host)
+    if problem is not None:
+        raise fleet.refused(host, problem)
     spec = own_spec()
     if spec is not None:
         rolled_back(

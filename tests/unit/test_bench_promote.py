@@ -1,6 +1,8 @@
 """tasks/bench.py --data promote=1's parts: the decision (beyond the noise, never from a run with a
 failed row) and the promoted file the inventories read as host data."""
 
+from types import SimpleNamespace
+
 import pydantic
 import pytest
 
@@ -94,7 +96,7 @@ def bench(tmp_path, monkeypatch):
 
     for name, value in (("MARK", "mark.json"), ("REMOTE_DIR", ""), ("CLIENT", "client.py")):
         monkeypatch.setattr(runner, name, str(tmp_path / value))
-    host, seen = LocalHost(), {"restored": [], "switched": [], "said": [], "warned": []}
+    host, seen = LocalHost(), {"restored": [], "switched": [], "said": [], "warned": [], "steps": []}
     monkeypatch.setattr(runner, "logger", SimpleNamespace(info=lambda text: None, warning=seen["warned"].append))
     monkeypatch.setattr("pyinfra.host", host, raising=False)
     monkeypatch.setattr(runner, "_say", lambda h, text: seen["said"].append(text))
@@ -103,11 +105,16 @@ def bench(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "_report", lambda *a: None)
     (tmp_path / "group_data").mkdir()
 
-    def run(rates: dict, switch_ok: bool = True, during_switch=lambda: None) -> None:
-        monkeypatch.setattr(runner, "_measure", lambda h, j, name, position: row(name, rates[name]))
+    def run(rates: dict, switch_ok: bool = True, during_switch=lambda: None, **job_data) -> None:
+        def measure(h, j, name, position):
+            seen["steps"].append(f"measure {name}")
+            return row(name, rates[name])
+
+        monkeypatch.setattr(runner, "_measure", measure)
 
         def followed(h, command, server):
             seen["switched"].append((command, server))
+            seen["steps"].append(f"promote {server}")
             seen["marked_during_switch"] = (tmp_path / "mark.json").exists()
             during_switch()
             return switch_ok, SimpleNamespace(output_lines=["reverted: baseline runs again"])
@@ -123,6 +130,7 @@ def bench(tmp_path, monkeypatch):
                     "promotions": promotions,
                     "active": "baseline",
                     "project_dir": tmp_path,
+                    **job_data,
                 }
             )
         )
@@ -211,3 +219,61 @@ def test_benches_on_several_hosts_share_one_handler_and_the_last_puts_back_the_o
     assert signal.getsignal(signal.SIGINT) is handler  # sglang2 still settles
     two.leave()
     assert signal.getsignal(signal.SIGINT) is before
+
+
+@pytest.fixture
+def replica(bench, monkeypatch):
+    """bench on sglang2 of replica set llama: rollout's turn and the agent's router commands recorded."""
+    from pyinfra.api import StringCommand
+
+    from sglang_pve.tools.bench import runner
+
+    routed = ["--router", "http://10.200.0.14:30000", "--address", "10.200.0.12", "--drain-s", "30"]
+    steps, fails = bench.seen["steps"], set()
+    monkeypatch.setattr(runner.rollout, "begin", lambda host: steps.append("turn") or routed)
+    monkeypatch.setattr(runner.rollout, "end", lambda host: steps.append("turn over"))
+
+    def command(verb, args):
+        steps.append(f"{verb} {' '.join(args)}")
+        return StringCommand("false" if verb in fails else "true")
+
+    monkeypatch.setattr(runner, "_router_command", command)
+    members = ("sglang1", "sglang2", "sglang3")
+    return SimpleNamespace(bench=bench, steps=steps, fails=fails, job={"replica_set": "llama", "members": members})
+
+
+def test_a_replica_is_benched_out_of_its_router_and_its_winner_is_the_sets(replica):
+    replica.bench.run({"baseline": 82.5, "eagle3-2step": 94.0}, **replica.job)
+    assert replica.steps == [
+        "turn",  # fewer than max_unavailable of llama out: its turn
+        "router-leave --router http://10.200.0.14:30000 --address 10.200.0.12 --drain-s 30",
+        "measure baseline",
+        "measure eagle3-2step",
+        "promote eagle3-2step",  # out of the router still: the switch needs no --router of its own
+        "router-join --router http://10.200.0.14:30000 --address 10.200.0.12",
+        "turn over",
+    ]
+    written = promote.load(replica.bench.path.parents[1])
+    assert sorted(written) == list(replica.job["members"])  # the set serves one configuration
+    assert {entry["active_server"] for entry in written.values()} == {"eagle3-2step"}
+    assert "replica set llama: the next deploy.py rolls its other members to it" in replica.bench.seen["said"][-1]
+
+
+def test_a_replica_that_cannot_leave_its_router_is_not_touched(replica):
+    from sglang_pve.tools.bench import runner
+
+    replica.fails.add("router-leave")
+    with pytest.raises(runner.RouterFailed, match="bench not run: it could not leave the router of llama"):
+        replica.bench.run({"baseline": 82.5, "eagle3-2step": 94.0}, **replica.job)
+    assert replica.steps[-1].startswith("router-leave") and not any("measure" in step for step in replica.steps)
+    assert replica.bench.seen["restored"] == [] and not replica.bench.mark.exists()  # nothing was started
+
+
+def test_a_replica_that_cannot_come_back_fails_the_run_after_the_restore(replica):
+    from sglang_pve.tools.bench import runner
+
+    replica.fails.add("router-join")
+    with pytest.raises(runner.RouterFailed, match="not back in the router of replica set llama"):
+        replica.bench.run({"baseline": 82.5, "eagle3-2step": 82.7}, **replica.job)
+    assert replica.bench.seen["restored"] == ["baseline"] and replica.steps[-1].startswith("router-join")
+    assert "turn over" not in replica.steps  # the set's other members benched in this run do not go on

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pyinfra import host, logger, state
 from pyinfra.api import OperationError, QuoteString, StringCommand, operation
 
-from sglang_pve.deploy import group_switch, paths, rollout
+from sglang_pve.deploy import fleet, group_switch, paths, rollout
 from sglang_pve.deploy.facts.files import FileDigests
 from sglang_pve.deploy.facts.releases import Releases
 from sglang_pve.deploy.operations.files import ManagedFile, show_diff
@@ -213,6 +213,10 @@ def _group_switched(rank, command, report, units, lease: str):
                 server=current["active_server"],
             )
 
+    alone = fleet.group_problem(rank.host, "a switch")  # a rank left out of the run would not wait: none starts
+    if alone is not None:
+        yield rollout.refused_step(alone.render(rank.host.name))
+        return
     yield from rank.switched(command, sorted({*units, *(current["units"] if current else [])}), revert)
 
 

@@ -24,12 +24,12 @@ from pathlib import Path
 
 import gevent
 from pyinfra import logger
-from pyinfra.api import StringCommand
+from pyinfra.api import QuoteString, StringCommand
 
 from sglang_pve.agent import bench_client as client
 from sglang_pve.agent import systemd
 from sglang_pve.config.safe import printable, printable_tree
-from sglang_pve.deploy import paths
+from sglang_pve.deploy import paths, rollout
 from sglang_pve.deploy.operations import releases
 from sglang_pve.deploy.progress import Watch, run_followed
 from sglang_pve.tools.bench import chart, exported, metrics, promote, results
@@ -47,6 +47,10 @@ class BenchInterrupted(Exception):
 
 class PromoteFailed(Exception):
     """promote=1: the winner failed its gate (the agent reverted the switch)."""
+
+
+class RouterFailed(Exception):
+    """A replica's bench: it could not leave its router (nothing was started), or come back."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,8 @@ class Job:
     active: str | None = None  # the current release's configuration (what a promoted one must beat)
     promote_by: int = 1  # the concurrency level whose output tok/s judges the winner (1: single-stream)
     project_dir: Path = Path(".")  # where group_data/bench_promoted.yml goes
+    replica_set: str | None = None  # a replica's bench: its set (out of the set's router while it runs)
+    members: tuple[str, ...] = ()  # ... and the set's members (short names): a winner is the set's
     extra: dict = field(default_factory=dict)
 
 
@@ -123,6 +129,12 @@ def run(job: Job) -> None:
     measured_all = False
     interrupts = _Interrupts.enter(gevent.getcurrent(), host)
     try:
+        routed = _leave(host, job)  # before the mark: nothing was started when it fails
+    except BaseException:
+        interrupts.leave()
+        raise
+    joined = True
+    try:
         _mark(host, job.run_id, previous)  # before the first start: a SIGKILL here runs no finally
         host.put_file(BytesIO(Path(client.__file__).read_bytes()), CLIENT, print_output=False)
         for index, name in enumerate(job.configs, 1):
@@ -147,14 +159,54 @@ def run(job: Job) -> None:
                 promoted = False
                 if _restore(host, previous, job.lease):
                     _unmark(host)  # else the next bench or deploy tries again
+            joined = _join(host, job, routed)
         finally:
             interrupts.leave()
             if records:
                 _report(host, job, records)
     if verdict is not None:
         _promoted(host, job, verdict, promoted)
+    if not joined:
+        raise RouterFailed(f"{host.name}: bench: not back in the router of replica set {job.replica_set} (above)")
+    if routed:
+        rollout.end(host)  # the next member of its set may leave the router
     if interrupts.deferred:
         raise BenchInterrupted(f"{interrupts.deferred} (after the measurements: what it began was finished)")
+
+
+def _router_command(verb: str, words: list) -> StringCommand:
+    """The agent's router-leave / router-join with `words` (--router URL --address ADDR [--drain-s S])."""
+    return StringCommand("python3", QuoteString(paths.AGENT), verb, "--dir", QuoteString(paths.RELEASES_DIR), *words)
+
+
+def _leave(host, job: Job) -> list:
+    """A replica: out of its router and drained for the whole bench (the others serve), once fewer
+    than max_unavailable members of its set are out (rollout.begin: the members benched in this
+    run take turns); rollout.begin's arguments, [] for a host of no set."""
+    if job.replica_set is None:
+        return []
+    try:
+        routed = rollout.begin(host)
+    except rollout.Stopped as stopped:
+        raise RouterFailed(f"{host.name}: bench not run: {stopped}") from None
+    _say(host, f"out of the router of replica set {job.replica_set} while it runs (the other replicas serve)")
+    ok, output = host.run_shell_command(_router_command("router-leave", routed), print_output=False)
+    for line in output.output_lines:
+        logger.info(f"{host.print_prefix}  {printable(line)}")
+    if not ok:
+        raise RouterFailed(f"{host.name}: bench not run: it could not leave the router of {job.replica_set} (above)")
+    return routed
+
+
+def _join(host, job: Job, routed: list) -> bool:
+    """After the restore or the promote: what runs back in the router (nothing runs: it stays out)."""
+    if not routed:
+        return True
+    words = routed[: routed.index("--drain-s")] if "--drain-s" in routed else routed  # leave's own
+    ok, output = host.run_shell_command(_router_command("router-join", words), print_output=False)
+    for line in output.output_lines:
+        logger.info(f"{host.print_prefix}  {printable(line)}")
+    return ok
 
 
 def _promote_switch(host, job: Job, verdict: promote.Verdict) -> bool:
@@ -179,11 +231,19 @@ def _promoted(host, job: Job, verdict: promote.Verdict, promoted: bool) -> None:
             f"(the agent's words above); {promote.PROMOTED_FILE} not written"
         )
     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    path = promote.write(job.project_dir, host.name, verdict, job.run_id, when)
+    for name in job.members or (host.name,):  # a replica set serves one configuration: the winner is the set's
+        path = promote.write(job.project_dir, name, verdict, job.run_id, when)
+    written = ", ".join(job.members or (host.name,))
     _say(
         host,
-        f"promote: {verdict.winner} is active; {path}: {host.name} active_server: {verdict.winner} (host data, "
-        "above group_data's own files, below --data; delete the entry to go back)",
+        f"promote: {verdict.winner} is active; {path}: {written} active_server: {verdict.winner} (host data, "
+        "above group_data's own files, below --data; delete the entry to go back)"
+        + (
+            f"; replica set {job.replica_set}: the next deploy.py rolls its other members to it, one at a time "
+            "(out of the router, drained, switched, gated, back)"
+            if job.members
+            else ""
+        ),
     )
 
 
