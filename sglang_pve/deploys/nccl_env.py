@@ -1,6 +1,7 @@
 """One NCCL profile everywhere a process can start from: the units' EnvironmentFile, NCCL's own
 /etc/nccl.conf, a startup hook in the venv's site-packages (a .pth importing the profile module:
-Debian/Ubuntu's own sitecustomize.py shadows a venv's), and a managed block in the user's shell rc."""
+Debian/Ubuntu's own sitecustomize.py shadows a venv's), and a managed block in the user's shell rc:
+one operation, whose one read checks them all (issue 17: a no-change run's commands)."""
 
 from pyinfra.api import deploy
 
@@ -21,14 +22,13 @@ def nccl_env() -> None:
     config = deployment()
     profile = config.data.nccl_profile
     files.file_set(
-        name=f"NCCL profile {profile}: nccl.env, nccl.conf, venv startup hook",
+        name=f"NCCL profile {profile}: nccl.env, nccl.conf, venv startup hook, {config.data.shell_rc}",
         files=nccl_files(config, site_packages()),
-    )
-    files.block(
-        name=f"NCCL profile {profile}: {config.data.shell_rc}",
-        path=config.data.shell_rc,
-        marker=paths.NCCL_BLOCK_MARKER,
-        body=nccl_block(config),
-        user=config.data.shell_user,
-        shown=NCCL_BLOCK_LINE,
+        block=files.ManagedBlock(
+            path=config.data.shell_rc,
+            marker=paths.NCCL_BLOCK_MARKER,
+            body=nccl_block(config),
+            user=config.data.shell_user,
+            shown=NCCL_BLOCK_LINE,
+        ),
     )

@@ -87,7 +87,7 @@ OPERATIONS = {
 FACTS = {
     f"{module.__name__.rsplit('.', 1)[-1]}.{name}": getattr(module, name)
     for module, names in (
-        (file_facts, ("FileDigests", "FileText", "RcBlock")),
+        (file_facts, ("FileDigests", "FileText", "RcBlock", "FilesAndBlock")),
         (server_facts, ("ServerUnits",)),
         (python_facts, ("VenvSitePackages",)),
         (venv_facts, ("SglangVenv", "VenvParents")),
@@ -120,6 +120,7 @@ ARGUMENT_TYPES = {
     cls.__name__: cls
     for cls in (
         releases.Release,
+        files.ManagedBlock,
         venvs.Source,
         IndexLogin,
         Secret,

@@ -10,6 +10,7 @@ from pyinfra.api import FactBase
 
 from sglang_pve.agent import rc_block
 from sglang_pve.agent.contract import TARGET_PYTHON
+from sglang_pve.deploy.facts import batched
 
 
 @dataclass(frozen=True)
@@ -168,3 +169,20 @@ class RcBlock(FactBase[MarkedBlock]):
             sha1=found.get("sha1"),
             body=tuple(found.get("body", ())),
         )
+
+
+class FilesAndBlock(FactBase[tuple]):
+    r"""FileDigests of `paths` and RcBlock of `block` (its arguments) in one command: the places of
+    one concept, such as the NCCL profile's files and its block in the user's shell rc.
+
+    host.get_fact(FilesAndBlock, paths=["/etc/nccl.conf"],
+                  block={"path": "/root/.zshrc", "marker": "nccl-profile", "owner": "root", "shown": None})
+    # ({"/etc/nccl.conf": FileState(...)}, MarkedBlock(path="/root/.zshrc", ...))
+    """
+
+    def command(self, paths, block):
+        return batched.joined([digest_script(list(paths)), RcBlock().command(**block)])
+
+    def process(self, output):
+        digests, block = batched.split_last(output)
+        return parse_digests(digests), RcBlock().process(block)

@@ -1,5 +1,6 @@
-"""Files: many whole files compared with one fact (`file_set`), and a marked block inside a file
-someone else owns (`block`, read and edited on the host); written atomically, diffed under --diff."""
+"""Files: many whole files compared with one fact (`file_set`, optionally with a marked block in a
+file someone else owns, in the same read), and such a block alone (`block`, read and edited on the
+host); written atomically, diffed under --diff."""
 
 import hashlib
 import secrets
@@ -13,7 +14,16 @@ from pyinfra.operations.util.files import generate_color_diff
 
 from sglang_pve.agent import contract
 from sglang_pve.config.safe import printable
-from sglang_pve.deploy.facts.files import NOT_A_FILE, FileDigests, FileState, FileText, RcBlock, rc_block_command
+from sglang_pve.deploy.facts.files import (
+    NOT_A_FILE,
+    FileDigests,
+    FilesAndBlock,
+    FileState,
+    FileText,
+    MarkedBlock,
+    RcBlock,
+    rc_block_command,
+)
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,20 @@ class ManagedFile:
     def needs_write(self, current: FileState | None) -> bool:
         owner = (self.mode, self.user, self.group)
         return self.differs(current) or (current is not None and owner != (current.mode, current.user, current.group))
+
+
+@dataclass(frozen=True)
+class ManagedBlock:
+    """A marked block in a text file someone else owns (see `block` for what each field means)."""
+
+    path: str
+    marker: str
+    body: str
+    user: str = "root"
+    shown: str | None = None
+
+    def fact_args(self) -> dict:  # RcBlock's (and FilesAndBlock's block=) arguments
+        return {"path": self.path, "marker": self.marker, "owner": self.user, "shown": self.shown}
 
 
 def show_diff(file: ManagedFile, current: FileState | None, old_text: str | None = None) -> None:
@@ -109,24 +133,83 @@ def changed_files(files: list[ManagedFile], states: dict[str, FileState | None])
     return [f for f in files if f.needs_write(states.get(f.path))]
 
 
-def converge(files: list[ManagedFile], states: dict[str, FileState | None]):
-    """Shared by every operation that manages files: diff (when asked) and write what differs.
-    All diffs come before the first command: pyinfra's --dry stops a generator at its first yield."""
+@dataclass(frozen=True)
+class BlockEdit:
+    """What `block` (or `file_set`'s block) changes: the command, and the diff --diff shows."""
+
+    where: str  # the path, or "PATH (a link to TARGET)"
+    wanted: ManagedBlock
+    found: MarkedBlock
+    command: StringCommand | None  # None: the block is up to date
+
+    def show_diff(self) -> None:
+        marker = self.wanted.marker
+        host.log(f"Will {'modify' if self.found.exists else 'create'} the {marker} block in {self.where}", logger.info)
+        old = [
+            f"{printable(line)}\n" if line is not None else "(a line not written by sglang-pve: not shown)\n"
+            for line in self.found.body
+        ]
+        for line in generate_color_diff(old, self.wanted.body.splitlines(keepends=True)):
+            logger.info("  %s", line)
+        logger.info("")
+
+
+def _block_edit(wanted: ManagedBlock, found: MarkedBlock) -> BlockEdit:
+    """The edit that makes `found` hold `wanted` (its command None: it does already), or the
+    refusal (OperationError) of a file that must not be edited."""
+    path, marker, user = wanted.path, wanted.marker, wanted.user
+    where = path if found.path == path else f"{path} (a link to {found.path})"
+    if found.state == NOT_A_FILE:
+        raise OperationError(
+            f"{where} is not a regular file: refusing to edit it. Fix: make it a file, or point shell_rc elsewhere"
+        )
+    if found.state is not None and found.state.user != user:
+        raise OperationError(
+            f"{where} belongs to {found.state.user}, not {user}: refusing to edit it (a link planted towards "
+            f"someone else's file reads the same). Fix: chown it to {user}, or set shell_rc to a file of {user}"
+        )
+    if found.markers == "damaged":
+        raise OperationError(
+            f"{where}: the sglang-pve {marker} block markers are damaged (begin lines {list(found.begin)}, end "
+            f"lines {list(found.end)}); repair or delete them by hand, then deploy again"
+        )
+    if found.markers == "block" and found.sha1 == hashlib.sha1(wanted.body.encode()).hexdigest():
+        return BlockEdit(where, wanted, found, None)
+    request = {"action": "write", "path": path, "marker": marker, "body": wanted.body, "expect": found.path}
+    edit = rc_block_command(request)
+    command = StringCommand(edit if user == "root" else f"runuser -u {shlex.quote(user)} -- {edit}")
+    return BlockEdit(where, wanted, found, command)
+
+
+def converge(files: list[ManagedFile], states: dict[str, FileState | None], then: BlockEdit | None = None):
+    """Shared by every operation that manages files: diff (when asked) and write what differs, then
+    `then`'s block edit (one that changes something). All diffs come before the first command:
+    pyinfra's --dry stops a generator at its first yield."""
     changed = changed_files(files, states)
     if state.config.DIFF:
         for file in changed:
             if file.differs(states.get(file.path)):
                 show_diff(file, states.get(file.path))
+        if then is not None:
+            then.show_diff()
     for file in changed:
         yield from write_commands(file)
+    if then is not None:
+        yield then.command
 
 
 @operation()
-def file_set(files: list[ManagedFile]):
+def file_set(files: list[ManagedFile], block: ManagedBlock | None = None):
     """
-    Make a set of files match exactly, checking all of them with one remote command.
+    Make a set of files match exactly, checking all of them with one remote command; with `block`,
+    also one marked block in a file someone else owns (as `block` does it), read in the same command:
+    the places of one concept (the NCCL profile's files and its shell rc block) cost one read.
 
     + files: list of ManagedFile(path, content, mode, user, group)
+    + block: a ManagedBlock(path, marker, body, user, shown), or None
+
+    A block that cannot be edited (not a file, another user's, damaged markers) is refused before
+    any file is written.
 
     **Example:**
 
@@ -135,13 +218,21 @@ def file_set(files: list[ManagedFile]):
         file_set(
             name="NCCL profile files",
             files=[ManagedFile("/etc/nccl.conf", "NCCL_PROTO=LL\\n")],
+            block=ManagedBlock("/root/.zshrc", "nccl-profile", "export NCCL_PROTO=LL\\n"),
         )
     """
-    states = host.get_fact(FileDigests, paths=[f.path for f in files])
-    if not changed_files(files, states):
-        host.noop(f"{len(files)} file(s) up to date")
+    paths, edit = [f.path for f in files], None
+    if block is None:
+        states = host.get_fact(FileDigests, paths=paths)
+    else:
+        states, found = host.get_fact(FilesAndBlock, paths=paths, block=block.fact_args())
+        edit = _block_edit(block, found)  # a refusal comes before any file is written
+        edit = edit if edit.command is not None else None
+    changed = changed_files(files, states)
+    if not changed and edit is None:
+        host.noop(f"{len(files)} file(s)" + (f" and the {block.marker} block" if block else "") + " up to date")
         return
-    yield from converge(files, states)
+    yield from converge(files, states, then=edit)
 
 
 @operation()
@@ -172,33 +263,11 @@ def block(path: str, marker: str, body: str, user: str = "root", shown: str | No
 
         block(path="/root/.zshrc", marker="nccl-profile", body="export NCCL_PROTO=LL\\n")
     """
-    found = host.get_fact(RcBlock, path=path, marker=marker, owner=user, shown=shown)
-    where = path if found.path == path else f"{path} (a link to {found.path})"
-    if found.state == NOT_A_FILE:
-        raise OperationError(
-            f"{where} is not a regular file: refusing to edit it. Fix: make it a file, or point shell_rc elsewhere"
-        )
-    if found.state is not None and found.state.user != user:
-        raise OperationError(
-            f"{where} belongs to {found.state.user}, not {user}: refusing to edit it (a link planted towards "
-            f"someone else's file reads the same). Fix: chown it to {user}, or set shell_rc to a file of {user}"
-        )
-    if found.markers == "damaged":
-        raise OperationError(
-            f"{where}: the sglang-pve {marker} block markers are damaged (begin lines {list(found.begin)}, end "
-            f"lines {list(found.end)}); repair or delete them by hand, then deploy again"
-        )
-    if found.markers == "block" and found.sha1 == hashlib.sha1(body.encode()).hexdigest():
-        host.noop(f"{marker} block in {where} is up to date")
+    wanted = ManagedBlock(path, marker, body, user, shown)
+    edit = _block_edit(wanted, host.get_fact(RcBlock, **wanted.fact_args()))
+    if edit.command is None:
+        host.noop(f"{marker} block in {edit.where} is up to date")
         return
     if state.config.DIFF:
-        host.log(f"Will {'modify' if found.exists else 'create'} the {marker} block in {where}", logger.info)
-        old = [
-            f"{printable(line)}\n" if line is not None else "(a line not written by sglang-pve: not shown)\n"
-            for line in found.body
-        ]
-        for line in generate_color_diff(old, body.splitlines(keepends=True)):
-            logger.info("  %s", line)
-        logger.info("")
-    edit = rc_block_command({"action": "write", "path": path, "marker": marker, "body": body, "expect": found.path})
-    yield StringCommand(edit if user == "root" else f"runuser -u {shlex.quote(user)} -- {edit}")
+        edit.show_diff()
+    yield edit.command
