@@ -14,7 +14,7 @@ from pyinfra.api import deploy
 
 from sglang_pve.deploy import provenance
 from sglang_pve.deploy.context import deployment, site_packages, unit_host, venv
-from sglang_pve.deploy.operations import releases, systemd
+from sglang_pve.deploy.operations import releases
 from sglang_pve.deploy.provenance import run_token
 from sglang_pve.deploy.render import release, server_files
 from sglang_pve.deploys.locked import locked
@@ -28,15 +28,13 @@ def servers() -> None:
     if is_node():
         return
     config = deployment()
-    systemd.server_units(
-        name=f"Server units ({len(config.servers)})",
-        files={name: server_files(config, server, venv(), unit_host()) for name, server in config.servers.items()},
-    )
     project = Path(state.cwd or os.getcwd())
-    releases.release(
-        name=f"Release: {config.data.active_server or 'no server'} on SGLang {config.sglang_version}",
+    releases.release(  # the units first, then the release: one operation, one read (its docstring says why)
+        name=f"Server units ({len(config.servers)}) and release: {config.data.active_server or 'no server'} on "
+        f"SGLang {config.sglang_version}",
         release=release(config, venv(), site_packages(), provenance.who(), provenance.commit(project), unit_host()),
         keep=config.data.releases_kept,
         venvs_dir=config.data.sglang_venvs_dir,
         lease=run_token(),
+        units={name: server_files(config, server, venv(), unit_host()) for name, server in config.servers.items()},
     )

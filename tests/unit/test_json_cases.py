@@ -58,7 +58,7 @@ from sglang_pve.deploy.facts import unit_host as unit_host_facts
 from sglang_pve.deploy.facts import units as unit_facts
 from sglang_pve.deploy.facts import venvs as venv_facts
 from sglang_pve.deploy.facts import zfs as zfs_facts
-from sglang_pve.deploy.operations import files, lock, node_exporter, releases, router, systemd, units, venvs
+from sglang_pve.deploy.operations import files, lock, node_exporter, releases, router, units, venvs
 from sglang_pve.deploy.operations.files import ManagedFile
 from sglang_pve.deploy.provenance import who
 from sglang_pve.provision import device_nodes, guest_deploy, node_facts, raw_lines, restart_debt
@@ -69,7 +69,6 @@ _BASE64 = re.compile(r"(?<![\w+/=])[A-Za-z0-9+/]{24,}={0,2}(?![\w+/=])")
 OPERATIONS = {
     "files.file_set": files.file_set,
     "files.block": files.block,
-    "systemd.server_units": systemd.server_units,
     "releases.release": releases.release,
     "releases.switched": releases.switched,
     "releases.rolled_back": releases.rolled_back,
@@ -91,7 +90,7 @@ FACTS = {
         (server_facts, ("ServerUnits",)),
         (python_facts, ("VenvSitePackages",)),
         (venv_facts, ("SglangVenv", "VenvParents")),
-        (release_facts, ("Releases",)),
+        (release_facts, ("Releases", "UnitsAndReleases")),
         (status_facts, ("ServerStatus",)),
         (router_facts, ("RouterStatus",)),
         (gpu_facts, ("GpuDevices", "UserSpaceDriver")),

@@ -1,13 +1,15 @@
 """Operation decisions against canned facts (pyinfra's @fake connector): which commands a state yields."""
 
 import re
+from types import SimpleNamespace
 
-from pyinfra.api import Config, Inventory, State
+from pyinfra.api import Config, FileUploadCommand, Inventory, State
 from pyinfra.api.connect import connect_all
 from pyinfra.api.operation import add_op
 from pyinfra.api.operations import run_ops
+from pyinfra.context import ctx_host, ctx_state
 
-from sglang_pve.deploy.facts.servers import parse_show
+from sglang_pve.deploy.facts.servers import ServerUnits, parse_show
 from sglang_pve.deploy.operations import systemd
 from sglang_pve.deploy.operations.files import ManagedFile
 from tests.conftest import PROJECT
@@ -65,8 +67,17 @@ IN_SYNC = {UNIT: "unit-a", YAML: "yaml-a", "/etc/systemd/system/sglang-b.service
 RUNNING = {"sglang-a.service": ("active", "enabled"), "sglang-b.service": ("inactive", "disabled")}
 
 
+def unit_run(lines: list[str]) -> list[str]:
+    """The server units' commands (systemd.unit_commands, which the release operation runs first)
+    for the ServerUnits fact that prints `lines`; an upload as `upload DEST`."""
+    fake = SimpleNamespace(print_prefix="[t] ", name="t")
+    with ctx_host.use(fake), ctx_state.use(SimpleNamespace(config=SimpleNamespace(DIFF=False))):
+        commands = systemd.unit_commands(files(), ServerUnits().process(lines))
+    return [f"upload {c.dest}" if isinstance(c, FileUploadCommand) else c.get_raw_value() for c in commands]
+
+
 def servers_run(on_host, units, installed=None):
-    return run(systemd.server_units, {"--- units": fact_output(on_host, units, installed)}, files=files())
+    return unit_run(fact_output(on_host, units, installed))
 
 
 def test_nothing_to_do_when_files_match():
@@ -111,7 +122,7 @@ def test_writes_use_no_predictable_name_and_never_follow_links():
 def test_a_link_at_a_managed_path_is_replaced_not_followed():
     lines = fact_output(IN_SYNC, RUNNING)
     lines[0] = f"{UNIT}\t!"  # the fact saw a link (or a directory) where the unit should be
-    commands = "\n".join(run(systemd.server_units, {"--- units": lines}, files=files()))
+    commands = "\n".join(unit_run(lines))
     assert f"t={UNIT};" in commands
 
 

@@ -1,4 +1,5 @@
-"""The host's releases (sglang_pve/agent/release_store.py) in one remote command: the agent's report."""
+"""The host's releases (sglang_pve/agent/release_store.py) in one remote command: the agent's report
+(alone, or after the server units' state: UnitsAndReleases)."""
 
 import base64
 import json
@@ -8,6 +9,8 @@ from dataclasses import dataclass, field
 from pyinfra.api import FactBase
 
 from sglang_pve.deploy import paths
+from sglang_pve.deploy.facts import batched
+from sglang_pve.deploy.facts.servers import ServerUnits
 
 
 @dataclass(frozen=True)
@@ -71,3 +74,20 @@ class Releases(FactBase[ReleaseReport]):
             switch=document.get("switch"),
             ready=bool(document.get("ready")),
         )
+
+
+class UnitsAndReleases(FactBase[tuple]):
+    """ServerUnits and Releases in one command: what the release operation with `units` compares
+    (deploy/operations/releases.py release).
+
+    host.get_fact(UnitsAndReleases, paths=["/etc/systemd/system/sglang-baseline.service", ...],
+                  units=["sglang-baseline.service"])
+    # (ServersState(files={...}, installed={...}, units={...}), ReleaseReport(current="2026...", ...))
+    """
+
+    def command(self, paths, units):
+        return batched.joined([ServerUnits().command(paths, units), Releases().command()])
+
+    def process(self, output):
+        units, report = batched.split_last(output)
+        return ServerUnits().process(units), Releases().process(report or [])

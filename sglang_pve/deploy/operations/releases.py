@@ -24,7 +24,8 @@ from pyinfra.api import OperationError, QuoteString, StringCommand, operation
 
 from sglang_pve.deploy import fleet, group_switch, paths, rollout
 from sglang_pve.deploy.facts.files import FileDigests
-from sglang_pve.deploy.facts.releases import Releases
+from sglang_pve.deploy.facts.releases import Releases, UnitsAndReleases
+from sglang_pve.deploy.operations import systemd
 from sglang_pve.deploy.operations.files import ManagedFile, show_diff
 from sglang_pve.deploy.progress import FollowedCommand
 from sglang_pve.deploy.provenance import who
@@ -136,25 +137,42 @@ def _adopted(report, lease: str) -> str:
 
 @operation()
 @group_switch.taking_part
-def release(release: Release, keep: int, venvs_dir: str, lease: str):
+def release(release: Release, keep: int, venvs_dir: str, lease: str, units: dict[str, list[ManagedFile]] | None = None):
     """
-    Record `release` on the host and switch to it, unless it is the current release and runs.
-    When only files that no running process reads changed (another configuration's unit, the
-    shell block), the release is recorded and becomes current without a restart.
+    Install the server units (`units`), then record `release` on the host and switch to it, unless
+    it is the current release and runs. When only files that no running process reads changed
+    (another configuration's unit, the shell block), the release is recorded and becomes current
+    without a restart.
 
     + release: what should run (sglang_pve.deploy.render.release)
     + keep: releases kept (older ones, and venvs only they used, are removed)
     + venvs_dir: only venvs under it are ever removed
     + lease: the token of this run's deploy lock (deploy/operations/lock.py)
+    + units: server name -> its files (sglang_pve.deploy.render.server_files), installed first
+      (deploy/operations/systemd.py unit_commands); None: they are in place already
+
+    The units' state and the releases are read in one command (UnitsAndReleases), before the units
+    are written: what the release decides from (the records, the current and pending ids, which
+    units of the current release run, whether it is ready: a TP group's ranks adopt on that) is
+    what the unit commands leave alone. They write files that
+    no record or running unit reflects until the switch records them, run daemon-reload (which
+    starts and stops nothing), and disable only units of configurations no longer declared: when
+    such a unit is the current release's active one, `release` names another active server (or
+    none) and switches whatever runs; any other is not among the current release's running units.
+    So the read after the writes would decide the same, and a no-change run reads once.
 
     **Example:**
 
     .. code:: python
 
         release(release=render.release(deployment, venv, site_packages), keep=5, venvs_dir="/opt/sglang/venvs",
-                lease=run_token())
+                lease=run_token(), units={"baseline": server_files(deployment, baseline, venv)})
     """
-    report = host.get_fact(Releases)
+    if units is None:
+        unit_changes, report = [], host.get_fact(Releases)
+    else:
+        current_units, report = host.get_fact(UnitsAndReleases, **systemd.unit_fact_args(units))
+        unit_changes = systemd.unit_commands(units, current_units)
     current = report.current_record
     running = _running(report, current)
     same = current is not None and release.matches(current) and running
@@ -162,6 +180,7 @@ def release(release: Release, keep: int, venvs_dir: str, lease: str):
     record_only = running and not same and release.matches(current, runtime_only=True)
     rank = group_switch.member(host)
     if rank is not None and not rank.adopts((same or record_only) and report.ready):
+        yield from unit_changes
         yield from _group_switched(  # a TP group's rank: the whole group switches, also a rank whose release runs
             rank,
             _apply(release.agent_spec(), keep, venvs_dir, lease, routed=group_switch.NO_REVERT),
@@ -175,12 +194,15 @@ def release(release: Release, keep: int, venvs_dir: str, lease: str):
         adopted = _adopted(report, lease)
         if adopted:  # shown without -v: the operator reran after a drop and must learn what happened
             logger.info(f"{host.print_prefix}release {current['id']} runs{adopted}")
-        host.noop(
-            f"release {current['id']} runs ({release.active_server or 'no server'}, SGLang {release.sglang_version})"
-            + adopted
-            + _every_rank(rank)
-        )
+        if not unit_changes:
+            in_place = "" if units is None else f"{len(units)} server unit(s) up to date; "
+            host.noop(
+                f"{in_place}release {current['id']} runs ({release.active_server or 'no server'}, "
+                f"SGLang {release.sglang_version})" + adopted + _every_rank(rank)
+            )
+        yield from unit_changes
         return
+    yield from unit_changes
     if record_only:
         yield _apply(release.agent_spec(), keep, venvs_dir, lease, record_only=True)
         return

@@ -1,11 +1,12 @@
-"""Server configurations as systemd units: files and daemon-reload (which one runs: releases.py)."""
+"""Server configurations as systemd units: files and daemon-reload, the commands the release
+operation runs first (which one runs: releases.py)."""
 
 from pyinfra import host, logger
-from pyinfra.api import QuoteString, StringCommand, operation
+from pyinfra.api import QuoteString, StringCommand
 
 from sglang_pve.config.safe import printable
 from sglang_pve.deploy import paths
-from sglang_pve.deploy.facts.servers import ServersState, ServerUnits, server_of
+from sglang_pve.deploy.facts.servers import ServersState, server_of
 from sglang_pve.deploy.operations.files import ManagedFile, converge
 
 
@@ -25,12 +26,13 @@ def _warn_foreign(current: ServersState, declared: dict[str, str]) -> set[str]:
     return taken
 
 
-@operation()
-def server_units(files: dict[str, list[ManagedFile]]):
+def unit_commands(files: dict[str, list[ManagedFile]], current: ServersState) -> list:
     """
-    Install one systemd unit (plus its SGLang config and lifecycle spec) per server configuration
-    and remove the units of configurations no longer declared. Which one runs is the release's
-    business (deploy/operations/releases.py): the switch stops, starts, enables and disables units, so
+    The commands that install one systemd unit (plus its SGLang config and lifecycle spec) per server
+    configuration and remove the units of configurations no longer declared, from the ServerUnits
+    fact `current` (read with unit_fact_args); [] when all is in place. The release operation
+    (deploy/operations/releases.py release, units=) runs them before it records and switches: which
+    one runs is the release's business (the switch stops, starts, enables and disables units), so
     the running server stays up until every file of the new release is in place.
 
     + files: server name -> its files (sglang_pve.deploy.render.server_files)
@@ -44,11 +46,9 @@ def server_units(files: dict[str, list[ManagedFile]]):
 
     .. code:: python
 
-        server_units(files={"baseline": server_files(deployment, baseline, venv)})
+        unit_commands({"baseline": server_files(deployment, baseline, venv)}, host.get_fact(ServerUnits, ...))
     """
     declared = {name: paths.unit_name(name) for name in files}
-    wanted = [f for server_files in files.values() for f in server_files]
-    current = host.get_fact(ServerUnits, paths=[f.path for f in wanted], units=list(declared.values()))
     taken = _warn_foreign(current, declared)
     wanted = [f for name, fs in files.items() if name not in taken for f in fs]
     stale = sorted(unit for unit, ours in current.installed.items() if ours and unit not in declared.values())
@@ -67,8 +67,9 @@ def server_units(files: dict[str, list[ManagedFile]]):
         commands.append(StringCommand("rm", "-f", *map(QuoteString, paths.server_paths(server))))
     if units_changed or stale or any(unit.need_reload for unit in current.units.values()):
         commands.append(StringCommand("systemctl", "daemon-reload"))
+    return commands
 
-    if not commands:
-        host.noop(f"{len(files)} server unit(s) up to date")
-        return
-    yield from commands
+
+def unit_fact_args(files: dict[str, list[ManagedFile]]) -> dict:
+    """ServerUnits' arguments for these servers' files: every file's path and every declared unit."""
+    return {"paths": [f.path for fs in files.values() for f in fs], "units": [paths.unit_name(n) for n in files]}
