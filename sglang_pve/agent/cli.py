@@ -24,6 +24,8 @@
                                            take the container's deploy lock for a whole run and
                                            leave a holder keeping it (lease.py)
     unlock --dir DIR --token T             the run's last command: the lock goes
+    holder --dir DIR                       who holds the deploy lock (its lease as JSON, null when
+                                           free), taking and writing nothing: a --dry run's read
     router-status --router URL [--metrics URL] [--key-file F]   a router's health, workers, metrics (JSON)
     router-sync --router URL [--key-file F] --worker URL ...    its workers exactly these (router_worker.py)
     router-leave --dir DIR --router URL --address ADDR [--drain-s S]   this replica out of its router,
@@ -246,6 +248,11 @@ def _unlock(args: argparse.Namespace) -> int:
     return exitcodes.OK
 
 
+def _holder(args: argparse.Namespace) -> int:
+    print(json.dumps(lease.current(args.dir), sort_keys=True))
+    return exitcodes.OK
+
+
 def _token(text: str) -> str:
     if not text.isalnum() or len(text) > 64:
         raise argparse.ArgumentTypeError(f"not a lease token (1-64 letters or digits): {text!r}")
@@ -376,6 +383,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = command("unlock", _unlock, "release the deploy lock this run holds", spec=None)
     sub.add_argument("--dir", required=True, metavar="DIR", help="the releases directory")
     sub.add_argument("--token", type=_token, required=True, help="the run's token")
+    sub = command("holder", _holder, "who holds the deploy lock (its lease, null when free), taking nothing", spec=None)
+    sub.add_argument("--dir", required=True, metavar="DIR", help="the releases directory")
     for name, handler, help_text in (
         ("apply", _apply, "record a release from the files on disk and switch to it"),
         ("switch", _switch, "switch to a recorded release: stop, GPUs free, start, gate; revert on failure"),

@@ -3,6 +3,7 @@ holder keeps it across commands, a second run waits naming the first or refuses,
 with the run's unlock, with its watched connection, or after the longest hold."""
 
 import fcntl
+import json
 import os
 import subprocess
 import threading
@@ -278,3 +279,19 @@ def test_giving_the_lock_back_marks_the_last_switch_outcome_seen(tmp_path, conne
     assert not detached.read(str(tmp_path)).get("seen")
     assert lease.release(str(tmp_path), "aaa")
     assert detached.read(str(tmp_path))["seen"] is True
+
+
+def test_holder_names_the_run_that_holds_the_lock_and_writes_nothing(tmp_path, connection, capsys):
+    """The read a --dry run makes instead of taking the lock (deploy/facts/lock.py DeployLockHolder)."""
+    missing = tmp_path / "releases"
+    assert cli.main(["holder", "--dir", str(missing)]) == exitcodes.OK
+    assert json.loads(capsys.readouterr().out) is None and not missing.exists()  # free, and nothing created
+    assert take(missing, "aaa", procs.identify(connection.pid))[0] == exitcodes.OK
+    before = {p.name: p.stat().st_mtime_ns for p in missing.iterdir()}
+    assert cli.main(["holder", "--dir", str(missing)]) == exitcodes.OK
+    holder = json.loads(capsys.readouterr().out)
+    assert holder["token"] == "aaa" and holder["owner"] == "alice@laptop" and holder["holder"]["pid"] > 0
+    assert {p.name: p.stat().st_mtime_ns for p in missing.iterdir()} == before and not flock_free(missing)
+    assert lease.release(str(missing), "aaa")
+    assert cli.main(["holder", "--dir", str(missing)]) == exitcodes.OK
+    assert json.loads(capsys.readouterr().out) is None

@@ -7,7 +7,8 @@ https://github.com/pyinfra-dev/pyinfra/blob/3.x/tests/test_operations.py):
         {"args": [...], "kwargs": {...},
          "facts": {"<module>.<Fact>": {"<arg>=<value>, ..." | "*": <the fact command's output lines>}},
          "commands": [...exact commands...], "noop_description": "...", "warnings": ["...substring..."],
-         "exception": {"name": "OperationError", "message": "...exact..."}}
+         "exception": {"name": "OperationError", "message": "...exact..."},
+         "executing": false}  (optional: the prepare-time pass, under --dry; default: executing)
     tests/facts/<module>.<Fact>/<case>.json
         {"arg": {...}, "command": "...exact shell...", "output": [...lines...], "fact": <processed, as JSON>}
 
@@ -94,7 +95,7 @@ FACTS = {
         (status_facts, ("ServerStatus",)),
         (router_facts, ("RouterStatus",)),
         (gpu_facts, ("GpuDevices", "UserSpaceDriver")),
-        (lock_facts, ("DeployLock", "DeployUnlock")),
+        (lock_facts, ("DeployLock", "DeployUnlock", "DeployLockHolder")),
         (node_exporter_facts, ("NodeExporter",)),
         (preflight_facts, ("PreflightProbe", "PreflightRead")),
         (zfs_facts, ("ZfsSnapshots",)),
@@ -221,7 +222,7 @@ def as_json(command):
 def test_operation_case(name, path, caplog):
     case = json.loads(path.read_text())
     fake = FakeHost(case.get("facts", {}))
-    diff = SimpleNamespace(config=SimpleNamespace(DIFF=False))
+    diff = SimpleNamespace(config=SimpleNamespace(DIFF=False), is_executing=case.get("executing", True))
     call = OPERATIONS[name]._inner(*arguments(case.get("args", [])), **arguments(case.get("kwargs", {})))
     with ctx_host.use(fake), ctx_state.use(diff):
         if "exception" in case:

@@ -2,9 +2,11 @@
 
 Facts, not operations: pyinfra counts every operation that runs a command as a change, and a lock
 is no change to the host (a second deploy must still report zero changes). pyinfra 3 runs a
-host's operation functions, and the facts they read, in order at execution time (under --dry and
-before the confirmation prompt: at prepare time, in the same order), so the lock taken here
-covers every operation of the task that comes after it.
+host's operation functions, and the facts they read, in order at execution time, so the lock taken
+here covers every operation of the task that comes after it. Without -y (under --dry, and before
+the confirmation prompt) it also runs them once at prepare time (pyinfra 3.10 api/operation.py
+_wrap_operation: state.should_check_for_changes); that pass only reads who holds the lock
+(DeployLockHolder): taking it would write the lease, and a --dry run writes nothing.
 """
 
 import json
@@ -70,3 +72,23 @@ class DeployUnlock(FactBase[str]):
 
     def process(self, output):
         return "\n".join(output).strip()
+
+
+class DeployLockHolder(FactBase):
+    """Who holds the container's deploy lock, taking and writing nothing (agent `holder`): the lease
+    of the run that holds it (agent/lease.py), None when it is free or no agent is there yet.
+
+    host.get_fact(DeployLockHolder)
+    # {"token": "feedfacefeedface", "owner": "bob@desk", "task": "bench", "started": "2026-12-01T14:50:03Z", ...}
+    """
+
+    @staticmethod
+    def default() -> None:
+        return None
+
+    def command(self):
+        return _agent("holder")
+
+    def process(self, output):
+        text = "\n".join(output).strip()
+        return json.loads(text) if text else None
