@@ -1,4 +1,5 @@
-"""A router's health, workers and own metrics, asked on its host by the agent (router_worker.status)."""
+"""A router's health, workers and own metrics, asked on its host by the agent (router_worker.status);
+its unit's files and whether it runs, in one command (RouterUnit)."""
 
 import json
 import shlex
@@ -6,6 +7,9 @@ import shlex
 from pyinfra.api import FactBase
 
 from sglang_pve.deploy import paths
+from sglang_pve.deploy.facts import batched
+from sglang_pve.deploy.facts.files import digest_script, parse_digests
+from sglang_pve.deploy.facts.units import UnitStates
 
 
 class RouterStatus(FactBase[dict | None]):
@@ -26,3 +30,21 @@ class RouterStatus(FactBase[dict | None]):
     def process(self, output):
         text = "\n".join(output).strip()
         return json.loads(text) if text else None
+
+
+class RouterUnit(FactBase[tuple]):
+    """What router_unit compares, in one command: FileDigests of the unit's files and whether the
+    unit runs (UnitStates: SubState as pyinfra's SystemdStatus counts it, facts/units.py RUNNING).
+
+    host.get_fact(RouterUnit, paths=["/etc/systemd/system/sgl-router-kimi.service", ...],
+                  unit="sgl-router-kimi.service")
+    # ({"/etc/systemd/system/sgl-router-kimi.service": FileState(...), ...}, True)
+    """
+
+    def command(self, paths, unit):
+        return batched.joined([digest_script(list(paths)), UnitStates().command(units=[unit])])
+
+    def process(self, output):
+        digests, show = batched.split_last(output)
+        units = UnitStates().process(show or [])
+        return parse_digests(digests), any(info.running for info in units.values())

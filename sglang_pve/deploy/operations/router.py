@@ -3,11 +3,9 @@ before the operation ends (router_unit); its workers the set's ready replicas (r
 
 from pyinfra import host, state
 from pyinfra.api import QuoteString, StringCommand, operation
-from pyinfra.facts.systemd import SystemdStatus
 
 from sglang_pve.deploy import paths
-from sglang_pve.deploy.facts.files import FileDigests
-from sglang_pve.deploy.facts.router import RouterStatus
+from sglang_pve.deploy.facts.router import RouterStatus, RouterUnit
 from sglang_pve.deploy.operations.files import ManagedFile, changed_files, converge
 
 # Polls the router until `probe` answers 200 (sgl-model-gateway src/server.rs: GET /liveness once it
@@ -47,9 +45,8 @@ def router_unit(unit: str, files: list[ManagedFile], probe: str, timeout_s: floa
         router_unit(unit="sgl-router-kimi.service", files=render.router_files(...),
                     probe="http://127.0.0.1:30000/liveness")
     """
-    states = host.get_fact(FileDigests, paths=[f.path for f in files])
+    states, running = host.get_fact(RouterUnit, paths=[f.path for f in files], unit=unit)  # one read for both
     changed = changed_files(files, states)
-    running = host.get_fact(SystemdStatus, services=[unit]).get(unit, False)
     if not changed and running:
         host.noop(f"{unit} runs from its files")
         return
