@@ -1,6 +1,7 @@
 """The deploy against the real lab over SSH: idempotency, dry-run purity, diffs, NCCL persistence,
 one unit per configuration, exactly one running, clean stop, bad input refused before any change."""
 
+import contextlib
 import json
 import re
 
@@ -42,19 +43,49 @@ def test_second_run_reports_zero_changes(deployed):
     assert totals["changed"] == 0 and totals["error"] == 0 and totals["unchanged"] == totals["operations"] > 0, output
 
 
+def releases_dir_entry() -> str:
+    """The releases directory's own mtime: a lease written or removed (the deploy lock taken or
+    given back) changes it."""
+    return sh(f"stat -c '%n %y' {paths.RELEASES_DIR}")
+
+
+@contextlib.contextmanager
+def lock_held_by_another_run():
+    """The deploy lock held by another run (bob@desk's bench, agent lock) for the body; its lease."""
+    connection = sh("setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $!").strip()  # that run's SSH connection
+    agent = ["python3", paths.AGENT]
+    taken = on_target(
+        *agent, "lock", "--json", "--dir", paths.RELEASES_DIR, "--token", "feedface", "--owner", "bob@desk",
+        "--task", "bench", "--wait", "0", "--watch-pid", connection, "--max-hold", "600",
+    )  # fmt: skip
+    try:
+        assert '"held": true' in taken.stdout, taken.stdout
+        yield sh(f"cat {paths.RELEASES_DIR}/.lease.json")
+    finally:
+        on_target(*agent, "unlock", "--dir", paths.RELEASES_DIR, "--token", "feedface")
+        sh(f"kill {connection}")
+
+
 def test_dry_run_changes_nothing_on_the_target(deployed):
-    before = snapshot()
-    _, output = pyinfra(
-        "--dry", "--data", "nccl_profile=p2p-disabled", "--data", "active_server=eagle3-2step", yes=False
-    )
-    assert "Detected changes" in output and "1 (sglang1)" in output  # it saw the changes...
-    assert snapshot() == before  # ...and made none
+    """Also while another run holds the deploy lock: --dry says who, and takes nothing (deploy/
+    operations/lock.py held); it once took the lock at prepare time, and so failed with wait_lock=0."""
+    with lock_held_by_another_run() as lease:
+        before, directory = snapshot(), releases_dir_entry()
+        _, output = pyinfra(
+            "--dry", "--data", "nccl_profile=p2p-disabled", "--data", "active_server=eagle3-2step",
+            "--data", "wait_lock=0", yes=False,
+        )  # fmt: skip
+        assert "Detected changes" in output and "1 (sglang1)" in output  # it saw the changes...
+        assert snapshot() == before and releases_dir_entry() == directory  # ...and made none
+        assert "the deploy lock is held now, by bob@desk (bench) since" in output, output
+        assert "the run would refuse at once (wait_lock=0)" in output
+        assert sh(f"cat {paths.RELEASES_DIR}/.lease.json") == lease  # still the other run's
 
 
 def test_dry_diff_shows_one_changed_nccl_variable(deployed):
     profiles = group_data("all")["nccl_profiles"]
     profiles["pcie-tuned"] = TUNED | {"NCCL_NTHREADS": 256}
-    before = snapshot()
+    before, directory = snapshot(), releases_dir_entry()  # the lock free: not taken either
     _, output = pyinfra("--dry", "--diff", "--data", f"nccl_profiles={json.dumps(profiles)}", yes=False)
     for path in (paths.NCCL_ENV, paths.NCCL_CONF):
         section = output.split(f"Will modify {path}", 1)[1].split("Will ", 1)[0]
@@ -62,7 +93,7 @@ def test_dry_diff_shows_one_changed_nccl_variable(deployed):
         assert "@@ " in section and "  NCCL_BUFFSIZE=16777216" in section  # a unified hunk with context
     assert "Will modify the nccl-profile block in /root/.zshrc" in output
     assert "+ export NCCL_NTHREADS=256" in output
-    assert snapshot() == before
+    assert snapshot() == before and releases_dir_entry() == directory
 
 
 def test_profile_reaches_every_place_a_process_starts_from(deployed):
