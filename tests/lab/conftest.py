@@ -240,6 +240,15 @@ def server_status(server: str) -> dict:
     return next(entry for entry in agent_status()["servers"] if entry.get("server") == server)
 
 
+def status_record(server: str, host: str = HOST) -> dict:
+    """The agents' own record of one server (state.py status/NAME.json): epoch times such as the
+    gate's `failed_at` and `last_progress_at` and poststop's `stopped`, for bounds that never read
+    a test's clock."""
+    import json
+
+    return json.loads(on_target("cat", f"{LIFECYCLE_STATE_DIR}/status/{server}.json", host=host).stdout)
+
+
 def unit_state(unit: str) -> dict[str, str]:
     out = sh(f"systemctl show -p ActiveState,SubState,Result,MainPID,NRestarts,ExecMainStatus {unit}")
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
