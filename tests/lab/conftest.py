@@ -9,11 +9,15 @@ import sys
 
 import pytest
 
+from sglang_pve.agent.phases import PHASES
 from tests.conftest import PROJECT
 
 HOST = "sglang1"
 PYINFRA = str(PROJECT / ".venv" / "bin" / "pyinfra") if (PROJECT / ".venv" / "bin" / "pyinfra").exists() else "pyinfra"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# A start's phases as status --json names them (agent/phases.py), a regex alternation: a progress
+# line names the phase the server is in when it is read
+STARTING = "|".join(phase for phase in PHASES if phase != "ready")
 
 
 def lab_missing() -> str | None:

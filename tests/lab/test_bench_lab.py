@@ -10,7 +10,7 @@ import pytest
 
 from sglang_pve.deploy import paths
 from tests.conftest import PROJECT
-from tests.lab.conftest import on_target, pyinfra, refresh_simulator, set_faults, unit_state
+from tests.lab.conftest import STARTING, on_target, pyinfra, refresh_simulator, set_faults, unit_state
 
 pytestmark = pytest.mark.lab
 
@@ -28,6 +28,33 @@ def deployed(lab, tmp_path_factory):
     return tmp_path_factory.mktemp("bench-results")
 
 
+# The simulator streams each request at its configuration's rate (a late decode step is caught up:
+# CATCH_UP_S in lab/sglang_sim/sglang/sim/serving.py), so the rates compared are the requests' own:
+# output tokens / the sum of the requests' latencies. The run's output_throughput (tokens / the
+# run's wall time) also counts the client's own time between requests, which a loaded host
+# stretches at random: 0.02 s of a 4.9 s run alone, 0.57 s of 5.2 s (11 %) at load 40, where the
+# requests' own rates still matched to 0.5 %. Beyond the rate a request pays a fixed cost (its TTFT,
+# the prefill: ~0.08 s of ~1.5 s, the same for every configuration, under 1 % of a ratio): 2 %, plus
+# 3 standard errors of both means from the spread of the run's own requests
+# (std_request_output_throughput, tools/bench/metrics.py), ~0 alone. A real mismatch (a configuration
+# at another's rate: 4-14 % apart here, or NCCL's defaults: 29 % slower) stays outside it.
+FIXED_COST_REL = 0.02
+
+
+def request_rate(run: dict) -> float:
+    """Output tokens over the sum of the successful requests' latencies (tools/bench/metrics.py)."""
+    return run["total_output_tokens"] / (run["mean_e2e_latency_ms"] / 1000 * run["completed"])
+
+
+def ratio_tolerance(run: dict, base: dict) -> float:
+    """The relative tolerance of `run`'s request rate over the baseline run's `base`."""
+
+    def relative_error(run: dict) -> float:
+        return run["std_request_output_throughput"] / request_rate(run) / run["completed"] ** 0.5
+
+    return FIXED_COST_REL + 3 * (relative_error(run) ** 2 + relative_error(base) ** 2) ** 0.5
+
+
 def _history(results_dir) -> list[dict]:
     return [json.loads(line) for line in (results_dir / "history.jsonl").read_text().splitlines()]
 
@@ -43,17 +70,26 @@ def test_all_four_configurations_measured_at_the_simulators_rates(deployed):
     finally:
         set_faults({})
     lines = [line for line in output.splitlines() if "progress: bench " in line]
-    assert any(
-        re.search(r"progress: bench eagle3-5step \(4/4\) starting \d+ s: eagle3-5step weights ", x) for x in lines
-    )
+    # the phase a line names is the one the server is in when it is read: weights for most lines,
+    # an earlier one on a loaded guest that reached weights late (INTERVAL_S 15 s, weights 20 s)
+    starting = rf"progress: bench eagle3-5step \(4/4\) starting \d+ s: eagle3-5step ({STARTING}) \d+ s, starting \(\1, "
+    assert any(re.search(starting, x) for x in lines), lines
     assert all("\x1b" not in line and "\r" not in line for line in lines), lines  # a pipe: plain lines
     records = _history(deployed)
     assert [r["configuration"] for r in records] == list(SEED_TOK_S)
     assert all(r["status"] == "ok" and r["single_stream"]["completed"] == 3 for r in records)
-    base = records[0]["single_stream"]["output_throughput"]
+    base = records[0]["single_stream"]
     for r in records:
-        expected = SEED_TOK_S[r["configuration"]] / SEED_TOK_S["baseline"]
-        assert r["single_stream"]["output_throughput"] / base == pytest.approx(expected, rel=0.02), r["configuration"]
+        run, expected = r["single_stream"], SEED_TOK_S[r["configuration"]] / SEED_TOK_S["baseline"]
+        ratio, tolerance = request_rate(run) / request_rate(base), ratio_tolerance(run, base)
+        between = run["duration_s"] - run["mean_e2e_latency_ms"] / 1000 * run["completed"]
+        whole = run["output_throughput"] / base["output_throughput"]
+        print(
+            f"{r['configuration']}: requests {ratio:.4f} x the baseline's, expected {expected:.4f} +- {tolerance:.2%}; "
+            f"the run's {whole:.4f} x; the client between requests {between:.2f} s"
+        )
+        assert ratio == pytest.approx(expected, rel=tolerance), (r["configuration"], run, base)
+        assert run["output_throughput"] > 0
         assert set(r["startup"]["phases"]) >= {"dist_init", "weights", "cuda_graph", "warmup"}
     speculative = records[1:]
     assert all(
