@@ -6,9 +6,12 @@ under load drains the first configuration and starts the second.
 """
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -18,6 +21,7 @@ from tests.conftest import PROJECT, group_data
 from tests.lab.conftest import (
     ANSI,
     PYINFRA,
+    STARTING,
     grand_total,
     lab_api_key,
     on_target,
@@ -165,6 +169,23 @@ def _deploy(*data: str) -> subprocess.Popen:
     )
 
 
+class _Lines:
+    """A child's output read on a thread as it comes, for a test that waits for one of its lines."""
+
+    def __init__(self, process: subprocess.Popen):
+        self.process, self.lines = process, []
+        self.reader = threading.Thread(target=lambda: self.lines.extend(process.stdout), daemon=True)
+        self.reader.start()
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def wait(self, timeout: float) -> str:
+        self.process.wait(timeout=timeout)
+        self.reader.join(timeout=60)
+        return self.text()
+
+
 def _until(condition, seconds: float = 120) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
@@ -183,9 +204,20 @@ def test_two_deploys_started_together_run_one_after_the_other(deployed):
     try:
         first = _deploy("--data", f"nccl_profile={PROFILES[1]}")
         _until(lambda: sh(f"cat {paths.RELEASES_DIR}/pending", check=False).strip() != "")  # inside its switch
-        second = _deploy("--data", f"nccl_profile={PROFILES[0]}")
-        refused = pyinfra("--data", f"nccl_profile={PROFILES[0]}", "--data", "wait_lock=0", check=False)
-        outputs = [ANSI.sub("", process.communicate(timeout=600)[0]) for process in (first, second)]
+        # The first run holds its lock until its last operation: paused (our own child, by its PID;
+        # its SSH connections stay open), it holds it for as long as the second takes to reach its own
+        # lock, however loaded the machine (before: the first's 12 s weights had to outlast the
+        # second's pyinfra start-up). Its switch goes on on the host meanwhile.
+        os.kill(first.pid, signal.SIGSTOP)
+        try:
+            second = _deploy("--data", f"nccl_profile={PROFILES[0]}")
+            second_lines = _Lines(second)
+            waiting = "for the deploy lock, held by"  # or ended: the asserts below say how
+            _until(lambda: waiting in second_lines.text() or second.poll() is not None, 600)
+            refused = pyinfra("--data", f"nccl_profile={PROFILES[0]}", "--data", "wait_lock=0", check=False)
+        finally:
+            os.kill(first.pid, signal.SIGCONT)
+        outputs = [ANSI.sub("", first.communicate(timeout=600)[0]), ANSI.sub("", second_lines.wait(600))]
         assert (first.returncode, second.returncode) == (0, 0), outputs
     finally:
         set_faults({})
@@ -211,8 +243,10 @@ def test_a_controller_killed_during_the_gate_wait_then_a_rerun_starts_the_server
     set_faults({"baseline": {"phase_seconds": {"weights": 8}}})
     try:
         first = _deploy("--data", f"nccl_profile={PROFILES[1]}")
-        _until(lambda: sh(f"cat {paths.RELEASES_DIR}/pending", check=False).strip() != "")  # inside its switch
-        time.sleep(2)  # the server is loading its weights: the gate waits
+        # the new server is loading its weights (8 s): the gate waits. The event itself, not a
+        # fixed sleep after the switch began (a loaded guest may not have started the server yet)
+        new_lines = f"tail -c +{offset + 1} {paths.log_path('baseline')}"
+        _until(lambda: "Load weight begin." in sh(new_lines, check=False))
         first.kill()  # our own child, by its PID: its SSH connections close
         first.wait()
         _, output = pyinfra("--data", f"nccl_profile={PROFILES[1]}")
@@ -251,7 +285,9 @@ def test_a_slow_start_prints_progress_lines_while_the_switch_waits(deployed):
         set_faults({})
     assert deploy.returncode == 0, output
     lines = [line for line in output.splitlines() if "progress: " in line]
-    assert any(re.search(r"progress: baseline weights \d+ s, starting \(weights, ", line) for line in lines), output
+    # the phase a line names is the one the server is in when it is read: weights for most lines,
+    # an earlier one on a loaded guest that reached weights late (INTERVAL_S is 15 s, weights 20 s)
+    assert any(re.search(rf"progress: baseline ({STARTING}) \d+ s, starting \(\1, ", line) for line in lines), output
     assert all("\x1b" not in line and "\r" not in line for line in lines), lines
 
 
