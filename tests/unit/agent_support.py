@@ -163,6 +163,33 @@ class _RecordedTime:
         return getattr(time, name)
 
 
+class VirtualClock(_RecordedTime):
+    """The time module of one agent module on a clock that moves only when that module sleeps: a
+    stall or grace measured by it is exactly the seconds asked for, however busy the machine is.
+    Only for code that waits on itself (a log already written, a fatal line already read), never on
+    another process or thread, whose real time such a clock would not wait for."""
+
+    def __init__(self):
+        super().__init__([], None)
+        self.start, self.epoch = time.monotonic(), time.time()
+
+    @property
+    def elapsed(self) -> float:
+        return sum(self._slept)
+
+    def monotonic(self) -> float:
+        return self.start + self.elapsed
+
+    def time(self) -> float:
+        return self.epoch + self.elapsed
+
+
+def virtual_clock(module, monkeypatch) -> VirtualClock:
+    clock = VirtualClock()
+    monkeypatch.setattr(module, "time", clock)
+    return clock
+
+
 def recorded_sleeps(module, monkeypatch, then=None) -> list:
     """The sleeps `module` asks for (its own `time.sleep` calls, not those of the libraries it
     calls, such as subprocess's waits), recorded instead of slept: a test asserts the wait asked
@@ -201,9 +228,10 @@ class LogScript(threading.Thread):
 
 class HealthServer:
     """A tiny HTTP server: `answers[path]` is a list of statuses served in turn (the last one
-    repeats); unknown paths answer 404. `hits[path]` counts requests."""
+    repeats); unknown paths answer 404. `hits[path]` counts requests. `on_request(path, hits)` runs
+    before each answer: what the server does while it is probed (a busy one logs a batch)."""
 
-    def __init__(self, port: int, answers: dict):
+    def __init__(self, port: int, answers: dict, on_request=None):
         self.answers = {path: list(codes) for path, codes in answers.items()}
         self.hits = {}
         server = self
@@ -211,6 +239,8 @@ class HealthServer:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
                 server.hits[self.path] = server.hits.get(self.path, 0) + 1
+                if on_request is not None:
+                    on_request(self.path, server.hits[self.path])
                 codes = server.answers.get(self.path, [404])
                 code = codes.pop(0) if len(codes) > 1 else codes[0]
                 self.send_response(code)

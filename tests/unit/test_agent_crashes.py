@@ -4,7 +4,6 @@ by it (poststop tells them apart from what systemd gives ExecStopPost=), and the
 that asks for it is validated (config/lifecycle.py)."""
 
 import json
-import threading
 from pathlib import Path
 
 import pydantic
@@ -17,6 +16,7 @@ from tests.unit.agent_support import (
     agent,
     fake_systemctl,
     messages,
+    recorded_sleeps,
     sleeper,
     stop,
     systemctl_calls,
@@ -209,12 +209,12 @@ def test_the_timer_waits_for_the_crash_s_own_stop_to_end(tmp_path, monkeypatch):
     monkeypatch.setenv(
         "SGLANG_PVE_SYSTEMCTL", str(fake_systemctl(tmp_path, {"sglang-t1.service": {"ActiveState": "deactivating"}}))
     )
-    stopped = threading.Timer(0.5, fake_systemctl, (tmp_path, {"sglang-t1.service": {"ActiveState": "failed"}}))
-    stopped.start()
-    try:
-        assert crashes.restart(spec, messages(), poll_s=0.05) == exitcodes.OK
-    finally:
-        stopped.join()
+    # The stop ends once the timer was seen waiting for it (its first poll), not at a fixed time: under
+    # load that time can come before the timer looked, and the wait is never tested.
+    failed = {"sglang-t1.service": {"ActiveState": "failed"}}
+    slept = recorded_sleeps(crashes, monkeypatch, lambda _: fake_systemctl(tmp_path, failed))
+    assert crashes.restart(spec, messages(), poll_s=0.05) == exitcodes.OK
+    assert slept == [0.05]  # it waited one poll for the deactivating unit, then started it
     assert systemctl_calls(tmp_path).count(START) == 1
 
 

@@ -2,7 +2,9 @@
 SGLang nodes on this host (rank 0 and rank 1 of `--nnodes 2`, the dist-init port on the
 loopback), a stall on one rank fails both, each by its own gate; a rank above 0 is ready at
 SGLang's dummy health server. Timing is asserted on the agents' recorded timestamps (the
-diagnoses' epoch and seconds_stalled) against the configured stall timeout, never on wall time."""
+diagnoses' epoch and seconds_stalled) against the configured stall timeout, never on wall time.
+Only the rank whose stall a test is about has a short stall timeout: the other rank, and every
+phase a test is not about, have bounds far above a loaded CI worker's pauses."""
 
 import json
 import socket
@@ -17,10 +19,14 @@ from tests.unit.agent_support import messages, write_spec
 from tests.unit.test_simulator import _group_of_two, lab, models  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.usefixtures("agent_env")
-STALL_S = 2.0
+STALL_S = 2.0  # the hanging rank's weights stall timeout
+SLACK_S = 30.0  # rank 0's notice after rank 1's stall: its gate's poll, rank 1's evidence and kill, under load
+HANG_S = 300.0  # a gate still running after this hangs
 
 
-def _specs(tmp_path: Path, rank0_config: Path, rank1_config: Path, port: int) -> list[spec.Spec]:
+def _specs(
+    tmp_path: Path, rank0_config: Path, rank1_config: Path, port: int, stalling: int | None = None
+) -> list[spec.Spec]:
     specs, rank0_port = [], yaml.safe_load(rank0_config.read_text())["port"]
     for rank, config in enumerate((rank0_config, rank1_config)):
         where = tmp_path / f"agent{rank}"
@@ -30,8 +36,8 @@ def _specs(tmp_path: Path, rank0_config: Path, rank1_config: Path, port: int) ->
                 where,
                 log=str(config.with_suffix(".log")),
                 port=yaml.safe_load(config.read_text())["port"],
-                stall_timeout_s={"weights": STALL_S, "kv_cache": 30, "dist_init": 30, "cuda_graph": 30},
-                startup_timeout_s=60,
+                stall_timeout_s={"weights": STALL_S} if rank == stalling else {},  # else write_spec's 60 s
+                startup_timeout_s=HANG_S,
                 group={
                     "name": "g",
                     "rank": rank,
@@ -61,29 +67,30 @@ def _diagnosis(group_spec: spec.Spec) -> dict:
     return json.loads(path.read_text())
 
 
-def _start_group(lab, tmp_path, faults=None):  # noqa: F811
+def _start_group(lab, tmp_path, faults=None, stalling=None):  # noqa: F811
     rank0_config, rank1_config = _group_of_two(lab, tmp_path)
     port = int(yaml.safe_load(rank0_config.read_text())["dist-init-addr"].rsplit(":", 1)[1])
     lab.faults(faults or {})
-    specs = _specs(tmp_path, rank0_config, rank1_config, port)
+    specs = _specs(tmp_path, rank0_config, rank1_config, port, stalling)
     sims = [lab.start(rank0_config), lab.start(rank1_config, SGLANG_SIM_RUN_DIR=str(tmp_path / "node1" / "run"))]
     return specs, sims
 
 
-def test_a_stall_on_rank1_fails_the_whole_group_within_the_stall_timeout_plus_5s(lab, tmp_path):  # noqa: F811
-    specs, sims = _start_group(lab, tmp_path, {"tp": {"hang": "weights", "node_rank": 1}})
+def test_a_stall_on_rank1_fails_the_whole_group_soon_after_the_stall_timeout(lab, tmp_path):  # noqa: F811
+    specs, sims = _start_group(lab, tmp_path, {"tp": {"hang": "weights", "node_rank": 1}}, stalling=1)
     results: dict = {}
     threads = [_gate_in_thread(s, sim.popen.pid, results) for s, sim in zip(specs, sims, strict=True)]
     for thread in threads:
-        thread.join(60)
+        thread.join(HANG_S)
     assert results == {0: exitcodes.PEER_GONE, 1: exitcodes.STALL}
     rank0, rank1 = _diagnosis(specs[0]), _diagnosis(specs[1])
     assert rank1["kind"] == "stall" and rank1["phase"] == "weights" and rank1["seconds_stalled"] >= STALL_S
     assert rank0["kind"] == "peer_gone" and "rank 1 (127.0.0.1) gone" in rank0["summary"]
     status0, status1 = (json.loads(Path(s.state_file("status")).read_text()) for s in specs)
-    # rank 1's last progress (its hang), as its own gate recorded it; rank 0 failed within the bound
+    # rank 1's last progress (its hang), as its own gate recorded it; rank 0 failed by the peer's loss,
+    # well before its own 60 s stall timeout could have failed it
     assert status1["failed_at"] - status1["last_progress_at"] >= STALL_S
-    assert status0["failed_at"] - status1["last_progress_at"] <= STALL_S + 5
+    assert status0["failed_at"] - status1["last_progress_at"] <= STALL_S + SLACK_S
     for sim in sims:  # both main PIDs were SIGKILLed, their ranks followed (PDEATHSIG)
         sim.popen.wait(timeout=10)
         assert sim.popen.returncode == -9
@@ -94,7 +101,7 @@ def test_rank1_is_ready_at_the_dummy_health_server_and_rank0_at_fired_up(lab, tm
     results: dict = {}
     threads = [_gate_in_thread(s, sim.popen.pid, results) for s, sim in zip(specs, sims, strict=True)]
     for thread in threads:
-        thread.join(60)
+        thread.join(HANG_S)
     assert results == {0: exitcodes.OK, 1: exitcodes.OK}
     # once ready, the peers are connected: rank 0 sees rank 1, rank 1 sees rank 0
     for group_spec in specs:

@@ -11,7 +11,7 @@ import pytest
 
 from sglang_pve.agent import holders, procs
 from sglang_pve.agent.cli import main
-from tests.unit.agent_support import hold_device, stop
+from tests.unit.agent_support import hold_device, recorded_sleeps, stop
 
 pytestmark = pytest.mark.usefixtures("agent_env")  # isolated from the host's devices and systemd
 
@@ -87,13 +87,13 @@ def test_alive_checks_the_start_time_so_a_reused_pid_is_not_the_same_process():
     assert not procs.alive(proc)
 
 
-def test_terminate_escalates_to_sigkill_by_pid(agent_env):
+def test_terminate_escalates_to_sigkill_by_pid(agent_env, monkeypatch):
     stubborn = hold_device(agent_env / "nvidia0", unit="sglang-t1.service", ignore_term=True)
-    started = time.monotonic()
+    slept = recorded_sleeps(procs, monkeypatch, time.sleep)  # slept too: the processes die in real time
     survivors = procs.terminate([procs.identify(stubborn.pid)], grace_s=0.3, kill_wait_s=5)
     assert survivors == []
     assert stubborn.wait(timeout=5) == -9
-    assert time.monotonic() - started < 10
+    assert sum(slept) <= 0.3 + 5 + 2 * 0.05  # each wait within its bound and one poll: asked, never timed
 
 
 def test_holders_command_prints_json(agent_env, capsys):

@@ -13,7 +13,7 @@ import pytest
 
 from sglang_pve.agent import cli, exitcodes, lease, procs
 from sglang_pve.agent.release_store import Store
-from tests.unit.agent_support import messages
+from tests.unit.agent_support import messages, messages_then
 
 SAFETY_S = 60.0  # every holder of these tests ends by itself after this
 
@@ -47,10 +47,19 @@ def until(condition, seconds=20.0) -> bool:
     return condition()
 
 
-def take(directory, token, watch, wait_s=0.0, owner="alice@laptop", task="deploy"):
-    say = messages()
+def take(directory, token, watch, wait_s=0.0, owner="alice@laptop", task="deploy", say=None):
+    say = say or messages()
     code = lease.acquire(str(directory), token, owner, task, wait_s, say, watch, SAFETY_S)
     return code, say.said
+
+
+def flock_waiters(path) -> int:
+    """Processes blocked in flock(2) on `path` now: /proc/locks lists each with "->" before it
+    (proc(5), /proc/locks; fs/locks.c lock_get_status prints the device as %02x:%02x and the inode)."""
+    st = os.stat(path)
+    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    with open("/proc/locks", encoding="ascii") as locks:
+        return sum(1 for line in locks if " -> " in line and where in line.split())
 
 
 def test_the_lock_outlives_the_command_and_a_second_run_refuses_naming_the_first(tmp_path, connection):
@@ -78,10 +87,10 @@ def test_the_lock_outlives_the_command_and_a_second_run_refuses_naming_the_first
 
 def test_a_run_that_waits_gets_the_lock_when_the_first_ends(tmp_path, connection):
     assert take(tmp_path, "aaa", procs.identify(connection.pid))[0] == exitcodes.OK
-    result = {}
-    waiter = threading.Thread(target=lambda: result.update(got=take(tmp_path, "bbb", None, wait_s=SAFETY_S)))
+    result, say = {}, messages()
+    waiter = threading.Thread(target=lambda: result.update(got=take(tmp_path, "bbb", None, wait_s=SAFETY_S, say=say)))
     waiter.start()
-    assert until(lambda: lease.read(str(tmp_path)) and lease.read(str(tmp_path))["token"] == "aaa")
+    assert until(lambda: say.said)  # it found the lock held (under load, later than a fixed sleep)
     time.sleep(0.3)
     assert waiter.is_alive()  # still waiting
     lease.release(str(tmp_path), "aaa")
@@ -193,7 +202,9 @@ def test_a_holder_whose_connection_ended_lets_go_only_after_its_runs_switch_ende
     assert switching.wait(SAFETY_S)
     connection.kill()
     connection.wait()
-    time.sleep(1.5)  # three of the holder's polls
+    # the holder saw the connection end: it waits for the switch lock (not a fixed time, which under
+    # load can pass before the holder polled at all)
+    assert until(lambda: flock_waiters(os.path.join(tmp_path, lease.SWITCH)) == 1, SAFETY_S)
     assert not flock_free(tmp_path) and lease.read(str(tmp_path))["token"] == "aaa"  # still held: the switch runs
     done.set()
     thread.join(SAFETY_S)
@@ -231,15 +242,17 @@ def test_a_run_that_gets_the_lock_still_waits_for_a_switch_left_running(tmp_path
     lock is free but the switch goes on in its unit; the next run writes nothing before it ended."""
     fd = _hold_switch_lock(tmp_path)
     watch = procs.identify(connection.pid)
+    # the switch ends once this run was seen waiting for it (not at a fixed time: under load the
+    # time can pass before the run looked, and the wait is never tested)
+    say = messages_then("waiting for the switch an earlier run left running", lambda: os.close(fd))
     try:
         code, said = take(tmp_path, "bbb", watch, wait_s=0)
         assert code == exitcodes.LOCKED and "has not ended; not waiting (wait_lock=0)" in said[-1]
         assert lease.read(str(tmp_path)) is None and flock_free(tmp_path)  # refused: took nothing
-        threading.Timer(1.0, os.close, [fd]).start()  # the switch ends a second from now
-        code, said = take(tmp_path, "bbb", watch, wait_s=30)
-    except BaseException:
-        os.close(fd)
-        raise
+        code, said = take(tmp_path, "bbb", watch, wait_s=SAFETY_S, say=say)
+    finally:
+        if not say.acted:
+            os.close(fd)
     assert code == exitcodes.OK and any("waiting for the switch an earlier run left running" in s for s in said)
     assert lease.read(str(tmp_path))["token"] == "bbb"
     assert lease.release(str(tmp_path), "bbb")
@@ -251,19 +264,19 @@ def test_a_switch_checks_its_runs_lease_only_under_the_switch_lock(tmp_path, con
     store = Store(str(tmp_path))
     assert take(tmp_path, "aaa", procs.identify(connection.pid))[0] == exitcodes.OK
     fd = _hold_switch_lock(tmp_path)  # the holder's side, as hold() does once the connection ended
-    outcome = []
+    outcome, say = [], messages()
 
     def late_switch():
         try:
-            with store.locked("aaa"):
+            with store.locked("aaa", say):
                 outcome.append("ran")
         except lease.LeaseError as error:
             outcome.append(str(error))
 
     thread = threading.Thread(target=late_switch)
     thread.start()
-    time.sleep(0.5)
-    assert outcome == []  # waits for the switch lock, not deciding on the lease yet
+    assert until(lambda: flock_waiters(os.path.join(tmp_path, lease.SWITCH)) == 1, SAFETY_S)  # blocked in it
+    assert outcome == [] and say.said == ["waiting for the switch an earlier run left running to end"]
     os.unlink(os.path.join(tmp_path, lease.LEASE))  # the holder removes the lease, then lets go
     os.close(fd)
     thread.join(SAFETY_S)

@@ -8,7 +8,6 @@ and logs handled tracebacks during a start."""
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -16,7 +15,16 @@ import pytest
 
 from sglang_pve.agent import exitcodes, gate, logfollow, phases, state, watchdog
 from sglang_pve.agent.phases import PhaseTracker
-from tests.unit.agent_support import BASELINE_V059, HealthServer, LogScript, messages, stop, systemctl_calls, write_spec
+from tests.unit.agent_support import (
+    BASELINE_V059,
+    HealthServer,
+    LogScript,
+    messages,
+    recorded_sleeps,
+    stop,
+    systemctl_calls,
+    write_spec,
+)
 
 pytestmark = pytest.mark.usefixtures("agent_env")  # isolated from the host's devices and systemd
 
@@ -43,12 +51,6 @@ def server(log: str, lines: list, delay: float) -> subprocess.Popen:
 def rotate(log: str) -> None:
     os.rename(log, log + ".1")
     Path(log).touch()  # logrotate's `create`
-
-
-def later(seconds: float, action, *args) -> threading.Timer:
-    timer = threading.Timer(seconds, action, args)
-    timer.start()
-    return timer
 
 
 def test_the_follower_keeps_the_servers_file_through_rename_delete_and_truncation(tmp_path):
@@ -93,29 +95,59 @@ def test_without_the_servers_descriptor_the_name_is_followed(tmp_path):
 
 
 @pytest.mark.parametrize("when", ["startup", "serving"])
-def test_rotation_and_deletion_cause_no_stall_and_no_restart(tmp_path, when):
-    spec = write_spec(
-        tmp_path,
-        stall_timeout_s=dict.fromkeys(("dist_init", "weights", "kv_cache", "cuda_graph", "http", "warmup"), 1.0),
-        watchdog={"interval_s": 0.3, "failures": 2},
-    )
+def test_rotation_and_deletion_cause_no_stall_and_no_restart(tmp_path, monkeypatch, when):
+    """The server's lines come in steps, each once the agent polled since the last: lines, the log
+    renamed (logrotate's create), lines into the renamed file, the renamed file deleted, lines. A step
+    waits for the agent's own poll (its sleep in the gate, its probe in the watchdog), never for a
+    fixed time: under load a timer fires before the agent looked or after the server's lines ran out.
+    A follower that lost the server's file never sees the lines after the rename: the gate stalls,
+    the watchdog counts silent failures and restarts."""
+    spec = write_spec(tmp_path, watchdog={"failures": 2})
     state.write_offset(spec, 0)
-    lines = BASELINE_V059 if when == "startup" else [DECODE] * 40
-    main = server(spec.log, lines, 0.15)  # gaps longer than a poll: the follower looks at the name
-    timers = [later(0.8, rotate, spec.log), later(1.6, os.unlink, spec.log)]
+    main = server(spec.log, [], 0)  # its stdout is the log, opened once in append mode
+    as_server = open(f"/proc/{main.pid}/fd/1", "a")  # what the server writes, wherever its file is now
+
+    def write(lines):
+        as_server.write("".join(line + "\n" for line in lines))
+        as_server.flush()
+
+    if when == "startup":
+        third = len(BASELINE_V059) // 3
+        chunks = [BASELINE_V059[:third], BASELINE_V059[third : 2 * third], BASELINE_V059[2 * third :]]
+    else:
+        chunks = [[DECODE]] * 3
+    steps = [
+        lambda: write(chunks[0]),
+        lambda: rotate(spec.log),
+        lambda: write(chunks[1]),
+        lambda: os.unlink(spec.log + ".1"),
+        lambda: write(chunks[2]),
+    ]
     try:
-        if when == "startup":
+        if when == "startup":  # one step per poll of the gate; the ready line comes with the last
+            recorded_sleeps(gate, monkeypatch, lambda seconds: steps.pop(0)() if steps else time.sleep(seconds))
             with HealthServer(spec.port, {"/health": [200]}):
                 code = gate.run(spec, main.pid, messages(), poll_s=0.05, on_ready=lambda s, pid: 1)
-            assert code == exitcodes.OK
-        else:
-            threading.Timer(2.2, main.kill).start()  # the test ends the "server" by its PID
-            with HealthServer(spec.port, {"/health_generate": [503]}):
-                code = watchdog.run(spec, main.pid, messages(), tick_s=0.01)
+            assert code == exitcodes.OK and not steps
+        else:  # one step per probe of the watchdog (a busy server logs while it is probed), then the end
+
+            def probed(path, hits):
+                if steps:
+                    steps.pop(0)()
+                    if hits in (2, 4):  # the rename and the deletion: the probe's lines come after them
+                        write([DECODE])
+                else:  # the test ends the "server" by its PID, gone before the answer: the probe raced no stop
+                    main.kill()
+                    main.wait()
+
+            say = messages()
+            with HealthServer(spec.port, {"/health_generate": [503]}, on_request=probed):
+                code = watchdog.run(spec, main.pid, say, tick_s=0.01)
             assert code == exitcodes.OK and systemctl_calls(tmp_path) == []  # no restart
+            assert sum("but the log grew: busy, not counted" in m for m in say.said) == 5
+            assert not any("log is silent" in m for m in say.said)
     finally:
-        for timer in timers:
-            timer.join()
+        as_server.close()
         stop(main)
 
 
