@@ -75,7 +75,8 @@ def bench() -> None:
     promotions = _promotions(report.current_record, names, config, options.promote_by) if options.promote else {}
 
     python.call(
-        name=f"Benchmark {', '.join(names)} (a fresh start each; the running configuration again at the end)",
+        name=f"Benchmark {', '.join(names)} (a fresh start each; the running configuration again at the end"
+        + (f"; out of the router of replica set {where.name} meanwhile)" if isinstance(where, fleet.Replica) else ")"),
         function=runner.run,
         job=runner.Job(
             run_id=f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{re.sub(r'[^A-Za-z0-9._-]', '-', host.name)}",
