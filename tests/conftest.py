@@ -1,4 +1,6 @@
 import ast
+import json
+import math
 import os
 import runpy
 import shutil
@@ -33,19 +35,34 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
+# The seconds each unit of xdist's work took in a CI run (tests/scope_seconds.json, written from a
+# run's JUnit XML by tests/scope_seconds.py): the workers take units in collection order and never
+# give one back, so a long unit collected late runs alone at the end while the other workers idle.
+SCOPE_SECONDS = Path(__file__).with_name("scope_seconds.json")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """In `make test`'s workers (--dist loadscope: a test module is one unit of work, on one worker,
-    its module fixtures set up once), the modules that take the lab down (lab_down) are handed out
-    after the other lab modules: the worker that runs them goes on with tests that need no lab
-    instead of bringing its lab up and provisioning sglang1 again (xdist hands units out in
-    collection order; every worker collects the same order)."""
+    """In `make test`'s workers (--dist loadscope: a unit of work is a module, or the scale lab's
+    directory, on one worker, its module fixtures set up once), the units are handed out longest
+    first (by SCOPE_SECONDS; one not measured yet as if longest), lab units before the others:
+    the workers end together, the lab units' waits overlap the CPU-bound unit tests, and the last
+    units handed out are the shortest. The modules that take the lab down (lab_down) come after
+    the other lab units: the worker that runs them goes on with tests that need no lab instead of
+    bringing its lab up and provisioning sglang1 again. Every worker collects the same order (xdist
+    checks), and a unit's tests keep their file order (some modules are one flow)."""
     if "PYTEST_XDIST_WORKER" not in os.environ:
         return
-    lab = [i for i, item in enumerate(items) if item.get_closest_marker("lab")]
-    if lab:
-        last = lab[-1] + 1
-        before = [item for item in items[:last] if not item.get_closest_marker("lab_down")]
-        items[:last] = before + [item for item in items[:last] if item.get_closest_marker("lab_down")]
+    seconds = json.loads(SCOPE_SECONDS.read_text()) if SCOPE_SECONDS.exists() else {}
+    units: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        units.setdefault(scope_of(item.nodeid), []).append(item)
+
+    def rank(scope: str) -> tuple[int, float]:
+        first = units[scope][0]
+        kind = 2 if not first.get_closest_marker("lab") else 1 if first.get_closest_marker("lab_down") else 0
+        return kind, -seconds.get(scope, math.inf)
+
+    items[:] = [item for scope in sorted(units, key=rank) for item in units[scope]]  # sorted is stable
 
 
 # The scale lab (pve2 and inventory/lab_scale.py's six guests, tests/lab/scale/conftest.py): every
@@ -54,12 +71,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 SCALE_DIR = "tests/lab/scale/"
 
 
+def scope_of(nodeid: str) -> str:
+    """The unit of work of a test: its module (xdist LoadScopeScheduling._split_scope:
+    nodeid.rsplit("::", 1)[0]), every module under SCALE_DIR being one."""
+    return SCALE_DIR if nodeid.startswith(SCALE_DIR) else nodeid.rsplit("::", 1)[0]
+
+
 class ScaleLabOnce(LoadScopeScheduling):
-    """--dist loadscope with the scale lab's modules as one scope (xdist LoadScopeScheduling groups
-    by module: its _split_scope is nodeid.rsplit("::", 1)[0])."""
+    """--dist loadscope with the scale lab's modules as one scope."""
 
     def _split_scope(self, nodeid: str) -> str:
-        return SCALE_DIR if nodeid.startswith(SCALE_DIR) else super()._split_scope(nodeid)
+        return scope_of(nodeid)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):

@@ -1,6 +1,7 @@
 """`make test`'s parallel sessions: pytest-xdist worker gwN drives lab slot base + N (tests/conftest.py),
 the base being the session's SGLANG_PVE_LAB_SLOT, however often the conftest is executed."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -87,11 +88,12 @@ def test_a_module_runs_whole_on_one_worker(tmp_path):
     # one worker: the units in the order it gets them; the lab_down module after the other lab ones
     record.unlink()
     (tmp_path / "test_0down.py").write_text(MODULE + "pytestmark = [pytest.mark.lab, pytest.mark.lab_down]\n")
+    one_env = {**env, "RECORD": str(record), "SGLANG_PVE_LAB_SLOT": "1"}
     one = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "1", "--dist", "loadscope"]
         + ["--no-loadscope-reorder"],
         cwd=tmp_path,
-        env={**env, "RECORD": str(record), "SGLANG_PVE_LAB_SLOT": "1"},
+        env=one_env,
         capture_output=True,
         text=True,
         timeout=120,
@@ -99,3 +101,14 @@ def test_a_module_runs_whole_on_one_worker(tmp_path):
     assert one.returncode == 0, one.stdout + one.stderr
     order = list(dict.fromkeys(line.split()[0] for line in record.read_text().splitlines()))
     assert order == ["test_a", "test_b", "test_0down", "test_down1", "test_u"], order
+
+    # with recorded seconds: longest first within lab, lab_down and the rest; one not measured
+    # (test_v) first of its kind
+    record.unlink()
+    (tmp_path / "test_v.py").write_text(MODULE)
+    seconds = {"test_a.py": 5, "test_b.py": 50, "test_0down.py": 1, "test_down1.py": 30, "test_u.py": 3}
+    (tmp_path / "scope_seconds.json").write_text(json.dumps(seconds))
+    one = subprocess.run(one.args, cwd=tmp_path, env=one_env, capture_output=True, text=True, timeout=120)
+    assert one.returncode == 0, one.stdout + one.stderr
+    order = list(dict.fromkeys(line.split()[0] for line in record.read_text().splitlines()))
+    assert order == ["test_b", "test_a", "test_down1", "test_0down", "test_v", "test_u"], order
