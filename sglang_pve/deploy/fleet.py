@@ -111,8 +111,8 @@ def bench_problem(host) -> Problem | None:
         list(where.members),
         f"{where.said}: tasks/bench.py starts one container's server per configuration and a rank "
         "cannot start alone (the other ranks wait on it); the bench measures one container or one replica",
-        f"compare the group's configurations by switching every rank together: tasks/switch.py "
-        f"--data server=NAME {where.limits}; bench a configuration on a container of its own",
+        f"bench without the group's ranks (--limit the other hosts); compare the group's configurations by "
+        f"switching every rank together: tasks/switch.py --data server=NAME {where.limits}",
     )
 
 

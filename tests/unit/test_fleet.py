@@ -87,9 +87,9 @@ def test_the_bench_refuses_a_rank_and_says_what_to_run_instead(fleet_hosts):
     assert problem.render(hosts["sglang5"].name) == (
         "@pveguest/sglang5: tp_groups.tp = ['sglang4', 'sglang5']: sglang5 is rank 1 of TP group tp (sglang4 rank 0, "
         "sglang5 rank 1): tasks/bench.py starts one container's server per configuration and a rank cannot start "
-        "alone (the other ranks wait on it); the bench measures one container or one replica. Fix: compare the "
-        "group's configurations by switching every rank together: tasks/switch.py --data server=NAME --limit "
-        "sglang4 --limit sglang5; bench a configuration on a container of its own"
+        "alone (the other ranks wait on it); the bench measures one container or one replica. Fix: bench without "
+        "the group's ranks (--limit the other hosts); compare the group's configurations by switching every rank "
+        "together: tasks/switch.py --data server=NAME --limit sglang4 --limit sglang5"
     )
     assert fleet.bench_problem(hosts["sglang2"]) is None  # benched out of its router (tools/bench/runner.py)
     assert fleet.bench_problem(hosts["alone"]) is None
