@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.lab]
 NODE_COMMANDS = 3  # 11 before the node's reads were batched
 CONTAINER_COMMANDS = 7  # 13 before the host's basics, the probe and the lock were batched, 9 before the merges
 ROUTER_HOST_COMMANDS = 10  # router1: a container's 7 plus the router's venv, unit (files and state: one read), workers
+TP_RANKS, TP_UNIT = ("sglang4", "sglang5"), "sglang-baseline.service"  # inventory/lab_scale.py's TP group tp
 
 
 def on(host: str, *command: str) -> str:
@@ -47,11 +48,21 @@ def test_every_guest_runs_on_its_node_with_its_gpus(scale_lab):
     assert on(str(layout.SCALE_GUESTS["router1"][1]), "sh", "-c", gpus + " || true").split() == []  # only a router
 
 
+def main_pid(guest: str) -> str:
+    return on(str(layout.SCALE_GUESTS[guest][1]), "systemctl", "show", "-p", "MainPID", "--value", TP_UNIT).strip()
+
+
 def test_the_second_run_changes_nothing_at_a_fixed_cost_per_host(scale_lab):
+    """Also: the TP group, ready on both ranks, is adopted as it runs: no rank restarted (its
+    server's main PID the same; deploy/group_switch.py, every rank votes)."""
     logs = {node.name: node.request_log for node in layout.NODES.values()}
     before = {name: len(requestlog.read(path)) for name, path in logs.items()}
+    pids = {guest: main_pid(guest) for guest in TP_RANKS}
     _, output = pyinfra("--debug", inventory=scale_lab.inventory)
     assert grand_total(output)["changed"] == 0
+    assert {guest: main_pid(guest) for guest in TP_RANKS} == pids and all(p != "0" for p in pids.values())
+    for guest in TP_RANKS:
+        assert re.search(rf"\[{guest}\].*every rank of TP group tp runs its release and is ready: adopted", output)
     commands = Counter(re.findall(r"Running command on (\S+?):", output))
     nodes = {host: count for host, count in commands.items() if host.startswith("pve")}
     guests = {host: count for host, count in commands.items() if not host.startswith("pve")}

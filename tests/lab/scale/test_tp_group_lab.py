@@ -137,10 +137,22 @@ def releases(host: str) -> dict:
     return json.loads(on_target("python3", AGENT_PYZ, "releases", "--dir", RELEASES_DIR, host=host).stdout)
 
 
+def unit_times(host: str) -> dict[str, int]:
+    """When the unit last left and entered inactive/failed, on CLOCK_MONOTONIC in us (systemd's
+    InactiveExit/EnterTimestampMonotonic; a failed->inactive reset-failed moves neither: systemd
+    src/core/unit.c unit_notify). The guests are containers of one kernel: one clock for both."""
+    shown = on_target(
+        "systemctl", "show", "-p", "InactiveEnterTimestampMonotonic,InactiveExitTimestampMonotonic", UNIT, host=host
+    ).stdout
+    return {key: int(value) for key, value in (line.split("=", 1) for line in shown.split())}
+
+
 def test_a_release_that_fails_on_rank_1_reverts_every_rank(group):
     """A deploy of a new SGLang version (the lab index's good nightly) to the group, whose start hangs
     on rank 1 only (the fault keyed by that version, lab/sglang_sim/README.md): the run fails naming
-    rank 1, and both ranks run the release that ran before again, as one group, ready."""
+    rank 1, and both ranks run the release that ran before again, as one group, ready. The revert is
+    the group's (deploy/group_switch.py): no rank started the old release before every rank's new
+    server had stopped (before, rank 1 reverted at its own failure while rank 0's new server ran)."""
     from lab import layout
 
     before = {host: releases(host)["current"] for host in (RANK0, RANK1)}
@@ -151,6 +163,12 @@ def test_a_release_that_fails_on_rank_1_reverts_every_rank(group):
     faults(RANK1, {})
     assert code != 0, output[-4000:]
     assert re.search(rf"\[{RANK1}\].*switch to release \S+ failed: .*stalled in weights", output), output[-4000:]
+    for host in (RANK0, RANK1):
+        group_line = rf"\[{host}\].*TP group tp: the switch failed on .*{RANK1}: every rank stopped before any started"
+        assert re.search(group_line, output), (host, output[-4000:])
+    times = {host: unit_times(host) for host in (RANK0, RANK1)}
+    last_stop = max(t["InactiveEnterTimestampMonotonic"] for t in times.values())  # the new servers' ends
+    assert all(t["InactiveExitTimestampMonotonic"] > last_stop for t in times.values()), times  # the reverts' starts
     for host in (RANK0, RANK1):
         report = releases(host)
         assert report["current"] == before[host], (host, output[-4000:])
