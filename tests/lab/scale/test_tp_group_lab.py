@@ -9,10 +9,12 @@ timestamps, never on this test's wall time: rank 1's last progress (its gate's l
 to each rank's `stopped` (recorded by poststop once no process holds /dev/nvidia* and memory is
 idle) must be within the stall timeout plus 5 s. Both guests read the lab host's one clock.
 
-A deploy of a new SGLang version whose start hangs on rank 1 only (a fault keyed by that version):
-both ranks stop before either starts (deploy/group_switch.py; before, a new rank met the other's old
-server and the group ended with two releases), rank 1 fails, rank 0 follows, and both run the
-release that ran before again, ready as one group.
+A deploy of a new SGLang version whose start crashes on rank 1 only, before it joins rank 0 (a fault
+keyed by that version): both ranks stop before either starts, rank 1 fails and waits for rank 0,
+which fails at its dist_init stall timeout, then both stop and only then run the release that ran
+before again, ready as one group (deploy/group_switch.py). Before, rank 1 reverted alone at once,
+its old server joined rank 0's new one, and the run ended with rank 0 on the new release, rank 1 on
+the old one (seen on slot 8 with the code before: rank 0 "Success").
 
 Cost (slot 8, 2 cores shared by 8 helpers): 290 s alone from a lab without the scale node or
 guests (lab up --scale, the six scale guests provisioned by the nodes' deploy, both members
@@ -148,21 +150,22 @@ def unit_times(host: str) -> dict[str, int]:
 
 
 def test_a_release_that_fails_on_rank_1_reverts_every_rank(group):
-    """A deploy of a new SGLang version (the lab index's good nightly) to the group, whose start hangs
-    on rank 1 only (the fault keyed by that version, lab/sglang_sim/README.md): the run fails naming
-    rank 1, and both ranks run the release that ran before again, as one group, ready. The revert is
-    the group's (deploy/group_switch.py): no rank started the old release before every rank's new
-    server had stopped (before, rank 1 reverted at its own failure while rank 0's new server ran)."""
+    """A deploy of a new SGLang version (the lab index's good nightly) to the group, whose start
+    crashes on rank 1 only, before dist init (the fault keyed by that version, lab/sglang_sim/
+    README.md): the run fails naming rank 1, and both ranks run the release that ran before again,
+    as one group, ready. The revert is the group's (deploy/group_switch.py): no rank started the old
+    release before every rank's new server had stopped (before, rank 1 reverted at its own failure
+    and its old server joined rank 0's new one, which then served)."""
     from lab import layout
 
     before = {host: releases(host)["current"] for host in (RANK0, RANK1)}
-    faults(RANK1, {"baseline": {"hang": "weights", "version": layout.GOOD_NIGHTLY}})
+    faults(RANK1, {"baseline": {"crash": "context_length", "version": layout.GOOD_NIGHTLY}})
     code, output = pyinfra(
         *LIMIT, "--data", f'sglang_version="{layout.GOOD_NIGHTLY}"', inventory="inventory/lab_scale.py", check=False
     )
     faults(RANK1, {})
     assert code != 0, output[-4000:]
-    assert re.search(rf"\[{RANK1}\].*switch to release \S+ failed: .*stalled in weights", output), output[-4000:]
+    assert re.search(rf"\[{RANK1}\].*switch to release \S+ failed: .*crashed in launch", output), output[-4000:]
     for host in (RANK0, RANK1):
         group_line = rf"\[{host}\].*TP group tp: the switch failed on .*{RANK1}: every rank stopped before any started"
         assert re.search(group_line, output), (host, output[-4000:])
