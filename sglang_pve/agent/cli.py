@@ -38,37 +38,28 @@ Exit codes are listed in exitcodes.py, environment overrides (tests only) in ove
 `--help` prints both.
 """
 
+from __future__ import annotations  # Store and contextlib are imported for the type checker only
+
 import argparse
 import base64
-import contextlib
 import json
 import os
 import sys
 import traceback
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from sglang_pve.agent import (
-    contract,
-    crashes,
-    detached,
-    exitcodes,
-    gate,
-    holders,
-    lease,
-    overrides,
-    procs,
-    reaper,
-    router_worker,
-    status,
-    stopping,
-    switch,
-    systemd,
-    watchdog,
-)
+from sglang_pve.agent import contract, exitcodes, overrides
 from sglang_pve.agent.output import Reporter
-from sglang_pve.agent.release_store import ReleaseError, Store
-from sglang_pve.agent.spec import SpecError, load
 
+if TYPE_CHECKING:
+    import contextlib
+
+    from sglang_pve.agent.release_store import Store
+
+# Each handler imports the modules it uses, not more: Python compiles every module it imports from
+# the zipapp at each start (zipimport keeps no bytecode cache), and most commands are short (a
+# no-change deploy runs lock, releases and unlock: 0.2 s of CPU each with every module imported).
 DEFAULT_SPEC_DIR = contract.SERVERS_DIR
 Handler = Callable[[argparse.Namespace], int]  # one command: its exit code
 
@@ -78,32 +69,51 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if getattr(args, "detach", False):
+            from sglang_pve.agent import detached
+
             return detached.run(argv, Reporter("switch", sys.stdout), lambda: int(args.handler(args)))
         code: int = args.handler(args)  # set by _parser: one of the Handlers below
         return code
-    except (SpecError, ReleaseError) as error:
-        print(f"sglang-pve-agent {args.command}: {error}", file=sys.stderr)
-        return exitcodes.USAGE
-    except lease.LeaseError as error:
-        print(f"sglang-pve-agent {args.command}: {error}", file=sys.stderr)
-        return exitcodes.LOCKED
-    except Exception:  # noqa: BLE001 - the unit's log must show what went wrong
-        traceback.print_exc()
-        return exitcodes.INTERNAL
+    except Exception as error:  # noqa: BLE001 - the unit's log must show what went wrong
+        return _failed(args.command, error)
+
+
+def _failed(command: str, error: Exception) -> int:
+    """The exit code of a command that raised `error`, and what it says (called while it is handled).
+    A command's own refusal (a bad spec or release, the lock held by another run) is one line; anything
+    else prints its traceback."""
+    from sglang_pve.agent.lease import LeaseError
+    from sglang_pve.agent.release_store import ReleaseError
+    from sglang_pve.agent.spec import SpecError
+
+    if isinstance(error, (SpecError, ReleaseError, LeaseError)):
+        print(f"sglang-pve-agent {command}: {error}", file=sys.stderr)
+        return exitcodes.LOCKED if isinstance(error, LeaseError) else exitcodes.USAGE
+    traceback.print_exc()
+    return exitcodes.INTERNAL
 
 
 def _prestart(args: argparse.Namespace) -> int:
+    from sglang_pve.agent import reaper, stopping
+    from sglang_pve.agent.spec import load
+
     spec = load(args.spec)
     stopping.take(spec, "failing")  # a new start: the watchdog's mark of an earlier one is stale
     return reaper.prestart(spec, Reporter("prestart", sys.stderr, log=spec.log))
 
 
 def _gate(args: argparse.Namespace) -> int:
+    from sglang_pve.agent import gate
+    from sglang_pve.agent.spec import load
+
     spec = load(args.spec)
     return gate.run(spec, args.main_pid, Reporter("gate", sys.stdout, log=spec.log))
 
 
 def _watchdog(args: argparse.Namespace) -> int:
+    from sglang_pve.agent import watchdog
+    from sglang_pve.agent.spec import load
+
     spec = load(args.spec)
     return watchdog.run(spec, args.main_pid, Reporter("watchdog", sys.stdout, log=spec.log))
 
@@ -111,6 +121,9 @@ def _watchdog(args: argparse.Namespace) -> int:
 def _stop(args: argparse.Namespace) -> int:
     """ExecStop: runs for every stop of a started unit; the main PID still lives only when the
     stop was requested (after a crash systemd runs it with $MAINPID empty)."""
+    from sglang_pve.agent import procs, stopping
+    from sglang_pve.agent.spec import load
+
     spec = load(args.spec)
     main = procs.identify(args.main_pid) if args.main_pid else None
     if main is not None and procs.alive(main):
@@ -120,6 +133,9 @@ def _stop(args: argparse.Namespace) -> int:
 
 
 def _poststop(args: argparse.Namespace) -> int:
+    from sglang_pve.agent import crashes, reaper, stopping
+    from sglang_pve.agent.spec import load
+
     spec = load(args.spec)
     say = Reporter("poststop", sys.stdout, log=spec.log)
     crash = stopping.crashed(stopping.take(spec), os.environ)
@@ -136,17 +152,25 @@ def _poststop(args: argparse.Namespace) -> int:
 
 
 def _crash_restart(args: argparse.Namespace) -> int:
+    from sglang_pve.agent import crashes
+    from sglang_pve.agent.spec import load
+
     spec = load(args.spec)
     return crashes.restart(spec, Reporter("crash-restart", sys.stdout, log=spec.log))
 
 
 def _status(args: argparse.Namespace) -> int:
+    from sglang_pve.agent import status
+
     report = status.collect(args.spec_dir)
     print(json.dumps(report, indent=2, sort_keys=True) if args.json else status.render(report))
     return exitcodes.OK
 
 
 def _holders(args: argparse.Namespace) -> int:
+    from sglang_pve.agent import holders
+    from sglang_pve.agent.spec import load
+
     prefix = load(args.spec).unit_prefix if args.spec else args.unit_prefix
     print(json.dumps([h.to_json() for h in holders.scan(prefix)], indent=2))
     return exitcodes.OK
@@ -154,10 +178,15 @@ def _holders(args: argparse.Namespace) -> int:
 
 def _recorded(args: argparse.Namespace, store: Store) -> contextlib.AbstractContextManager[Callable[[int], int]]:
     """In a detached switch's unit (--in-unit), its outcome on the host (detached.py)."""
+    from sglang_pve.agent import detached
+
     return detached.recorded(store.dir, args.in_unit, args.command, args.lease, store.current_id)
 
 
 def _apply(args: argparse.Namespace) -> int:
+    from sglang_pve.agent import switch
+    from sglang_pve.agent.release_store import Store
+
     spec = json.loads(base64.b64decode(args.spec))
     with Store(args.dir).locked(args.lease, Reporter("lock", sys.stdout)) as store, _recorded(args, store) as done:
         say = Reporter("switch", sys.stdout)
@@ -174,6 +203,9 @@ def _apply(args: argparse.Namespace) -> int:
 
 
 def _switch(args: argparse.Namespace) -> int:
+    from sglang_pve.agent import switch
+    from sglang_pve.agent.release_store import Store
+
     with Store(args.dir).locked(args.lease, Reporter("lock", sys.stdout)) as store, _recorded(args, store) as done:
         say = Reporter("switch", sys.stdout)
         to = args.to
@@ -190,6 +222,8 @@ def _switch(args: argparse.Namespace) -> int:
 def _routed(args: argparse.Namespace, store: Store, run: Callable[[], int], target: str | None) -> int:
     """A replica's switch goes out of its router and back (router_worker.py); others run as they are.
     `target`: the configuration switched to."""
+    from sglang_pve.agent import router_worker
+
     if not args.router or args.record_only:
         return run()
     say = Reporter("router", sys.stdout)
@@ -200,6 +234,9 @@ def _routed(args: argparse.Namespace, store: Store, run: Callable[[], int], targ
 
 
 def _revert(args: argparse.Namespace) -> int:
+    from sglang_pve.agent import switch
+    from sglang_pve.agent.release_store import ReleaseError, Store
+
     with Store(args.dir).locked(args.lease, Reporter("lock", sys.stdout)) as store, _recorded(args, store) as done:
         if args.to not in store.ids():
             raise ReleaseError(f"no release {args.to!r} in {store.dir}")
@@ -207,16 +244,22 @@ def _revert(args: argparse.Namespace) -> int:
 
 
 def _transient(args: argparse.Namespace) -> int:
+    from sglang_pve.agent import switch
+    from sglang_pve.agent.release_store import Store
+
     with Store(args.dir).locked(args.lease, Reporter("lock", sys.stdout)) as store, _recorded(args, store) as done:
         return done(switch.transient(store, args.server, Reporter("switch", sys.stdout), args.spec_dir))
 
 
 def _releases(args: argparse.Namespace) -> int:
-    report = Store(args.dir).summary(args.files_of)
+    from sglang_pve.agent import detached, release_store, systemd
+
+    report = release_store.Store(args.dir).summary(args.files_of)
     current = next((r for r in report["releases"] if r["id"] == report["current"]), None)
     report["running"] = systemd.in_states(current["units"], systemd.RUNNING) if current else []
     # its server passed its gate and runs (a TP group adopts what runs only when every rank is ready)
-    report["ready"] = current is not None and switch.ready(current, systemd.in_states(current["units"], ("active",)))
+    active = systemd.in_states(current["units"], ("active",)) if current else []
+    report["ready"] = current is not None and release_store.ready(current, active)
     report["switch"] = detached.read(args.dir)
     print(json.dumps(report, sort_keys=True))
     return exitcodes.OK
@@ -225,6 +268,8 @@ def _releases(args: argparse.Namespace) -> int:
 def _lock(args: argparse.Namespace) -> int:
     """--json (the controller's fact): one line {"held": bool, "message": the last words, "holder":
     the lease of the run that holds it when this one did not get it (lease.py), else null}, exit 0."""
+    from sglang_pve.agent import lease, procs
+
     watch = procs.identify(args.watch_pid) if args.watch_pid else lease.ssh_connection()
     said: list[str] = []
     report = Reporter("lock", sys.stderr if args.json else sys.stdout)
@@ -233,7 +278,8 @@ def _lock(args: argparse.Namespace) -> int:
         said.append(text)
         report(text, error)
 
-    code = lease.acquire(args.dir, args.token, args.owner, args.task, args.wait, say, watch, args.max_hold)
+    max_hold = lease.MAX_HOLD_S if args.max_hold is None else args.max_hold  # None: parsed without importing lease
+    code = lease.acquire(args.dir, args.token, args.owner, args.task, args.wait, say, watch, max_hold)
     if not args.json:
         return code
     held = code == exitcodes.OK
@@ -243,12 +289,16 @@ def _lock(args: argparse.Namespace) -> int:
 
 
 def _unlock(args: argparse.Namespace) -> int:
+    from sglang_pve.agent import lease
+
     released = lease.release(args.dir, args.token)
     print(f"deploy lock of {args.dir} released" if released else f"deploy lock of {args.dir}: not held by this run")
     return exitcodes.OK
 
 
 def _holder(args: argparse.Namespace) -> int:
+    from sglang_pve.agent import lease
+
     print(json.dumps(lease.current(args.dir), sort_keys=True))
     return exitcodes.OK
 
@@ -260,6 +310,8 @@ def _token(text: str) -> str:
 
 
 def _unit(text: str) -> str:
+    from sglang_pve.agent import detached
+
     stamp = text.removeprefix(detached.UNIT_PREFIX).removesuffix(".service")
     if not (text == f"{detached.UNIT_PREFIX}{stamp}.service" and stamp.isdigit()):
         raise argparse.ArgumentTypeError(f"not a detached switch's unit ({detached.UNIT_PREFIX}<ms>.service): {text!r}")
@@ -282,16 +334,24 @@ def _server(text: str) -> str:
 
 
 def _router_status(args: argparse.Namespace) -> int:
+    from sglang_pve.agent import router_worker
+
     print(json.dumps(router_worker.status(args.router, args.metrics, args.key_file), sort_keys=True))
     return exitcodes.OK
 
 
 def _router_leave(args: argparse.Namespace) -> int:
+    from sglang_pve.agent import router_worker
+    from sglang_pve.agent.release_store import Store
+
     key = router_worker.router_key(Store(args.dir))
     return router_worker.leave(args.router, args.address, key, Reporter("router", sys.stdout), args.drain_s)
 
 
 def _router_join(args: argparse.Namespace) -> int:
+    from sglang_pve.agent import router_worker
+    from sglang_pve.agent.release_store import Store
+
     store = Store(args.dir)
 
     def running() -> str | None:
@@ -303,6 +363,8 @@ def _router_join(args: argparse.Namespace) -> int:
 
 
 def _router_sync(args: argparse.Namespace) -> int:
+    from sglang_pve.agent import router_worker
+
     return router_worker.sync(args.router, args.key_file, args.worker or [], Reporter("router", sys.stdout))
 
 
@@ -378,7 +440,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--task", default="deploy", help="which task (named to runs that wait)")
     sub.add_argument("--wait", type=float, default=3600.0, metavar="S", help="seconds to wait for it (0: refuse)")
     sub.add_argument("--watch-pid", type=_pid, metavar="PID", help="release when PID ends (default: the sshd)")
-    sub.add_argument("--max-hold", type=float, default=lease.MAX_HOLD_S, metavar="S", help="release after S seconds")
+    sub.add_argument("--max-hold", type=float, metavar="S", help="release after S seconds (default lease.MAX_HOLD_S)")
     sub.add_argument("--json", action="store_true", help='print {"held", "message"} and exit 0 (the fact)')
     sub = command("unlock", _unlock, "release the deploy lock this run holds", spec=None)
     sub.add_argument("--dir", required=True, metavar="DIR", help="the releases directory")

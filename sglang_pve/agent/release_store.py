@@ -50,6 +50,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Self
 
 from sglang_pve.agent import contract, lease, state
+from sglang_pve.agent import spec as spec_module
 from sglang_pve.agent.output import Say
 from sglang_pve.agent.state import Record
 
@@ -74,6 +75,19 @@ def fingerprint(spec: Record, files: Mapping[str, Mapping[str, object]]) -> str:
     keys = {k: spec.get(k) for k in ("sglang_version", "active_server", "nccl_profile", "blocks")}
     keys["files"] = {path: entry["sha256"] for path, entry in sorted(files.items())}
     return _sha256(json.dumps(keys, sort_keys=True).encode())
+
+
+def ready(record: Record, active: list[str]) -> bool:
+    """`record`'s server passed its gate and is the one of its units that is `active` (those of
+    its units whose ActiveState is active); a release without a server: none is. (Here, not in
+    switch.py: the releases command reads it and imports no switch.)"""
+    if not record["active_server"]:
+        return not active
+    try:
+        lifecycle = spec_module.load(record["lifecycle"])
+    except spec_module.SpecError:
+        return False
+    return active == [lifecycle.unit] and state.read_status(lifecycle).get("verdict") == "ready"
 
 
 class Store:

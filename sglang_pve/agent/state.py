@@ -10,13 +10,16 @@ status/NAME.json     the latest phase and verdict, e.g.
 restarts/NAME.json   the watchdog's restart history (restarts.py)
 """
 
+from __future__ import annotations  # Spec is the type checker's only: the deploy lock's commands never load spec.py
+
 import json
 import os
 import tempfile
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sglang_pve.agent.spec import Spec
+if TYPE_CHECKING:
+    from sglang_pve.agent.spec import Spec
 
 # A JSON object as json.load gives it (the agent's own records, read back and checked where used).
 Record = dict[str, Any]

@@ -52,7 +52,7 @@ from sglang_pve.agent import (
 )
 from sglang_pve.agent import spec as spec_module
 from sglang_pve.agent.output import Say
-from sglang_pve.agent.release_store import ReleaseError, Store
+from sglang_pve.agent.release_store import ReleaseError, Store, ready
 from sglang_pve.agent.state import Record
 
 POLL_S = 0.2
@@ -221,18 +221,6 @@ def _same_and_ready(store: Store, current: Record, spec: Record) -> bool:
     if store.differing(current) or spec["venv"] != current["venv"]:
         return False
     return ready(current, systemd.in_states(current["units"], ("active",)))
-
-
-def ready(record: Record, active: list[str]) -> bool:
-    """`record`'s server passed its gate and is the one of its units that is `active` (those of
-    its units whose ActiveState is active); a release without a server: none is."""
-    if not record["active_server"]:
-        return not active
-    try:
-        lifecycle = spec_module.load(record["lifecycle"])
-    except spec_module.SpecError:
-        return False
-    return active == [lifecycle.unit] and state.read_status(lifecycle).get("verdict") == "ready"
 
 
 def switch(

@@ -61,3 +61,29 @@ def test_built_zipapp_runs_help_and_holders_with_the_system_python(tmp_path):
         timeout=60,
     )
     assert done.returncode == 2 and "file not found" in done.stderr
+
+
+# A deploy's own agent commands (the lock, the releases read, the lock given back) run on every host
+# in every run: each imports only what it uses (zipimport compiles every module it loads, at each start).
+_MODULES = "import sys; print(' '.join(sorted(m for m in sys.modules if m.startswith('sglang_pve.agent.'))))"
+
+
+def test_a_deploys_own_commands_import_only_what_they_use(tmp_path):
+    target = tmp_path / "sglang-pve-agent.pyz"
+    target.write_bytes(zipapp.build())
+    releases = str(tmp_path / "releases")
+    unused = {"gate", "watchdog", "reaper", "switch", "status", "crashes", "router_worker", "bench_client"}
+    for command in (
+        # its holder watches PID 1 and ends when unlock gives the lock back (or after 60 s at most)
+        ["lock", "--dir", releases, "--token", "aaa", "--owner", "test", "--json", "--watch-pid", "1", "--max-hold=60"],
+        ["releases", "--dir", releases],
+        ["unlock", "--dir", releases, "--token", "aaa"],
+    ):
+        code = (
+            f"import sys; sys.path.insert(0, {str(target)!r}); from sglang_pve.agent import cli; "
+            f"code = cli.main({command!r}); {_MODULES}; sys.exit(code)"
+        )
+        done = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        loaded = {name.removeprefix("sglang_pve.agent.") for name in done.stdout.split("\n")[-2].split()}
+        assert "cli" in loaded and not loaded & unused, (command[0], sorted(loaded & unused))
