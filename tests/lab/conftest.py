@@ -218,6 +218,7 @@ def refresh_simulator() -> bool:
     would skip a changed tree. `lab up` republishes the wheel; reinstall it when the tree changed.
     Returns True when it reinstalled."""
     from lab import index, layout
+    from sglang_pve.deploy import paths
     from tests.conftest import PROJECT as ROOT
 
     sim_dir = ROOT / "lab" / "sglang_sim"
@@ -226,8 +227,10 @@ def refresh_simulator() -> bool:
     if sh(f"cat {SIM_TREE_MARK} 2>/dev/null", check=False).strip() == digest:
         return False
     subprocess.run([sys.executable, "-m", "lab", "up"], cwd=PROJECT, check=True, capture_output=True)
+    # by the deploy's uv: a venv uv built has no pip of its own (deploy/operations/venvs.py); no cache,
+    # the republished wheel has the same name
     sh(
-        f"{sim_venv()}/bin/pip install --quiet --disable-pip-version-check --no-input --force-reinstall --no-deps "
+        f"{paths.UV_VENV}/bin/uv pip install --quiet --no-cache --reinstall --no-deps --python {sim_venv()}/bin/python "
         f"--index-url {layout.INDEX_URL} 'sglang=={version}' && echo {digest} > {SIM_TREE_MARK}"
     )
     return True

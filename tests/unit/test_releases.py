@@ -399,7 +399,7 @@ def test_venv_is_built_beside_its_path_from_a_hash_lock_and_moved_into_place():
     joined = "\n".join(venv_run(["uv 0.13.9"], source=SOURCE))
     build = "/opt/v/.sglang-1.0.partial-r1"  # per run: a killed run's build left running is not wiped
     assert "rm -rf -- /opt/v/.sglang-1.0.partial-* && " in joined  # removed before (the deploy lock is held)
-    assert f"python3 -m venv {build}" in joined
+    assert f"python3 -m venv --without-pip {build}" in joined  # uv installs into it from outside
     assert (
         f"pip compile {build}/sglang-pve-resolve/pyproject.toml -v --generate-hashes" in joined
         and "--index-url https://idx.example/simple" in joined
@@ -417,10 +417,13 @@ def test_venv_is_built_beside_its_path_from_a_hash_lock_and_moved_into_place():
 def test_venv_installs_uv_first_and_pip_resolves_through_its_report():
     joined = "\n".join(venv_run([], source=SOURCE))
     assert (
-        "NETRC=/etc/sglang/secrets/index.netrc /opt/sglang-pve/uv/bin/pip install --quiet --disable-pip-version-check "
-        "--no-input --require-hashes --no-deps --only-binary :all: --index-url https://idx.example/simple "
-        "-r /opt/sglang-pve/uv/uv-requirement.txt"
+        'NETRC=/etc/sglang/secrets/index.netrc /opt/sglang-pve/uv/bin/python "$w/pip" install --quiet '
+        "--disable-pip-version-check --no-input --require-hashes --no-deps --only-binary :all: "
+        "--index-url https://idx.example/simple -r /opt/sglang-pve/uv/uv-requirement.txt"
     ) in joined
+    # neither uv's venv nor a build uv installs into gets ensurepip's pip and setuptools
+    assert "python3 -m venv --without-pip /opt/sglang-pve/uv &&" in joined
+    assert "python3 -m venv --without-pip /opt/v/.sglang-1.0.partial-" in joined
     pip = venvs.Source(index_url="https://pypi.org/simple", installer="pip")
     joined = "\n".join(venv_run([], source=pip))
     assert "uv" not in joined.replace("--no-input", "")
