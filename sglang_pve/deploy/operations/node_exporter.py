@@ -78,7 +78,13 @@ def exporter(found: dict, textfile_dir: str = contract.TEXTFILE_DIR):
         )
     if found["dir"] != DIRECTORY:
         yield StringCommand("install", "-d", "-m", "755", "-o", "root", "-g", "root", QuoteString(textfile_dir))
+    # Debian's package enables and starts its unit itself (its postinst, dh_installsystemd): after an
+    # install here the host is asked again, as `systemctl enable` reloads systemd even where nothing
+    # changes (0.6 s of a container's CPU in the lab)
+    installed_now = not found["version"]
     if found["enabled"] != "enabled":
-        yield StringCommand("systemctl", "enable", "--quiet", UNIT)
+        enable = f"systemctl enable --quiet {UNIT}"
+        yield StringCommand(f"systemctl is-enabled --quiet {UNIT} || {enable}" if installed_now else enable)
     if found["active"] != "active":
-        yield StringCommand("systemctl", "start", UNIT)
+        start = f"systemctl start {UNIT}"
+        yield StringCommand(f"systemctl is-active --quiet {UNIT} || {start}" if installed_now else start)
