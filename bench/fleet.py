@@ -2,6 +2,7 @@
 no-change run for 1, 4 and 16 containers, as ratios to 1 (issue 17, deliver 4).
 
     python -m lab up --scale && python bench/fleet.py [--counts 1 4 16] [--runs 3] [--no-first] [--provision-only]
+    python bench/fleet.py --per-command [--no-first] [--top 15]   (one container: CPU per remote command)
 
 For each count N: the fleet's guests (bench/fleet_inventory.py: fleet1..N over pve1 and pve2) are
 destroyed through their nodes' API, then the whole deploy runs once from none (the first deploy: create, start,
@@ -20,6 +21,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -123,6 +125,133 @@ def summary(count: int, runs: list) -> dict:
     }
 
 
+# --per-command: where one container's CPU goes. fleet1's deploy alone, run with pyinfra --debug, while
+# every SAMPLE_S the guest's cgroups (cgroup v2 cpu.stat, or v1 cpuacct, lab/layout.py cgroup_dirs; every
+# cgroup its systemd made below it, so a command's CPU is told apart from the units' it started) and
+# the controller's own CPU (/proc/<pid>/stat of pyinfra) are read. A container's commands run one after
+# the other, so the CPU between the line that starts one ("Running command on fleet1") and the next is
+# that command's (plus whatever the guest's units did meanwhile: the cgroups say where). The totals
+# are exact; a short command's share is as fine as the sampling.
+SAMPLE_S = 0.05
+VMID = 301  # fleet1 (bench/fleet_inventory.py)
+RUNNING = re.compile(r"Running command on fleet1: (.*)")
+
+
+def guest_root() -> tuple[Path, str, float] | None:
+    """The guest's cgroup directory, its usage file's name and the scale to seconds."""
+    tree = layout.cgroup_dirs(str(VMID))["container"]
+    # cgroup v2's cpu.stat first (a hybrid host's unified tree has it for every cgroup the guest's systemd
+    # made; v1's cpuacct only for the guest's own)
+    bases = (("/sys/fs/cgroup/unified", "cpu.stat", 1e-6), ("/sys/fs/cgroup", "cpu.stat", 1e-6))
+    for base, name, scale in (*bases, ("/sys/fs/cgroup/cpuacct", "cpuacct.usage", 1e-9)):
+        if Path(base, tree, name).exists():
+            return Path(base, tree), name, scale
+    return None
+
+
+def usages(root: tuple[Path, str, float] | None) -> dict[str, float]:
+    """CPU seconds of the guest (key "") and of every cgroup below it, by path relative to it."""
+    if root is None:
+        found = guest_root()
+        if found is None:
+            return {}
+        root = found
+    base, name, scale = root
+    found: dict[str, float] = {}
+    for directory, _, files in os.walk(base):  # a cgroup gone while walked is left out (os.walk ignores it)
+        if name not in files:
+            continue
+        try:
+            text = Path(directory, name).read_text()
+        except OSError:
+            continue
+        if name == "cpu.stat":
+            match = re.search(r"^usage_usec (\d+)", text, re.M)
+            text = match[1] if match else "0"
+        found[os.path.relpath(directory, base) if directory != str(base) else ""] = int(text) * scale
+    return found
+
+
+def own_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def per_command(first: bool, top: int) -> None:
+    """--per-command: fleet1's deploy alone (the first one when `first`), its CPU per remote command."""
+    if first:
+        destroy(1)
+    env = {**os.environ, "SGLANG_PVE_BENCH_CONTAINERS": "1"}
+    command = [str(PYINFRA), "--debug", "-y", "bench/fleet_inventory.py", "deploy.py"]
+    samples: list[tuple[float, dict[str, float], float]] = []
+    marks: list[tuple[float, str]] = []
+    done = threading.Event()
+    with subprocess.Popen(
+        command, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    ) as proc:
+
+        def sample() -> None:
+            root = guest_root()
+            while not done.is_set():
+                root = root or guest_root()
+                try:
+                    controller = own_cpu(proc.pid)
+                except OSError:
+                    controller = samples[-1][2] if samples else 0.0
+                samples.append((time.perf_counter(), usages(root), controller))
+                time.sleep(SAMPLE_S)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        assert proc.stdout is not None
+        log = []
+        for line in proc.stdout:
+            log.append(line)
+            match = RUNNING.search(line)
+            if match:
+                marks.append((time.perf_counter(), match[1].strip()))
+        done.set()
+        sampler.join()
+    if proc.returncode != 0:
+        sys.exit("the deploy failed:\n" + "".join(log[-60:]))
+    report(samples, marks, top)
+
+
+def at(samples: list, moment: float) -> tuple[dict[str, float], float]:
+    """The last sample taken at or before `moment` (the first one before any)."""
+    chosen = samples[0]
+    for sample in samples:
+        if sample[0] > moment:
+            break
+        chosen = sample
+    return chosen[1], chosen[2]
+
+
+def report(samples: list, marks: list, top: int) -> None:
+    first, last = samples[0], samples[-1]
+    guest_total = last[1].get("", 0.0) - first[1].get("", 0.0)
+    print(f"commands in fleet1: {len(marks)}; guest CPU {guest_total:.2f} s; controller CPU {last[2]:.2f} s")
+    rows = []
+    bounds = [m[0] for m in marks] + [last[0]]
+    for (start, text), end in zip(marks, bounds[1:], strict=True):
+        before, c0 = at(samples, start)
+        after, c1 = at(samples, end)
+        delta = {group: after[group] - before.get(group, 0.0) for group in after if group}
+        leaves = sorted(
+            ((g, v) for g, v in delta.items() if v >= 0.05 and not any(o.startswith(g + "/") for o in delta)),
+            key=lambda item: -item[1],
+        )
+        total = after.get("", 0.0) - before.get("", 0.0)
+        rows.append((total, end - start, c1 - c0, text, leaves[:3]))
+    rows = [(*row, index) for index, row in enumerate(rows, 1)]
+    print(f"{'#':>3} {'guest s':>8} {'wall s':>7} {'ctrl s':>7}  command (cgroups)")
+    for total, wall, controller, text, leaves, index in sorted(rows, key=lambda r: -r[0])[:top]:
+        where = ", ".join(f"{g.removeprefix('ns/')} {v:.2f}" for g, v in leaves)
+        print(f"{index:3} {total:8.2f} {wall:7.2f} {controller:7.2f}  {text[:150]}{' ...' if len(text) > 150 else ''}")
+        if where:
+            print(f"{'':30}({where})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--counts", type=int, nargs="+", default=[1, 4, 16])
@@ -133,7 +262,16 @@ def main() -> None:
         action="store_true",
         help="the nodes' part alone (tasks/containers.py: create, start, host key), no deploy in the guests",
     )
+    parser.add_argument(
+        "--per-command",
+        action="store_true",
+        help="one container (fleet1): CPU seconds per remote command, first deploy unless --no-first",
+    )
+    parser.add_argument("--top", type=int, default=15, help="with --per-command: the commands shown, most CPU first")
     args = parser.parse_args()
+    if args.per_command:
+        per_command(not args.no_first, args.top)
+        return
     deploy = "tasks/containers.py" if args.provision_only else "deploy.py"
     first, idle = {}, {}
     for count in args.counts:
