@@ -164,8 +164,9 @@ class EmulatedNode:
         self.server.shutdown()
         self.server.server_close()
 
-    def client(self, token: bool = False, password: str = PASSWORD, timeout: float = 10, otp: str | None = None):
-        """A proxmoxer client as the toolkit makes one (TLS verified against the cert)."""
+    def client(self, token: bool = False, password: str = PASSWORD, timeout: float = 60, otp: str | None = None):
+        """A proxmoxer client as the toolkit makes one (TLS verified against the cert). Its timeout and
+        wait's only end a hang: a loaded CI worker can pause the emulator's threads for seconds."""
         from proxmoxer import ProxmoxAPI
 
         auth = {"token_name": TOKEN_ID.split("!")[1], "token_value": TOKEN_SECRET} if token else {"password": password}
@@ -175,7 +176,7 @@ class EmulatedNode:
             "127.0.0.1", port=self.port, user="root@pam", verify_ssl=str(self.cert), timeout=timeout, **auth
         )
 
-    def wait(self, upid: str, timeout: float = 30) -> dict:
+    def wait(self, upid: str, timeout: float = 120) -> dict:
         return self.node.tasks.wait(upid, timeout)
 
     def conf_text(self, vmid: int) -> str:

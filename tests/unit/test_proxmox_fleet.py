@@ -22,12 +22,13 @@ pve = provision.pve  # the fixture: PVE 8 and 9
 
 class Together(DirBackend):
     """Each create and each start waits until the other container's has begun too: a node that
-    awaited one task before it issued the next would leave the first waiting until it fails."""
+    awaited one task before it issued the next would leave the first waiting until it fails (60 s:
+    the other request can come seconds later on a loaded machine, never a minute)."""
 
     def __init__(self, root, count: int):
         super().__init__(root, devices=fake_gpu_devices(uvm_major()))
-        self.creates = threading.Barrier(count, timeout=10)
-        self.starts = threading.Barrier(count, timeout=10)
+        self.creates = threading.Barrier(count, timeout=60)
+        self.starts = threading.Barrier(count, timeout=60)
 
     def create(self, *args, **kwargs):
         self.creates.wait()

@@ -60,7 +60,7 @@ def test_serves_pve8_over_https(tmp_path):
     proc, port, cert = serve(tmp_path, 0o600)
     try:
         assert "PVE 8 API emulator for node pve1" in proc.stdout.readline()
-        px = ProxmoxAPI("127.0.0.1", port=port, user="root@pam", password=PASSWORD, verify_ssl=str(cert), timeout=10)
+        px = ProxmoxAPI("127.0.0.1", port=port, user="root@pam", password=PASSWORD, verify_ssl=str(cert), timeout=60)
         assert px.version.get()["release"] == "8.4"
         assert px.nodes.get()[0]["node"] == "pve1"
     finally:

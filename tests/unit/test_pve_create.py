@@ -66,6 +66,8 @@ def test_token_of_root_is_not_root(pve):
 
 def test_existing_vmid_and_missing_device_refused(pve):
     px = pve.client()
+    if not pve.node.exists(129):  # made by the test above where it ran on this worker (pytest -n without loadscope)
+        assert pve.wait(px.nodes("pve1").lxc.post(vmid=129, ostemplate=pve.TEMPLATE, **GPU_CT))["exitstatus"] == "OK"
     with pytest.raises(ResourceException, match="CT 129 already exists on node 'pve1'"):
         px.nodes("pve1").lxc.post(vmid=129, ostemplate=pve.TEMPLATE, **GPU_CT)
     with pytest.raises(ResourceException, match="Device /dev/nvidia9 does not exist"):

@@ -8,6 +8,8 @@ from lab.gpus import uvm_major
 from lab.pve.backend import DirBackend
 from lab.pve.testing import EmulatedNode, fake_gpu_devices
 
+HANG_S = 120  # a backend step the test holds is let go long before this (under load: seconds later)
+
 
 class SlowSnapshots(DirBackend):
     """Snapshots wait until the test lets them finish."""
@@ -19,7 +21,7 @@ class SlowSnapshots(DirBackend):
 
     def snapshot(self, vmid, name):
         self.entered.set()
-        assert self.release.wait(20)
+        assert self.release.wait(HANG_S)
         super().snapshot(vmid, name)
 
 
@@ -31,7 +33,7 @@ def test_running_snapshot_locks_the_config(tmp_path):
         assert pve.wait(upid)["exitstatus"] == "OK"
         ct = px.nodes("pve1").lxc(170)
         upid = ct.snapshot.post(snapname="slow")
-        assert backend.entered.wait(10)
+        assert backend.entered.wait(HANG_S)
         assert ct.status.current.get()["lock"] == "snapshot"
         assert px.nodes("pve1").tasks(upid).status.get()["status"] == "running"
         for call in (
@@ -61,7 +63,7 @@ class SlowCreate(DirBackend):
 
     def create(self, *args, **kwargs):
         self.entered.set()
-        assert self.release.wait(20)
+        assert self.release.wait(HANG_S)
         super().create(*args, **kwargs)
 
 
@@ -73,17 +75,19 @@ def test_a_start_issued_during_the_create_waits_for_its_config_lock(tmp_path):
     backend = SlowCreate(tmp_path / "volumes")
     with EmulatedNode(tmp_path, backend=backend) as pve:
         px = pve.client()
-        for vmid, hold_s in ((170, 0.5), (171, 11)):
+        for vmid, released_in_time in ((170, True), (171, False)):
             backend.entered.clear()
             backend.release.clear()
             create = px.nodes("pve1").lxc.post(vmid=vmid, ostemplate=pve.TEMPLATE, rootfs="local-lvm:4")
-            assert backend.entered.wait(10)
+            assert backend.entered.wait(HANG_S)
             start = px.nodes("pve1").lxc(vmid).status.start.post()
             assert px.nodes("pve1").tasks(start).status.get()["status"] == "running"
-            threading.Timer(hold_s, backend.release.set).start()
-            assert pve.wait(create)["exitstatus"] == "OK"
-            if hold_s < 10:
+            if released_in_time:  # half a second of the start's 10 s: it waits, then starts the CT
+                threading.Timer(0.5, backend.release.set).start()
+                assert pve.wait(create)["exitstatus"] == "OK"
                 assert pve.wait(start)["exitstatus"] == "OK" and backend.status(vmid) == "running"
-            else:
+            else:  # held until the start gave up (not a timer at 11 s, 1 s past it: under load it can come first)
                 assert pve.wait(start)["exitstatus"].endswith(f"pve-config-{vmid}.lock' - got timeout")
+                backend.release.set()
+                assert pve.wait(create)["exitstatus"] == "OK"
                 assert backend.status(vmid) != "running"

@@ -106,7 +106,7 @@ def test_members_go_max_unavailable_at_a_time_and_a_failed_one_stops_the_rest(mo
     gevent.sleep(0.1)
     assert not second.ready()  # sglang1 is out of the router: sglang2 waits
     rollout.end(hosts[0])
-    assert second.get(timeout=5)  # sglang1 came back: sglang2 goes
+    assert second.get(timeout=60)  # sglang1 came back: sglang2 goes
     hosts[1].executing_op_hash = None  # its command failed: its operation is over without end()
     with pytest.raises(OperationError, match=r"rolling switch of replica set kimi stopped at @pveguest/sglang2"):
         rollout.begin(hosts[2])
@@ -125,9 +125,9 @@ def test_a_failed_member_handed_over_as_pyinfras_host_proxy_stops_the_rest(monke
         with ctx_host.use(member):
             return next(rollout.switching(context_host, lambda routed: routed))
 
-    assert gevent.spawn(switch_as, hosts[0]).get(timeout=5)[0] == "--router"
+    assert gevent.spawn(switch_as, hosts[0]).get(timeout=60)[0] == "--router"
     hosts[0].executing_op_hash = None  # its command failed: its operation is over without end()
-    refusal = gevent.spawn(switch_as, hosts[1]).get(timeout=5)
+    refusal = gevent.spawn(switch_as, hosts[1]).get(timeout=60)
     assert isinstance(refusal, FunctionCommand)  # a failed step on this host, no traceback
     logged = []
     hosts[1].log_styled = lambda message, **kwargs: logged.append(message)
@@ -171,7 +171,7 @@ def test_a_tp_rank_stops_then_waits_for_its_groups_other_ranks_to_stop(monkeypat
     assert [str(c) for c in group_switch.stopped_together(rank1, ["sglang-baseline.service"])] == [
         "systemctl stop -- sglang-baseline.service"
     ]
-    assert waiting.get(timeout=5) == []  # both stopped: both go on
+    assert waiting.get(timeout=60) == []  # both stopped: both go on
 
 
 def test_a_tp_rank_does_not_wait_for_a_rank_with_nothing_to_switch(monkeypatch):

@@ -119,7 +119,10 @@ def _group_members(pgid: int) -> list:
     return members
 
 
-def _wait(predicate, timeout: float = 15.0, what: str = "condition"):
+HANG_S = 120.0  # how long a simulator step may take before it counts as hung: a loaded CI worker pauses for seconds
+
+
+def _wait(predicate, timeout: float = HANG_S, what: str = "condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -138,7 +141,7 @@ class Sim:
     def log(self) -> str:
         return self.log_path.read_bytes().decode(errors="replace")  # keep tqdm's \r
 
-    def wait_log(self, pattern: str, timeout: float = 15.0) -> str:
+    def wait_log(self, pattern: str, timeout: float = HANG_S) -> str:
         return _wait(lambda: re.search(pattern, self.log()), timeout, repr(pattern)).group(0)
 
     def port_open(self) -> bool:
@@ -264,7 +267,9 @@ def _nvidia_smi(run_dir: Path, *args: str, gpus: range | list = range(8)) -> sub
     for i in gpus:
         (dev / f"nvidia{i}").touch()
     env = {**os.environ, "SGLANG_SIM_RUN_DIR": str(run_dir), "SGLANG_SIM_DEV_DIR": str(dev)}
-    return subprocess.run([sys.executable, str(NVIDIA_SMI), *args], capture_output=True, text=True, env=env, timeout=10)
+    return subprocess.run(
+        [sys.executable, str(NVIDIA_SMI), *args], capture_output=True, text=True, env=env, timeout=HANG_S
+    )
 
 
 # ---- arguments (in-process, as a preflight would call them) ------------------------------------
@@ -387,8 +392,8 @@ def test_baseline_starts_phase_by_phase_and_stops_on_sigterm(lab):
     members = _group_members(sim.popen.pid)
     assert len(members) >= 4  # launcher, 2 schedulers, detokenizer (+ resource tracker)
     sim.popen.send_signal(signal.SIGTERM)
-    sim.popen.wait(timeout=10)
-    _wait(lambda: not any(map(_alive, members)), 5, "the process tree to exit")
+    sim.popen.wait(timeout=HANG_S)
+    _wait(lambda: not any(map(_alive, members)), HANG_S, "the process tree to exit")
     assert "Draining requests and shutting down..." in sim.log()
 
 
@@ -460,7 +465,7 @@ def test_a_fault_keyed_by_version_acts_only_in_that_build(sglang, lab, tmp_path,
 def test_crash_fault_fails_like_the_draft_context_check(lab):
     lab.faults({"eagle3-2step": {"crash": "context_length"}})
     sim = lab.start(lab.config("eagle3-2step", spec=True))
-    assert sim.popen.wait(timeout=20) != 0
+    assert sim.popen.wait(timeout=HANG_S) != 0
     log = sim.log()
     assert CONTEXT_ERROR in log
     _assert_in_order(
@@ -473,7 +478,7 @@ def test_crash_fault_fails_like_the_draft_context_check(lab):
         ],
     )
     assert "Capture cuda graph" not in log and not sim.port_open()
-    _wait(lambda: not _group_members(sim.popen.pid), 5, "the process tree to exit")
+    _wait(lambda: not _group_members(sim.popen.pid), HANG_S, "the process tree to exit")
 
 
 def test_hang_with_leak_keeps_the_gpu_after_the_launcher_dies(lab):
@@ -487,11 +492,11 @@ def test_hang_with_leak_keeps_the_gpu_after_the_launcher_dies(lab):
     assert not sim.port_open()
     schedulers = [r for r in sim.records() if r["role"].startswith("scheduler_TP")]
     assert len(schedulers) == 2 and all(r["utilization_gpu"] == 0 and r["memory_used_mib"] > 80000 for r in schedulers)
-    leak = _wait(lambda: [r for r in sim.records() if r["role"] == "leak"], 5, "the leaked child")[0]
+    leak = _wait(lambda: [r for r in sim.records() if r["role"] == "leak"], HANG_S, "the leaked child")[0]
 
     os.kill(sim.popen.pid, signal.SIGKILL)  # the launcher dies; PDEATHSIG takes the schedulers
-    sim.popen.wait(timeout=5)
-    _wait(lambda: not any(_alive(r["pid"]) for r in schedulers), 5, "the schedulers to die")
+    sim.popen.wait(timeout=HANG_S)
+    _wait(lambda: not any(_alive(r["pid"]) for r in schedulers), HANG_S, "the schedulers to die")
     os.kill(leak["pid"], signal.SIGTERM)  # ignored
     time.sleep(0.2)
     assert _alive(leak["pid"])
@@ -512,21 +517,24 @@ def test_warmup_hang_keeps_the_port_open_and_unhealthy(lab):
 
 
 def test_wedge_after_ready_fails_health_but_stays_alive(lab):
-    lab.faults({"baseline": {"wedge_after_ready": 1.5}})
-    sim = lab.start(lab.config("baseline"), SGLANG_HEALTH_CHECK_TIMEOUT="1")
+    # Healthy for 5 s after "fired up", the detokenizer given 3 s per check: room for the test's steps
+    # between the line and its first probe, and for a paused simulator process, on a loaded machine
+    # (1.5 s and 1 s were not: the probe came after the wedge, or the healthy answer after its bound).
+    lab.faults({"baseline": {"wedge_after_ready": 5}})
+    sim = lab.start(lab.config("baseline"), SGLANG_HEALTH_CHECK_TIMEOUT="3")
     ready = sim.wait_log(r"The server is fired up and ready to roll!")
     members = _group_members(sim.popen.pid)
     assert sim.http("/health")[0] == 200  # healthy first, as a readiness gate sees it
-    time.sleep(2)
-    assert sim.http("/health")[0] == 503
+    time.sleep(5)  # the wedge's time has come (the simulator's timer can still be late: polled below)
+    _wait(lambda: sim.http("/health")[0] == 503, HANG_S, "the wedge")
     after_ready = sim.log().split(ready, 1)[1]
-    assert "Health check failed. Server couldn't get a response from detokenizer for last 1 seconds." in after_ready
+    assert "Health check failed. Server couldn't get a response from detokenizer for last 3 seconds." in after_ready
     assert "Prefill batch" not in after_ready.split("Health check failed", 1)[1]  # nothing taken after the wedge
     assert sim.popen.poll() is None and all(map(_alive, members))
     sim.popen.send_signal(signal.SIGTERM)  # unhealthy: SGLang exits without draining
-    assert sim.popen.wait(timeout=10) == -signal.SIGKILL
+    assert sim.popen.wait(timeout=HANG_S) == -signal.SIGKILL
     assert "Signal SIGTERM received while health check failed. Force exiting." in sim.log()
-    _wait(lambda: not any(map(_alive, members)), 5, "the process tree to exit")
+    _wait(lambda: not any(map(_alive, members)), HANG_S, "the process tree to exit")
 
 
 # ---- fake nvidia-smi --------------------------------------------------------------------------
@@ -658,7 +666,7 @@ def test_the_api_key_is_decided_as_sglangs_middleware_does(sglang, method, path,
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        connection = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=10)
+        connection = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=HANG_S)
         connection.request(method, path, headers=headers)
         reply = connection.getresponse()
         body = reply.read()
