@@ -293,3 +293,32 @@ def test_a_rank_waits_for_no_vote_of_a_rank_out_of_the_operation(monkeypatch):
 def test_planning_waits_for_no_rank(monkeypatch):
     rank0, _ = _ranks(monkeypatch, executing=False)
     assert group_switch.member(rank0).adopts(True) is True and group_switch.member(rank0).adopts(False) is False
+
+
+def test_the_groups_revert_goes_back_to_the_release_current_before_the_run(monkeypatch):
+    """releases._group_switched hands the group its revert: the agent's revert to the release the
+    Releases fact called current, where a rollback went before (--previous), with the group's reason;
+    without a release before, none (every rank stays stopped)."""
+    from sglang_pve.deploy import fleet
+    from sglang_pve.deploy.operations import releases
+
+    rank0, _ = _ranks(monkeypatch)
+    monkeypatch.setattr(fleet, "group_problem", lambda host, what: None)
+    handed = []
+    monkeypatch.setattr(
+        group_switch.Rank, "switched", lambda self, command, units, revert: handed.append((units, revert)) or iter(())
+    )
+    current = {"id": "20261202T003207Z-cc8b36c0", "active_server": "baseline", "units": ["sglang-baseline.service"]}
+    report = SimpleNamespace(current_record=current, previous="20261201T120000Z-0e9771ca")
+    rank = group_switch.member(rank0)
+    list(releases._group_switched(rank, "agent switch", report, ["sglang-eagle3.service"], "tok"))
+    units, revert = handed[-1]
+    assert units == ["sglang-baseline.service", "sglang-eagle3.service"]  # the new release's and the current one's
+    words = str(revert("TP group tp: the switch failed on sglang5"))
+    assert words.startswith(
+        "python3 /opt/sglang-pve/sglang-pve-agent.pyz revert --to 20261202T003207Z-cc8b36c0 "
+        "--previous 20261201T120000Z-0e9771ca --why 'TP group tp: the switch failed on sglang5' "
+    )
+    assert words.endswith("--lease tok --detach")
+    list(releases._group_switched(rank, "agent switch", SimpleNamespace(current_record=None, previous=None), [], "t"))
+    assert handed[-1][1] is None
