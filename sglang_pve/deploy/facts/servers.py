@@ -1,4 +1,5 @@
-"""Everything the server_units operation compares, in one remote command: file digests, which
+"""Everything the release operation's server units part compares (operations/systemd.py
+unit_commands), in one remote command: file digests, which
 sglang-* units exist in the unit directory and whether each carries the toolkit's marker, and
 each declared unit's systemd state."""
 
