@@ -6,9 +6,11 @@ a leaked GPU holder of ours is reaped by PID while a foreign one blocks the star
 
 Faults come from the SGLang simulator's fault file (lab/sglang_sim/README.md); lab deadlines from
 group_data/lab.py (stall 10 s per phase, watchdog every 2 s / 3 s timeout / 3 failures / 2 restarts).
-Every test starts with every server unit stopped and ends by restoring the lab (no faults, no
-restart history, nothing failed, the deploy re-run so baseline runs again). Processes are only
-ever killed by PIDs found precisely (their command line checked first).
+Every test starts with every server unit stopped and ends by clearing what it set (no faults, no
+restart history, nothing failed); the module ends with the deploy re-run so baseline runs again
+(between tests the next test's first step stops every server, so a deploy there only started
+baseline to stop it again: ~20 s a test on a loaded CI worker). Processes are only ever killed by
+PIDs found precisely (their command line checked first).
 """
 
 import json
@@ -139,19 +141,20 @@ def lifecycle_lab(lab):
         sh(f"systemctl restart {paths.unit_name('baseline')}")
     yield lab
     restore_servers()
+    assert unit_state(paths.unit_name("baseline"))["ActiveState"] == "active"
 
 
 @pytest.fixture
 def clean(lifecycle_lab):
-    """Every server stopped before the test; the lab restored after it, whatever happened."""
+    """Every server stopped before the test; after it, whatever happened, no fault, no restart
+    history and no unit left failed or half-started (the module's end deploys again)."""
     stop_all_servers()
     set_faults({})
     sh("rm -f /var/lib/sglang-pve/restarts/*.json", check=False)
     try:
         yield
     finally:
-        restore_servers()
-        assert unit_state(paths.unit_name("baseline"))["ActiveState"] == "active"
+        restore_servers(deploy=False)
 
 
 # --- 1. a hang in each startup phase --------------------------------------------------------------
