@@ -279,7 +279,17 @@ def _lock(args: argparse.Namespace) -> int:
         report(text, error)
 
     max_hold = lease.MAX_HOLD_S if args.max_hold is None else args.max_hold  # None: parsed without importing lease
-    code = lease.acquire(args.dir, args.token, args.owner, args.task, args.wait, say, watch, max_hold)
+    if watch is None and not args.watch_pid and lease.connection_gone():
+        say(
+            f"not taking the deploy lock of {args.dir}: the SSH connection this command came through is gone "
+            f"(no sshd among its parents), so nothing would end the hold before {max_hold:g}s. "
+            "Fix: rerun the deploy; to hold the lock from a shell that outlives its SSH session, name the "
+            "process to watch with --watch-pid",
+            error=True,
+        )
+        code = exitcodes.LOCKED
+    else:
+        code = lease.acquire(args.dir, args.token, args.owner, args.task, args.wait, say, watch, max_hold)
     if not args.json:
         return code
     held = code == exitcodes.OK

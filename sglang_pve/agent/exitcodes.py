@@ -14,7 +14,8 @@
 | 8    | watchdog: restart cap reached, the unit was failed                               |
 | 9    | switch: the new release did not become ready; the previous one runs again        |
 | 10   | switch: failed and could not revert (or there was nothing to revert to)          |
-| 11   | lock: another run holds the container's deploy lock (the message names it)       |
+| 11   | lock: another run holds the container's deploy lock (the message names it), or   |
+|      | the SSH connection the lock command came through is gone (nothing to watch)      |
 | 12   | gate or watchdog: a TP group peer is gone (peers.py); the group fails as one      |
 | 13   | router: the replica could not be taken out of its router, or not added back      |
 | 14   | switch of a TP group's rank (--no-revert): it failed; the group reverts as one    |

@@ -292,6 +292,17 @@ def ssh_connection() -> procs.Proc | None:
     return None
 
 
+def connection_gone() -> bool:
+    """The command's caller is gone: it was reparented to init (the controller's shell always
+    waits for it), or it came through SSH (sshd sets SSH_CONNECTION in every session; sudo's
+    env_reset drops it, hence the first test) and no sshd is left among its ancestors. Either way
+    the connection closed while the command started (a controller killed then); a lock taken now
+    would watch nothing and hold until MAX_HOLD_S, making every later run wait for it."""
+    if ssh_connection() is not None:
+        return False
+    return os.getppid() == 1 or bool(os.environ.get("SSH_CONNECTION"))
+
+
 def _remove(path: str) -> None:
     with contextlib.suppress(OSError):
         os.unlink(path)

@@ -308,3 +308,24 @@ def test_holder_names_the_run_that_holds_the_lock_and_writes_nothing(tmp_path, c
     assert lease.release(str(missing), "aaa")
     assert cli.main(["holder", "--dir", str(missing)]) == exitcodes.OK
     assert json.loads(capsys.readouterr().out) is None
+
+
+def test_a_lock_command_whose_ssh_connection_is_gone_takes_nothing(tmp_path, monkeypatch, capsys):
+    """A controller killed while `agent lock` started: its sshd is gone and the command was
+    reparented to init. Holding then would watch nothing for lease.MAX_HOLD_S (seen in the lab's
+    killed-anywhere test: every rerun waited on it)."""
+    parent = tmp_path / "proc" / str(os.getppid())  # the shell that ran it, now a child of init
+    parent.mkdir(parents=True)
+    (parent / "stat").write_text(f"{os.getppid()} (bash) S 1 " + " ".join(["0"] * 17) + " 4242 0\n")
+    os.symlink("/usr/bin/bash", parent / "exe")
+    proc_root = parent.parent
+    monkeypatch.setenv("SGLANG_PVE_PROC", str(proc_root))
+    monkeypatch.setenv("SSH_CONNECTION", "10.0.0.1 50000 10.0.0.2 22")
+    releases = tmp_path / "releases"
+    args = ["lock", "--dir", str(releases), "--token", "aaa", "--owner", "alice@laptop", "--wait", "0", "--json"]
+    assert cli.main(args) == exitcodes.OK
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["held"] is False and "SSH connection this command came through is gone" in answer["message"]
+    assert lease.read(str(releases)) is None  # no lease written, no holder left
+    monkeypatch.delenv("SSH_CONNECTION")  # not under SSH (a local run): refused only when orphaned
+    assert lease.connection_gone() == (os.getppid() == 1)
