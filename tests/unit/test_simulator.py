@@ -341,7 +341,9 @@ def test_nccl_profile_sets_the_baseline_rate(sglang):
 
 
 def test_baseline_starts_phase_by_phase_and_stops_on_sigterm(lab):
-    phases = TINY_PHASES.replace("weights=0.05", "weights=0.6").replace("warmup=0.05", "warmup=1.2")
+    # an 8 s warm-up: the /health probe below comes within it on a loaded machine too (1.2 s did not:
+    # the probe came after it, 200, in a run with the workers' processes paused at random)
+    phases = TINY_PHASES.replace("weights=0.05", "weights=0.6").replace("warmup=0.05", "warmup=8")
     sim = lab.start(lab.config("baseline"), phases=phases)
     sim.wait_log(r"TP0\] Load weight begin")
     assert not sim.port_open()
