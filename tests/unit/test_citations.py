@@ -36,7 +36,9 @@ NOT_IN_TREE = {
     "inventory/mysite.py": "the user's own copy of inventory/prod.py (README, Production workflow)",
     "group_data/nccl_measured.yml": "written by tasks/nccl_probe.py --data write=1, read by the inventories",
     "group_data/bench_promoted.yml": "written by tasks/bench.py --data promote=1, read by the inventories",
-    "tests/scope_seconds.json": "written by tests/scope_seconds.py from a CI run's JUnit XML; absent until one is recorded",
+    "tests/scope_seconds.json": (
+        "written by tests/scope_seconds.py from a CI run's JUnit XML; absent until one is recorded"
+    ),
 }
 # The lab's PVE API schema directory: an input the lab reads (lab/pve/schema.py), overridden by
 # $SGLANG_PVE_PVE_SCHEMA_DIR; named as where it is looked for, not cited.
