@@ -55,7 +55,7 @@ WATCHDOG = LAB["watchdog"]
 GPU_IDLE_MIB = 1024  # the spec's gpu_idle_mib (render default)
 SERVERS = ("baseline", "eagle3-2step", "eagle3-3step", "eagle3-5step")
 EAGLE3 = "eagle3-2step"
-WEDGE_DELAY_S = 3.0  # `wedge_after_ready: true`: healthy this long after the first healthy answer (the gate's)
+WEDGE_DELAY_S = 3.0  # the simulator's `wedge_after_ready: true`: healthy this long after "fired up"
 
 # Run on the target: `systemctl start UNIT` timed with the target's monotonic clock, then wait
 # until the unit has settled (no longer activating/deactivating). Prints one JSON object.
@@ -264,8 +264,7 @@ def test_context_length_crash_fails_fast_and_names_the_value_error(clean):
 
 
 def test_wedge_after_ready_is_restarted_by_the_watchdog_then_failed_at_the_cap(clean):
-    """`wedge_after_ready: true`: healthy for 3 s after its first healthy answer (the gate's, once
-    "fired up" is logged), then TP0 stops taking
+    """`wedge_after_ready: true`: healthy for 3 s after "fired up", then TP0 stops taking
     requests (every process alive, /health hanging, log silent). The watchdog must restart the
     unit within its probe budget, twice (max_restarts 2), and then fail it for good, with
     `status --json` saying why (restart cap). While wedged, status says `zombie since ...`."""

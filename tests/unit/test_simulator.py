@@ -519,7 +519,7 @@ def test_warmup_hang_keeps_the_port_open_and_unhealthy(lab):
 
 
 def test_wedge_after_ready_fails_health_but_stays_alive(lab):
-    # Healthy for 5 s after the first healthy answer, the detokenizer given 3 s per check: room for the steps
+    # Healthy for 5 s after "fired up", the detokenizer given 3 s per check: room for the test's steps
     # between the line and its first probe, and for a paused simulator process, on a loaded machine
     # (1.5 s and 1 s were not: the probe came after the wedge, or the healthy answer after its bound).
     lab.faults({"baseline": {"wedge_after_ready": 5}})

@@ -2,8 +2,8 @@
 
 tokenizer (main process) -> scheduler TP0 -> detokenizer -> tokenizer, plus shared memory the
 other ranks and the HTTP side read: TP0's busy flag (other ranks mirror its GPU utilization),
-its counters (for /server_info and /metrics), and the wedge switch the tokenizer flips after
-its first healthy answer for the wedge_after_ready fault (TP0 then stops taking requests).
+its counters (for /server_info and /metrics), and the wedge switch the launcher flips after
+"fired up" for the wedge_after_ready fault (TP0 then stops taking requests).
 Built in the main process and handed to children at spawn.
 """
 

@@ -55,10 +55,6 @@ class TokenizerManager:
         self._lock = threading.Lock()
         self._counter = itertools.count()
         self.histograms = Histograms()
-        # Fault wedge_after_ready: seconds from the first healthy answer after "fired up" to the
-        # wedge. Counted from that answer, not from the line, so a readiness gate that a loaded
-        # machine lets see the line late still finds the server healthy once, as it would in SGLang.
-        self.wedge_after_first_health: Optional[float] = None
         threading.Thread(target=self._handle_loop, name="handle_loop", daemon=True).start()
 
     def inflight_rids(self) -> List[str]:
@@ -144,14 +140,6 @@ class TokenizerManager:
             }
         )
 
-    def _healthy(self) -> int:
-        """200; the first one arms the wedge_after_ready fault's timer (warmup.py sets it)."""
-        with self._lock:
-            delay, self.wedge_after_first_health = self.wedge_after_first_health, None
-        if delay is not None:
-            threading.Timer(delay, self.chans.wedged.set).start()
-        return 200
-
     def health_check(self, path: str) -> int:
         """SGLang's /health and /health_generate: 200 once anything comes back in time."""
         if self.gracefully_exit:
@@ -160,7 +148,7 @@ class TokenizerManager:
         if self.server_status == ServerStatus.STARTING:
             return 503
         if path == "/health" and not env.ENABLE_HEALTH_ENDPOINT_GENERATION.get():
-            return self._healthy()
+            return 200
         timeout = env.HEALTH_CHECK_TIMEOUT.get()
         tic = time.time()
         rid = f"HEALTH_CHECK_{uuid.uuid4().hex}"
@@ -172,7 +160,7 @@ class TokenizerManager:
                 time.sleep(1)
                 if self.last_receive_tstamp > tic:
                     self.server_status = ServerStatus.UP
-                    return self._healthy()
+                    return 200
         finally:
             with self._lock:
                 self._queues.pop(rid, None)

@@ -10,6 +10,7 @@ as Kimi-K2.5) get `POST /v1/chat/completions` with an image. Success logs
 import json
 import logging
 import os
+import threading
 import time
 import traceback
 import urllib.request
@@ -84,6 +85,7 @@ def wait_and_warmup(tm: TokenizerManager, chans: Channels, faults: Faults, delay
             logger.error(f"Initialization failed. warmup error: {traceback.format_exc()}")
             kill_process_tree(os.getpid())
             return
-    tm.wedge_after_first_health = faults.wedge_after_ready  # armed by the first healthy answer
     tm.server_status = ServerStatus.UP
     logger.info("The server is fired up and ready to roll!")
+    if faults.wedge_after_ready is not None:
+        threading.Timer(faults.wedge_after_ready, chans.wedged.set).start()
