@@ -30,7 +30,8 @@
     router-sync --router URL [--key-file F] --worker URL ...    its workers exactly these (router_worker.py)
     router-leave --dir DIR --router URL --address ADDR [--drain-s S]   this replica out of its router,
                                            drained, to stay out (a replica's bench); router-join
-    router-join --dir DIR --router URL --address ADDR                  puts what runs back (router_worker.py)
+    router-join --dir DIR --router URL --address ADDR [--wait-s S]     puts what runs back (router_worker.py);
+                                           --wait-s: after a restart, once its start at boot ended
 apply, switch, revert and transient take --lease T: the run holds the deploy lock already, and --detach:
 the command runs in a transient unit of its own, which a dropped SSH session does not end (detached.py).
 
@@ -363,13 +364,15 @@ def _router_join(args: argparse.Namespace) -> int:
     from sglang_pve.agent.release_store import Store
 
     store = Store(args.dir)
+    say = Reporter("router", sys.stdout)
+    record = store.current()
+    if args.wait_s and record and record.get("active_server"):  # after a restart: its start at boot first
+        router_worker.wait_started(contract.unit_name(record["active_server"]), args.wait_s, say)
 
     def running() -> str | None:
         return router_worker.running_url(store, args.address)
 
-    return router_worker.join(
-        args.router, args.address, router_worker.router_key(store), Reporter("router", sys.stdout), running
-    )
+    return router_worker.join(args.router, args.address, router_worker.router_key(store), say, running)
 
 
 def _router_sync(args: argparse.Namespace) -> int:
@@ -443,6 +446,10 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--address", required=True, metavar="ADDR", help="the replica's address in its worker URLs")
         if name == "router-leave":
             sub.add_argument("--drain-s", type=float, default=60.0, metavar="S", help="drain deadline")
+        else:
+            sub.add_argument(
+                "--wait-s", type=float, default=0.0, metavar="S", help="first wait up to S for a start under way"
+            )
     sub = command("lock", _lock, "take the container's deploy lock for a whole run", spec=None)
     sub.add_argument("--dir", required=True, metavar="DIR", help="the releases directory")
     sub.add_argument("--token", type=_token, required=True, help="the run's token (unlock and --lease name it)")

@@ -39,6 +39,7 @@ from sglang_pve.agent.release_store import Store
 
 POLL_S = 0.2
 REMOVE_TIMEOUT_S = 30.0
+STARTED_POLL_S = 1.0
 ADD_TIMEOUT_S = 120.0  # the router health-checks a worker it adds before it lists it
 _TIMEOUT_S = 10.0
 
@@ -228,6 +229,20 @@ def join(router_url: str, address: str, key: str | None, say: Say, running: Call
         say(f"{now} runs but is not back in router {router_url}: {error}", error=True)
         return exitcodes.ROUTER
     return exitcodes.OK
+
+
+def wait_started(unit: str, wait_s: float, say: Say) -> str:
+    """After the container restarted (provision/fleet_restart.py): wait until no start of `unit` is
+    under way, within `wait_s`; its ActiveState then. At boot systemd queues the enabled unit's start
+    as a job before it runs it, then the unit is `activating` until its gate passed (agent/gate.py)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = systemd.show([unit], ["ActiveState", "Job"]).get(unit, {})
+        active = found.get("ActiveState", "")
+        if (active != "activating" and not found.get("Job")) or time.monotonic() > deadline:
+            say(f"{unit} is {active} after the restart")
+            return active
+        time.sleep(STARTED_POLL_S)
 
 
 def _key_file(path: str | None) -> str | None:

@@ -17,11 +17,18 @@ what to run instead (README "Replicas and TP groups: which task does what"):
                                                   written for every member, the
                                                   next deploy rolls the set to it
     tasks/rollback.py snapshot    as it is        refused                          refused
+    provisioning's restart        its node        out of the router, rebooted,     every rank stopped first,
+    (deploy.py; provision/        reboots it      back, max_unavailable at a time  the group switch starts
+    fleet_restart.py)                                                              them; refused unless every
+                                                                                   rank is in the run
+    tasks/containers.py           its node        refused                          refused
 
     place(host)                   # Replica | Rank | None (alone)
     group_problem(host, task)     # a TP rank whose group is not all in this run: the Problem, else None
     bench_problem(host)           # a TP rank: the bench cannot measure it
     snapshot_problem(host)        # a replica or a TP rank: a snapshot rollback restarts it alone
+    restart_path(host)            # how provisioning's container restart goes for a member (None: alone)
+    restart_problem(host, ...)    # a member's container restart this run cannot do the fleet's way
     refused(host, problem)        # the PyinfraError that fails the host with it
 """
 
@@ -137,6 +144,61 @@ def snapshot_problem(host) -> Problem | None:
             f"roll back its release instead: tasks/rollback.py --limit {where.member} (out of the router, "
             f"drained, switched, gated, back in); or take {where.member} out of replica_sets.{where.name} first",
         )
+    return None
+
+
+def restart_path(host) -> str | None:
+    """How the restart its container owes goes for a fleet member (provision/fleet_restart.py does it
+    in the member's own deploy); None for a container alone (its node reboots it)."""
+    where = place(host)
+    if isinstance(where, Rank):
+        return (
+            f"{where.said}: every rank of {where.group} stops before its container restarts, and this run's "
+            "group switch starts them together (in its deploy)"
+        )
+    if isinstance(where, Replica):
+        return (
+            f"{where.member} serves in replica set {where.name}: out of its router on {where.replica_set.router.host} "
+            f"and drained first, back once its server is ready, {where.replica_set.max_unavailable} of the set at "
+            "a time (in its deploy)"
+        )
+    return None
+
+
+def restart_problem(host, vmid: int, reasons: list[str], rolled: bool) -> Problem | None:
+    """A fleet member whose container owes a restart that this run cannot do the fleet's way:
+    `rolled` False (a task that provisions without the members' deploys: tasks/containers.py), the
+    member left out of the run, or a rank whose group is not all in it. None: alone, or it can."""
+    where = place(host)
+    if where is None:
+        return None
+    why = f"container {vmid} ({where.member}) must restart ({'; '.join(reasons)})"
+    if isinstance(where, Rank):
+        key, value, said = f"tp_groups.{where.group}.members", list(where.members), where.said
+        whole = f"{where.limits} with their nodes"
+    else:
+        key, value = f"replica_sets.{where.name}.members", list(where.replica_set.members)
+        said = f"{where.member} serves in replica set {where.name} behind its router on {where.replica_set.router.host}"
+        whole = f"--limit {where.member} with its node"
+    if not rolled:
+        return Problem(
+            key,
+            value,
+            f"{why}; {said}: restarted by its node alone it breaks "
+            f"{'its group (the other ranks wait on it)' if isinstance(where, Rank) else 'what its router sends it'}, "
+            "and this task runs no member's deploy, which restarts it the fleet's way",
+            f"run deploy.py instead (its restart goes out of the router, or group-wide): {whole}",
+        )
+    if not _in_run(where.member):
+        return Problem(
+            key,
+            value,
+            f"{why}; {said}: its own deploy restarts it the fleet's way, and {where.member} is not in this run",
+            f"include it: {whole} (or no --limit)",
+        )
+    alone = group_problem(host, "a container restart")
+    if alone is not None:
+        return Problem(alone.key, alone.value, f"{why}; {alone.message}", alone.fix)
     return None
 
 

@@ -54,7 +54,9 @@ from sglang_pve.deploy.rollout import refused_step
 
 POLL_S = 0.2
 NO_REVERT = ["--no-revert"]  # the agent's switch of a rank: its group reverts as one
-_books: dict[tuple[int, str, object, str], dict[str, object]] = {}  # (run, group, operation, phase) -> {host: value}
+# (run, group, operation, scope, phase) -> {host: value}; the scope tells apart the operations nested in one
+# operation (deploy_when_provisioned: a new container's deploy), which share their host's executing_op_hash
+_books: dict[tuple[int, str, object, str, str], dict[str, object]] = {}
 
 
 def _short(name: str) -> str:
@@ -87,10 +89,11 @@ class Rank:
     host: Any
     group: str
     peers: tuple  # the group's other members in the inventory
+    scope: str = ""  # the operation's kind (taking_part's): books of one operation nested beside another apart
 
     def _book(self, phase: str) -> dict[str, object]:
         op = getattr(self.host, "executing_op_hash", None)
-        return _books.setdefault((id(state), self.group, op, phase), {})
+        return _books.setdefault((id(state), self.group, op, self.scope, phase), {})
 
     def post(self, phase: str, value: object = True) -> None:
         self._book(phase)[self.host.name] = value
@@ -166,15 +169,15 @@ class _Recorded(PyinfraCommand):
         return True
 
 
-def member(host) -> Rank | None:
-    """`host` as a rank of its TP group, or None."""
+def member(host, scope: str = "") -> Rank | None:
+    """`host` as a rank of its TP group, or None; `scope`: its operation's (taking_part's), if not the release's."""
     host = real_host(host)
     found = group_of(host)
     if found is None:
         return None
     name, members = found
     others = [m for m in members if m != _short(host.name)]
-    return Rank(host, name, tuple(h for h in state.inventory if _short(h.name) in others))
+    return Rank(host, name, tuple(h for h in state.inventory if _short(h.name) in others), scope)
 
 
 def stopped_together(host, units: list[str]) -> Iterator[PyinfraCommand]:
@@ -184,16 +187,17 @@ def stopped_together(host, units: list[str]) -> Iterator[PyinfraCommand]:
         yield from rank.stopped_together(units)
 
 
-def taking_part(op):
+def taking_part(op, scope: str = ""):
     """An operation's generator function whose end (also by an exception or a failed command) its
-    TP group's other ranks see: they wait for nothing more from it."""
+    TP group's other ranks see: they wait for nothing more from it. `scope`: its ranks' (member(host,
+    scope)) when it is not a release operation, whose books it must not touch."""
 
     @functools.wraps(op)
     def generator(*args, **kwargs):
         try:
             yield from op(*args, **kwargs)
         finally:
-            rank = member(context_host)
+            rank = member(context_host, scope)
             if rank is not None and state.is_executing:
                 rank.post("ended")
 

@@ -22,10 +22,11 @@ from collections.abc import Callable, Iterator
 
 import gevent
 from pyinfra import logger, state
-from pyinfra.api import FunctionCommand, OperationError, QuoteString
+from pyinfra.api import FunctionCommand, OperationError, QuoteString, StringCommand
 from pyinfra.api.command import PyinfraCommand
 
-from sglang_pve.deploy import replicas
+from sglang_pve.config.safe import printable
+from sglang_pve.deploy import paths, replicas
 from sglang_pve.deploy.real_host import real_host
 
 POLL_S = 0.2
@@ -101,3 +102,18 @@ def end(host) -> None:
     found = replicas.member_of(host) if _has_sets(host) else None
     if found is not None:
         _ended.setdefault((id(state), found[0], getattr(host, "executing_op_hash", None)), set()).add(host.name)
+
+
+def router_step(host, verb: str, routed: list, *extra: str) -> bool:
+    """The agent's router-leave (`routed`: begin's --router URL --address ADDR --drain-s S) or
+    router-join (the same less --drain-s, which is leave's own; `extra`: e.g. --wait-s S) on `host`
+    at execution time, its lines shown; whether it succeeded."""
+    if verb != "router-leave" and "--drain-s" in routed:
+        routed = routed[: routed.index("--drain-s")]
+    command = StringCommand(
+        "python3", QuoteString(paths.AGENT), verb, "--dir", QuoteString(paths.RELEASES_DIR), *routed, *extra
+    )
+    ok, output = host.run_shell_command(command, print_output=False)
+    for line in output.output_lines:
+        logger.info(f"{host.print_prefix}  {printable(line)}")
+    return ok

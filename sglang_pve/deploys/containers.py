@@ -22,8 +22,10 @@ from sglang_pve.provision.roles import containers, is_node, node_gpus, this_node
 
 
 @deploy("Containers")
-def provision_containers() -> None:
-    """A node's task; container hosts are skipped."""
+def provision_containers(rolled: bool = False) -> None:
+    """A node's task; container hosts are skipped. `rolled`: the members' deploys follow in this run
+    (deploy.py), which restart a replica or TP rank the fleet's way (provision/fleet_restart.py);
+    without them (tasks/containers.py) such a restart is refused before any write."""
     if not is_node():
         return
     node = this_node()
@@ -38,6 +40,7 @@ def provision_containers() -> None:
             members=[(spec, guest) for _, spec, guest in found],
             node=node,
             gpus=gpus,
+            rolled=rolled,
         )
 
 

@@ -17,6 +17,7 @@ from sglang_pve.deploys.preflight import preflight
 from sglang_pve.deploys.router import router
 from sglang_pve.deploys.servers import servers
 from sglang_pve.deploys.sglang import sglang_venv
+from sglang_pve.provision.fleet_restart import restart_owed
 from sglang_pve.provision.guest_deploy import deploy_when_provisioned, nodes_done
 from sglang_pve.provision.roles import is_node, own_spec, pending
 
@@ -27,6 +28,7 @@ def container_deploy() -> None:
     inside each module instead (host.loop exists for loops; this needs none)."""
     preflight()  # reads the host; refuses before any change
     agent()  # the deploy lock is the agent's
+    restart_owed(name="Container restart provisioning owes a replica or TP rank, the fleet's way")
     guest_changes()
 
 
@@ -45,7 +47,7 @@ def full_deploy() -> None:
     """Every host of the inventory: nodes, then containers (one call from a deploy file)."""
     if is_node():
         prepare_node()
-        provision_containers()
+        provision_containers(rolled=True)  # a replica's or TP rank's restart: its own deploy's (restart_owed)
     nodes_done(name="Nodes prepared and containers provisioned")  # every host: the containers' deploy waits for it
     if is_node():
         return

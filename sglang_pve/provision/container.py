@@ -16,7 +16,7 @@ no mutating endpoint); all writes happen in one callback when it executes.
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pyinfra import host, logger, state
@@ -25,6 +25,7 @@ from pyinfra.context import ctx_host
 
 from sglang_pve.config.errors import ConfigError, Problem
 from sglang_pve.config.proxmox import ContainerSpec
+from sglang_pve.deploy import fleet
 from sglang_pve.deploy.facts.gpu import GpuDeviceInfo
 from sglang_pve.provision import conffile, desired, hostkeys, restart_debt, snapshot_storage, snapshots
 from sglang_pve.provision.client import ProxmoxError
@@ -59,6 +60,7 @@ class Plan:
     key_pinned: bool
     create: dict = field(default_factory=dict)
     debt: Debt | None = None  # a restart owed since an earlier run (restart_debt.py)
+    rolled: str = ""  # a fleet member's: how its own deploy restarts it (fleet_restart.py), not its node
 
     @property
     def needs_restart(self) -> bool:
@@ -71,6 +73,11 @@ class Plan:
         if self.diff.restart_keys:
             reasons.append(f"{', '.join(self.diff.restart_keys)} only apply at start")
         return reasons if self.needs_restart else []
+
+    @property
+    def reboots(self) -> bool:
+        """Its node reboots it in this operation (a fleet member's restart is its own deploy's)."""
+        return self.needs_restart and not self.rolled
 
     @property
     def idle(self) -> bool:
@@ -152,7 +159,7 @@ def _node_refusals(wanted: Plan, node: Node, ssh_node: str | None) -> list[Probl
 
 
 @operation()
-def containers(members: list[tuple[ContainerSpec, Guest]], node: Node, gpus: GpuDeviceInfo):
+def containers(members: list[tuple[ContainerSpec, Guest]], node: Node, gpus: GpuDeviceInfo, rolled: bool = False):
     """
     Make the containers of this Proxmox node what their specs say, and running: each planned (every
     problem of every container in one refusal, before any write), then all changed together: the
@@ -164,6 +171,9 @@ def containers(members: list[tuple[ContainerSpec, Guest]], node: Node, gpus: Gpu
       ``container``) and Guest(ssh_hostname, known_hosts, public_keys): where its SSH host key gets pinned
     + node: the node's API (sglang_pve.provision.nodes.node_for)
     + gpus: the node's GpuDevices fact (which /dev/nvidiaN exist, the nvidia-uvm major)
+    + rolled: the members' deploys follow in this run (deploy.py): a running replica or TP rank that
+      must restart is restarted there, the fleet's way (provision/fleet_restart.py), not by its node;
+      False (tasks/containers.py): such a restart is refused before any write (deploy/fleet.py)
 
     **Example:**
 
@@ -180,7 +190,9 @@ def containers(members: list[tuple[ContainerSpec, Guest]], node: Node, gpus: Gpu
     batch, refusals = [], []
     for spec, guest in members:
         try:
-            batch.append((plan(spec, node, gpus, guest, ssh_node, read.debts.get(spec.vmid)), guest))
+            batch.append(
+                (_fleet_aware(plan(spec, node, gpus, guest, ssh_node, read.debts.get(spec.vmid)), guest, rolled), guest)
+            )
         except (ConfigError, ProxmoxError) as error:
             refusals.append(str(error))
     if refusals:
@@ -196,6 +208,8 @@ def containers(members: list[tuple[ContainerSpec, Guest]], node: Node, gpus: Gpu
                 logger.info(f"    {line}")
             for reason in wanted.restart_reasons:
                 logger.info(f"    (restart: {reason})")
+            if wanted.rolled:
+                logger.info(f"    (restarted by its own deploy: {wanted.rolled})")
     changing = [(wanted, guest) for wanted, guest in batch if not wanted.idle]
     if changing:
         yield FunctionCommand(_apply_all, (node, changing), {})
@@ -325,37 +339,79 @@ def _converge(host, node: Node, works: list[_Work]) -> None:
             old = wanted.diff.raw_old if wanted.exists else []
             _edit_raw_lines(host, node, wanted.spec.vmid, old, wanted.diff.raw_new)
 
-    def start(work: _Work) -> tuple | None:
-        wanted = work.wanted
-        if wanted.needs_restart:
-            host.log(f"restarting container {wanted.spec.vmid}: {'; '.join(wanted.restart_reasons)}", logger.info)
-            return "POST", node.path(wanted.spec.vmid, "status", "reboot"), {}
-        return None if wanted.running else ("POST", node.path(wanted.spec.vmid, "status", "start"), {})
-
-    def cleared(work: _Work) -> None:
-        if work.debt is not None:  # the start task ended OK: nothing is owed any more
-            _on_node(
-                host, restart_debt.clear_command(node.debt_dir, work.wanted.spec.vmid), "clearing the restart owed"
-            )
-
     def after(work: _Work) -> None:
         wanted = work.wanted
-        if wanted.needs_restart and work.guest.host_name:
+        if wanted.reboots and work.guest.host_name:
             restarted(work.guest.host_name)
         if wanted.exists and not wanted.diff.empty and wanted.spec.snapshots_keep:  # old rollback points go
             snapshots.prune(node, wanted.spec.vmid, wanted.spec.snapshots_keep)
+
+    for work in works:
+        if work.wanted.rolled:
+            host.log(
+                f"container {work.wanted.spec.vmid} owes a restart ({'; '.join(work.wanted.restart_reasons)}): "
+                f"left to its own deploy: {work.wanted.rolled}",
+                logger.info,
+            )
 
     _each(works, owed)
     creating = _issue(node, works, create)  # the creates run while the changed containers change
     _each(works, modify)
     _await(node, works, creating)
     _each(works, raw)
+    _started(host, node, works)
+    _each(works, after)
+
+
+def _started(host, node: Node, works: list[_Work]) -> None:
+    """Started, or rebooted (then the restart owed cleared), and the host key pinned once sshd listens."""
+
+    def start(work: _Work) -> tuple | None:
+        wanted = work.wanted
+        if wanted.reboots:
+            host.log(f"restarting container {wanted.spec.vmid}: {'; '.join(wanted.restart_reasons)}", logger.info)
+            return "POST", node.path(wanted.spec.vmid, "status", "reboot"), {}
+        return None if wanted.running else ("POST", node.path(wanted.spec.vmid, "status", "start"), {})
+
+    def cleared(work: _Work) -> None:
+        if work.debt is not None and work.wanted.reboots:  # the start task ended OK: nothing is owed any more
+            _on_node(
+                host, restart_debt.clear_command(node.debt_dir, work.wanted.spec.vmid), "clearing the restart owed"
+            )
+
     _await(node, works, _issue(node, works, start))
     _each(works, cleared)
-    _pin_host_keys(
-        host, [w for w in works if w.wanted.needs_restart or not w.wanted.running or not w.wanted.key_pinned]
-    )
-    _each(works, after)
+    _pin_host_keys(host, [w for w in works if w.wanted.reboots or not w.wanted.running or not w.wanted.key_pinned])
+
+
+def _fleet_aware(wanted: Plan, guest: Guest, rolled: bool) -> Plan:
+    """A running replica or TP rank that must restart: its own deploy restarts it (`rolled`), or the
+    run is refused before any write (deploy/fleet.py restart_problem: member, set or group, fix)."""
+    if not wanted.needs_restart or not guest.host_name:
+        return wanted
+    inventory = getattr(state, "inventory", None)  # None: the operation driven without a run (tests)
+    member = inventory.get_host(guest.host_name, default=None) if inventory is not None else None
+    if member is None:
+        return wanted
+    problem = fleet.restart_problem(member, wanted.spec.vmid, wanted.restart_reasons, rolled)
+    if problem is not None:
+        raise ConfigError(member.name, [problem])
+    return replace(wanted, rolled=fleet.restart_path(member) or "")
+
+
+def restart(node_host, node: Node, wanted: Plan, guest: Guest) -> str | None:
+    """A fleet member's restart, from its own deploy (fleet_restart.py), once it left its router or its
+    group stopped: rebooted as its node's operation would (the task awaited, the restart owed cleared,
+    the host key pinned, its connection renewed); the error, or None."""
+    work = _Work(replace(wanted, rolled=""), guest, wanted.debt or restart_debt.owed([], None))
+    node.forget(wanted.spec.vmid)  # the node's operation wrote the config meanwhile
+    try:
+        _started(node_host, node, [work])
+    finally:
+        node.forget(wanted.spec.vmid)
+    if work.error is None and guest.host_name:
+        restarted(guest.host_name)
+    return work.error
 
 
 def _on_node(host, command: StringCommand, doing: str) -> None:

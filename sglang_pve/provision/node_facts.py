@@ -10,6 +10,7 @@ and their units' one, for 1 or 16 containers (pyinfra 3 caches no fact: read onc
     #           FileState(...), ...}, debts={}, raw={129: [["lxc.mount.entry", "..."]]})
 """
 
+import threading
 import weakref
 from dataclasses import dataclass
 
@@ -64,13 +65,15 @@ class NodeFacts(FactBase[NodeState]):
 
 
 _states: "weakref.WeakKeyDictionary[object, NodeState]" = weakref.WeakKeyDictionary()
+_reading = threading.RLock()  # a greenlet's under pyinfra_cli (threading patched), as nodes.py's
 
 
 def node_state(node_host, node: Node) -> NodeState:
     """The node's NodeFacts, read once per node host per run (`node`: its API settings: the PVE
     node name, /etc/pve and the debt directory)."""
-    if node_host not in _states:
-        _states[node_host] = node_host.get_fact(
-            NodeFacts, paths=NODE_PREP_PATHS, etc_pve=node.etc_pve, node=node.name, debt_dir=node.debt_dir
-        )
-    return _states[node_host]
+    with _reading:  # a fleet member's deploy reads its node's too (fleet_restart.py): still once
+        if node_host not in _states:
+            _states[node_host] = node_host.get_fact(
+                NodeFacts, paths=NODE_PREP_PATHS, etc_pve=node.etc_pve, node=node.name, debt_dir=node.debt_dir
+            )
+        return _states[node_host]

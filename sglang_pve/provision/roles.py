@@ -98,20 +98,7 @@ def containers() -> list[tuple[str, ContainerSpec, Guest]]:
         spec = _checked(validated_spec, other)
         if spec is None or spec.node != host.name:
             continue
-        key = other.data.get("ssh_key")
-        public = _public_key(other.name, key) if key else None
-        found.append(
-            (
-                other.name,
-                spec,
-                Guest(
-                    ssh_hostname=other.data.get("ssh_hostname") or other.name,
-                    known_hosts=_checked(known_hosts_file, other),
-                    public_keys=public,
-                    host_name=other.name,
-                ),
-            )
-        )
+        found.append((other.name, spec, guest_of(other)))
     vmids = [spec.vmid for _, spec, _ in found]
     if len(set(vmids)) != len(vmids):
         raise PyinfraError(
@@ -119,6 +106,17 @@ def containers() -> list[tuple[str, ContainerSpec, Guest]]:
             f"{next(v for v in vmids if vmids.count(v) > 1)}: give each its own"
         )
     return found
+
+
+def guest_of(other) -> Guest:
+    """How the controller reaches container host `other` once it runs."""
+    key = other.data.get("ssh_key")
+    return Guest(
+        ssh_hostname=other.data.get("ssh_hostname") or other.name,
+        known_hosts=_checked(known_hosts_file, other),
+        public_keys=_public_key(other.name, key) if key else None,
+        host_name=other.name,
+    )
 
 
 def _public_key(host_name: str, private_key: str) -> str:

@@ -129,3 +129,37 @@ def test_the_deploys_switch_of_a_rank_left_alone_is_a_failed_step_not_a_lone_sta
     hosts["sglang4"].log_styled = lambda message, **kwargs: logged.append(message)
     assert steps[0].execute(None, hosts["sglang4"], {}) is False
     assert "sglang5 is not in this run; a switch on one rank alone breaks the group" in logged[0]
+
+
+def test_a_container_restart_provisioning_owes_goes_the_fleets_way_or_is_refused(fleet_hosts):
+    """provision/container.py and fleet_restart.py: a replica's or rank's restart is its own deploy's
+    (out of the router; group-wide); refused before any write when the run cannot do it that way."""
+    hosts, why = fleet_hosts.hosts, ["dev0 only apply at start"]
+    assert fleet.restart_path(hosts["alone"]) is None and fleet.restart_problem(hosts["alone"], 9, why, False) is None
+    assert fleet.restart_problem(hosts["sglang2"], 202, why, True) is None
+    assert fleet.restart_path(hosts["sglang2"]) == (
+        "sglang2 serves in replica set llama: out of its router on router1 and drained first, back once its server "
+        "is ready, 1 of the set at a time (in its deploy)"
+    )
+    assert fleet.restart_path(hosts["sglang5"]).startswith("sglang5 is rank 1 of TP group tp (sglang4 rank 0")
+    assert fleet.restart_problem(hosts["sglang2"], 202, why, False).render("pve2") == (
+        "pve2: replica_sets.llama.members = ['sglang1', 'sglang2', 'sglang3']: container 202 (sglang2) must restart "
+        "(dev0 only apply at start); sglang2 serves in replica set llama behind its router on router1: restarted by "
+        "its node alone it breaks what its router sends it, and this task runs no member's deploy, which restarts "
+        "it the fleet's way. Fix: run deploy.py instead (its restart goes out of the router, or group-wide): "
+        "--limit sglang2 with its node"
+    )
+    fleet_hosts.run("sglang1", "sglang4")  # deploy.py --limit pve1 --limit sglang1 --limit sglang4
+    left_out = fleet.restart_problem(hosts["sglang2"], 202, why, True)
+    assert left_out.message.endswith("its own deploy restarts it the fleet's way, and sglang2 is not in this run")
+    assert left_out.fix == "include it: --limit sglang2 with its node (or no --limit)"
+    alone = fleet.restart_problem(hosts["sglang4"], 204, why, True)
+    assert alone.key == "tp_groups.tp.members" and alone.value == ["sglang4", "sglang5"]
+    assert alone.message.startswith(
+        "container 204 (sglang4) must restart (dev0 only apply at start); sglang4 is rank 0"
+    )
+    assert "sglang5 is not in this run; a container restart on one rank alone breaks the group" in alone.message
+    assert alone.fix == "include every rank of tp: --limit sglang4 --limit sglang5 (or no --limit)"
+    fleet_hosts.run("sglang4", "sglang5")
+    assert fleet.restart_problem(hosts["sglang4"], 204, why, True) is None
+    assert "rank" in fleet.restart_problem(hosts["sglang4"], 204, why, False).message

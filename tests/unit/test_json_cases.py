@@ -115,6 +115,8 @@ ELSEWHERE = {
     "the emulator)",
     "snapshot_rollback.rolled_back": "tests/unit/test_proxmox_provision.py, test_snapshot_rollback.py (a Proxmox "
     "API callback; its ZfsSnapshots fact has cases here)",
+    "fleet_restart.restart_owed": "tests/unit/test_fleet_restart.py (a fleet member's restart through its node's "
+    "API, in its set's turn or with its group: callbacks across hosts), tests/lab/scale/test_fleet_restart_lab.py",
 }
 ARGUMENT_TYPES = {
     cls.__name__: cls

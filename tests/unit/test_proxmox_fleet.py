@@ -5,15 +5,20 @@ container's failure reported, the others converged."""
 
 import os
 import threading
+from types import SimpleNamespace
 
 import pytest
+from pyinfra.api import OperationError
+from pyinfra.context import ctx_host, ctx_state
 
 from lab.gpus import uvm_major
 from lab.pve import requestlog
 from lab.pve.backend import DirBackend
 from lab.pve.testing import EmulatedNode, fake_gpu_devices
+from sglang_pve.config.errors import Problem
+from sglang_pve.provision import container as container_module
 from sglang_pve.provision import hostkeys
-from sglang_pve.provision.container import Guest, containers
+from sglang_pve.provision.container import Guest, containers, plan
 from tests.unit import test_proxmox_provision as provision
 from tests.unit.test_proxmox_provision import GPUS, NodeHost, execute, node_of, operation, spec_of
 
@@ -92,3 +97,44 @@ def test_every_containers_refusal_comes_at_once_before_any_write(pve, tmp_path):
         operation(containers, NodeHost(), members=members, node=node_of(pve, token=True), gpus=GPUS)
     assert str(caught.value).count("an API token cannot configure device passthrough (devN)") == 3
     assert {e["method"] for e in pve.requests() if "access" not in e["path"]} == {"GET"}  # nothing written
+
+
+def _as_run(member_name: str):
+    """pyinfra's state as the node's operation sees it in a run whose inventory has `member_name`."""
+    member_host = SimpleNamespace(name=member_name)
+    inventory = SimpleNamespace(get_host=lambda name, default=None: member_host if name == member_name else default)
+    return SimpleNamespace(config=SimpleNamespace(DIFF=False), inventory=inventory)
+
+
+def test_a_fleet_members_restart_is_left_to_its_deploy_or_refused_before_any_write(pve, tmp_path, monkeypatch):
+    """A replica that must restart (a [pve:pending] key): with rolled=True (deploy.py) the node writes
+    and records the restart owed but does not reboot it; container.restart, what its own deploy calls
+    once it left its router (fleet_restart.py), reboots it and clears the debt. With rolled=False
+    (tasks/containers.py) the node's operation refuses before any write, naming the member."""
+    spec, guest = member(pve, tmp_path, 129)
+    node = node_of(pve)
+    operation(containers, NodeHost(), members=[(spec, guest)], node=node, gpus=GPUS)  # created
+    execute(NodeHost(), operation(containers, NodeHost(), members=[(spec, guest)], node=node, gpus=GPUS))
+    node.api.request("PUT", "nodes/pve1/lxc/129/config", nameserver="10.0.0.1")  # pending: a restart is owed
+    monkeypatch.setattr(container_module.fleet, "restart_path", lambda host: f"{host.name} rolls out of its router")
+    monkeypatch.setattr(container_module.fleet, "restart_problem", lambda host, vmid, reasons, rolled: None)
+    host = NodeHost()
+    with ctx_host.use(host), ctx_state.use(_as_run("sglang129")):
+        commands = list(containers._inner(members=[(spec, guest)], node=node_of(pve), gpus=GPUS, rolled=True))
+    assert execute(host, commands) == [True], host.errors
+    assert not [w for w in provision.writes(pve) if w.endswith("/status/reboot")]  # not rebooted by its node
+    assert "[pve:pending]" in pve.conf_text(129) and provision.debt_file(pve)["keys"] == ["nameserver"]
+    wanted = plan(spec, node_of(pve), GPUS, guest)
+    assert wanted.needs_restart and wanted.debt is None  # the debt is the node's fact (NodeHost has none)
+    assert container_module.restart(NodeHost(), node_of(pve), wanted, guest) is None
+    assert provision.writes(pve)[-1] == "POST /nodes/pve1/lxc/129/status/reboot"
+    assert "[pve:pending]" not in pve.conf_text(129) and provision.debt_file(pve) is None
+
+    problem = Problem("replica_sets.llama.members", ["sglang129"], "container 129 (sglang129) must restart", "fix")
+    monkeypatch.setattr(container_module.fleet, "restart_problem", lambda host, vmid, reasons, rolled: problem)
+    node.api.request("PUT", "nodes/pve1/lxc/129/config", nameserver="10.0.0.2")
+    before = provision.writes(pve)
+    with ctx_host.use(NodeHost()), ctx_state.use(_as_run("sglang129")):
+        with pytest.raises(OperationError, match=r"sglang129: replica_sets.llama.members = \['sglang129'\]: contai"):
+            list(containers._inner(members=[(spec, guest)], node=node_of(pve), gpus=GPUS))
+    assert provision.writes(pve) == before and provision.debt_file(pve) is None  # nothing written, nothing owed

@@ -322,3 +322,15 @@ def test_the_groups_revert_goes_back_to_the_release_current_before_the_run(monke
     assert words.endswith("--lease tok --detach")
     list(releases._group_switched(rank, "agent switch", SimpleNamespace(current_record=None, previous=None), [], "t"))
     assert handed[-1][1] is None
+
+
+def test_an_operation_nested_beside_the_release_keeps_its_own_books(monkeypatch):
+    """A new container's deploy runs nested in one operation (deploy_when_provisioned), so its
+    operations share the host's executing_op_hash: rank 0's provisioning restart (fleet_restart.py,
+    scope "restart") ended before the release's switch, and the switch read that as rank 0's
+    failure (the scale lab's first deploy: "the switch failed on sglang4" while sglang4's passed)."""
+    ranks = _ranks(monkeypatch)
+    for host in ranks:
+        group_switch.member(host, "restart").post("ended")
+    results, _ = _switch_group(monkeypatch, {"sglang4": True, "sglang5": True})
+    assert results == [True, True]

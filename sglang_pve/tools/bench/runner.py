@@ -24,7 +24,7 @@ from pathlib import Path
 
 import gevent
 from pyinfra import logger
-from pyinfra.api import QuoteString, StringCommand
+from pyinfra.api import StringCommand
 
 from sglang_pve.agent import bench_client as client
 from sglang_pve.agent import systemd
@@ -174,11 +174,6 @@ def run(job: Job) -> None:
         raise BenchInterrupted(f"{interrupts.deferred} (after the measurements: what it began was finished)")
 
 
-def _router_command(verb: str, words: list) -> StringCommand:
-    """The agent's router-leave / router-join with `words` (--router URL --address ADDR [--drain-s S])."""
-    return StringCommand("python3", QuoteString(paths.AGENT), verb, "--dir", QuoteString(paths.RELEASES_DIR), *words)
-
-
 def _leave(host, job: Job) -> list:
     """A replica: out of its router and drained for the whole bench (the others serve), once fewer
     than max_unavailable members of its set are out (rollout.begin: the members benched in this
@@ -190,10 +185,7 @@ def _leave(host, job: Job) -> list:
     except rollout.Stopped as stopped:
         raise RouterFailed(f"{host.name}: bench not run: {stopped}") from None
     _say(host, f"out of the router of replica set {job.replica_set} while it runs (the other replicas serve)")
-    ok, output = host.run_shell_command(_router_command("router-leave", routed), print_output=False)
-    for line in output.output_lines:
-        logger.info(f"{host.print_prefix}  {printable(line)}")
-    if not ok:
+    if not rollout.router_step(host, "router-leave", routed):
         raise RouterFailed(f"{host.name}: bench not run: it could not leave the router of {job.replica_set} (above)")
     return routed
 
@@ -202,11 +194,7 @@ def _join(host, job: Job, routed: list) -> bool:
     """After the restore or the promote: what runs back in the router (nothing runs: it stays out)."""
     if not routed:
         return True
-    words = routed[: routed.index("--drain-s")] if "--drain-s" in routed else routed  # leave's own
-    ok, output = host.run_shell_command(_router_command("router-join", words), print_output=False)
-    for line in output.output_lines:
-        logger.info(f"{host.print_prefix}  {printable(line)}")
-    return ok
+    return rollout.router_step(host, "router-join", routed)
 
 
 def _promote_switch(host, job: Job, verdict: promote.Verdict) -> bool:
