@@ -5,7 +5,9 @@ dies with the command that took it. So `agent lock` takes the flock on the relea
 `.lock` (the one Store.locked takes) and hands it to a holder: a child in its own session that
 keeps the descriptor open until one of
 
-- `agent unlock --token T` (the run's last operation) removes the lease;
+- `agent unlock --token T` (the run's last operation) removes the lease and wakes the holder
+  (SIGUSR1 through a pidfd opened on the lease's PID and start time, so never another process),
+  which then lets go at once instead of at its next poll;
 - the controller's connection ends: the holder watches the sshd process the lock command ran
   under (the connection's own process, alive as long as the controller's session), so a killed
   controller frees the lock when its connection closes, without a stale lease; a switch that run
@@ -31,6 +33,7 @@ the next run writes a file. Commands of the run that holds it (apply, switch, tr
 import contextlib
 import fcntl
 import os
+import signal
 import socket
 import time
 from collections.abc import Iterator
@@ -45,6 +48,7 @@ LEASE = ".lease.json"  # hidden: release ids are the other *.json names (release
 POLL_S = 0.5
 MAX_HOLD_S = 24 * 3600.0
 UNLOCK_WAIT_S = 10.0
+WAKE = signal.SIGUSR1  # unlock -> holder: the lease is gone, look now (blocked in the holder, never delivered)
 
 
 class LeaseError(RuntimeError):
@@ -139,6 +143,7 @@ def acquire(
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
         state.write_json(os.path.join(directory, LEASE), lease, mode=0o600)
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {WAKE})  # the child is born with WAKE blocked
         child = os.fork()
         if child == 0:  # the holder: keeps `fd` (and with it the flock) open
             try:
@@ -146,6 +151,7 @@ def acquire(
                 hold(directory, token, watch, max_hold_s)
             finally:
                 os._exit(0)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         holder = procs.identify(child)
         lease["holder"] = {"pid": child, "start": holder.start if holder else None}
         state.write_json(os.path.join(directory, LEASE), lease, mode=0o600)
@@ -165,8 +171,9 @@ def _detach() -> None:
     os.close(null)
 
 
-def hold(directory: str, token: str, watch: procs.Proc | None, max_hold_s: float, poll_s: float = POLL_S) -> str:
+def hold(directory: str, token: str, watch: procs.Proc | None, max_hold_s: float, poll_s: float | None = None) -> str:
     """The holder's loop; returns why it ended (the lock goes with the process)."""
+    poll_s = POLL_S if poll_s is None else poll_s
     deadline = time.monotonic() + max_hold_s
     while True:
         lease = read(directory)
@@ -179,7 +186,27 @@ def hold(directory: str, token: str, watch: procs.Proc | None, max_hold_s: float
         if time.monotonic() >= deadline:
             _remove(os.path.join(directory, LEASE))
             return f"held for {max_hold_s:g}s"
-        time.sleep(poll_s)
+        signal.sigtimedwait({WAKE}, poll_s)  # a nap that unlock's WAKE ends early
+
+
+def _wake(lease: Record) -> None:
+    """Wake the lease's holder (ignored when it is gone). The pidfd pins the process before its
+    start time is compared, so a PID reused since cannot receive the signal."""
+    holder = lease.get("holder") or {}
+    pid = holder.get("pid")
+    if not isinstance(pid, int):
+        return
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return
+    try:
+        if procs.alive(procs.Proc(pid, holder.get("start"))):
+            signal.pidfd_send_signal(fd, WAKE)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def current(directory: str) -> Record | None:
@@ -206,6 +233,7 @@ def release(directory: str, token: str, wait_s: float = UNLOCK_WAIT_S) -> bool:
         return False
     detached.mark_seen(directory)
     _remove(os.path.join(directory, LEASE))
+    _wake(lease)
     fd = _open(directory)
     try:
         deadline = time.monotonic() + wait_s

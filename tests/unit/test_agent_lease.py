@@ -329,3 +329,31 @@ def test_a_lock_command_whose_ssh_connection_is_gone_takes_nothing(tmp_path, mon
     assert lease.read(str(releases)) is None  # no lease written, no holder left
     monkeypatch.delenv("SSH_CONNECTION")  # not under SSH (a local run): refused only when orphaned
     assert lease.connection_gone() == (os.getppid() == 1)
+
+
+def test_giving_the_lock_back_wakes_the_holder_instead_of_waiting_for_its_poll(tmp_path, connection, monkeypatch):
+    """unlock removes the lease and wakes the holder (WAKE through a pidfd): the flock is free when
+    release returns, even with a holder that would look again only in an hour."""
+    monkeypatch.setattr(lease, "POLL_S", 3600.0)  # the forked holder naps this long between looks
+    assert take(tmp_path, "aaa", procs.identify(connection.pid))[0] == exitcodes.OK
+    holder = lease.read(str(tmp_path))["holder"]
+    assert lease.release(str(tmp_path), "aaa", wait_s=SAFETY_S)
+    assert flock_free(tmp_path) and not procs.alive(procs.Proc(holder["pid"], holder["start"]))
+
+
+def test_the_wake_reaches_no_process_but_the_holder_it_names(tmp_path):
+    """A lease whose holder PID now belongs to another process (another start time) wakes nothing:
+    SIGUSR1's default action would end that process."""
+    other = subprocess.Popen(["sleep", "300"])
+    try:
+        start = procs.identify(other.pid).start
+        lease._wake({"holder": {"pid": other.pid, "start": start + 1}})
+        lease._wake({"holder": {"pid": "x"}})
+        lease._wake({})
+        time.sleep(0.2)
+        assert other.poll() is None  # alive: not signalled
+        lease._wake({"holder": {"pid": other.pid, "start": start}})  # the one it names: signalled
+        assert other.wait(SAFETY_S) == -lease.WAKE
+    finally:
+        other.kill()
+        other.wait()
