@@ -1,5 +1,6 @@
 """Server configurations: `defaults:` + per-server overrides from servers.yml, validated."""
 
+import copy
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,9 +44,24 @@ def deep_merge(base: YamlMapping, overlay: YamlMapping) -> YamlMapping:
     return merged
 
 
+# text -> what yaml.safe_load made of it: a run validates every host's data, several times per host
+# (the deploy, the replica sets, the TP groups, the connector), against the same one file
+_parsed: dict[str, object] = {}
+
+
+def _load_yaml(path: Path) -> object:
+    """yaml.safe_load of the file, parsed once per text (a copy each call: callers merge into it)."""
+    text = path.read_text()
+    if text not in _parsed:
+        if len(_parsed) >= 8:  # a run has a file or a few: a long-lived caller keeps the newest
+            del _parsed[next(iter(_parsed))]
+        _parsed[text] = yaml.safe_load(text)
+    return copy.deepcopy(_parsed[text])
+
+
 def read_servers_file(path: Path) -> tuple[YamlMapping, list[Problem]]:
     try:
-        document = yaml.safe_load(path.read_text())
+        document = _load_yaml(path)
     except OSError as exc:
         return {}, [
             Problem(

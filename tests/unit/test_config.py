@@ -217,3 +217,22 @@ def test_yaml_syntax_error_is_reported_with_position(tmp_path):
     with pytest.raises(ConfigError) as caught:
         load_deployment("sglang1", data, PROJECT)
     assert "not valid YAML" in str(caught.value) and "line" in str(caught.value)
+
+
+def test_the_servers_file_is_parsed_once_per_text_and_each_caller_gets_its_own_copy(tmp_path, monkeypatch):
+    """A run validates every host's data several times against one servers file: it is parsed once
+    while its text is unchanged; a caller that changes what it got changes no other caller's."""
+    from sglang_pve.config import servers
+
+    parsed, safe_load = [], yaml.safe_load
+    monkeypatch.setattr(yaml, "safe_load", lambda text: parsed.append(text) or safe_load(text))
+    path = tmp_path / "servers.yml"
+    path.write_text("servers:\n  a: {mem-fraction-static: 0.8}\n")
+    first, problems = servers.read_servers_file(path)
+    assert problems == [] and first == {"servers": {"a": {"mem-fraction-static": 0.8}}}
+    first["servers"]["a"]["mem-fraction-static"] = 0.1
+    second, _ = servers.read_servers_file(path)
+    assert second["servers"]["a"]["mem-fraction-static"] == 0.8 and len(parsed) == 1
+    path.write_text("servers:\n  a: {mem-fraction-static: 0.7}\n")  # same size, maybe the same mtime
+    third, _ = servers.read_servers_file(path)
+    assert third["servers"]["a"]["mem-fraction-static"] == 0.7 and len(parsed) == 2
