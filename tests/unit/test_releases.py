@@ -382,8 +382,8 @@ SOURCE = venvs.Source(
 def venv_run(fact_lines, **kwargs):
     return run(
         venvs.venv,
-        {"import importlib.metadata": fact_lines},
-        ("import importlib.metadata",),
+        {"def dist_version": fact_lines},
+        ("def dist_version",),
         path="/opt/v/sglang-1.0",
         version="1.0",
         run="r1",
@@ -481,7 +481,7 @@ def test_netrc_content_is_hidden_under_diff(caplog):
         index_url="https://idx.example/simple", installer="pip", logins=(login("idx.example", "u", CANARY),)
     )
     inventory = Inventory(
-        (["@fake/t"], {"fake_delay": 0, "fake_delay_jitter": 0, "fake_responses": {"import importlib.metadata": []}})
+        (["@fake/t"], {"fake_delay": 0, "fake_delay_jitter": 0, "fake_responses": {"def dist_version": []}})
     )
     state = State(inventory=inventory, config=Config(DIFF=True))
     connect_all(state)

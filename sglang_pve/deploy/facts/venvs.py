@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
-_VERSION = "import importlib.metadata as m, sys; print('version', m.version(sys.argv[1]))"
+from sglang_pve.agent.preflight_probe import VERSION
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class SglangVenv(FactBase[VenvState]):
         python, lock, uv_bin = (shlex.quote(p) for p in (f"{venv}/bin/python", lock, f"{uv}/bin/uv"))
         name = shlex.quote(distribution)
         return (
-            f"if [ -x {python} ]; then {python} -c {shlex.quote(_VERSION)} {name} 2>/dev/null || echo version; fi; "
+            f"if [ -x {python} ]; then echo version $({python} -I -c {shlex.quote(VERSION)} {name} 2>/dev/null); fi; "
             f"if [ -f {lock} ]; then echo lock $(sha256sum < {lock} | cut -d' ' -f1); fi; "
             f"if [ -x {uv_bin} ]; then echo uv $({uv_bin} --version | cut -d' ' -f2); fi; true"
         )
