@@ -104,16 +104,19 @@ def end(host) -> None:
         _ended.setdefault((id(state), found[0], getattr(host, "executing_op_hash", None)), set()).add(host.name)
 
 
-def router_step(host, verb: str, routed: list, *extra: str) -> bool:
+def router_command(verb: str, routed: list, *extra: str) -> StringCommand:
     """The agent's router-leave (`routed`: begin's --router URL --address ADDR --drain-s S) or
-    router-join (the same less --drain-s, which is leave's own; `extra`: e.g. --wait-s S) on `host`
-    at execution time, its lines shown; whether it succeeded."""
+    router-join (the same less --drain-s, which is leave's own; `extra`: e.g. --wait-s S)."""
     if verb != "router-leave" and "--drain-s" in routed:
         routed = routed[: routed.index("--drain-s")]
-    command = StringCommand(
+    return StringCommand(
         "python3", QuoteString(paths.AGENT), verb, "--dir", QuoteString(paths.RELEASES_DIR), *routed, *extra
     )
-    ok, output = host.run_shell_command(command, print_output=False)
+
+
+def router_step(host, verb: str, routed: list, *extra: str) -> bool:
+    """router_command on `host` at execution time, its lines shown; whether it succeeded."""
+    ok, output = host.run_shell_command(router_command(verb, routed, *extra), print_output=False)
     for line in output.output_lines:
         logger.info(f"{host.print_prefix}  {printable(line)}")
     return ok

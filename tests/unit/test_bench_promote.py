@@ -224,7 +224,6 @@ def test_benches_on_several_hosts_share_one_handler_and_the_last_puts_back_the_o
 @pytest.fixture
 def replica(bench, monkeypatch):
     """bench on sglang2 of replica set llama: rollout's turn and the agent's router commands recorded."""
-    from pyinfra.api import StringCommand
 
     from sglang_pve.tools.bench import runner
 
@@ -233,11 +232,12 @@ def replica(bench, monkeypatch):
     monkeypatch.setattr(runner.rollout, "begin", lambda host: steps.append("turn") or routed)
     monkeypatch.setattr(runner.rollout, "end", lambda host: steps.append("turn over"))
 
-    def command(verb, args):
-        steps.append(f"{verb} {' '.join(args)}")
-        return StringCommand("false" if verb in fails else "true")
+    def step(host, verb, args, *extra):  # rollout.router_step: the agent's command on the replica, its outcome
+        command = runner.rollout.router_command(verb, args, *extra)  # the words it would run
+        steps.append(f"{verb} {str(command).split(' --dir /var/lib/sglang-pve/releases ', 1)[1]}")
+        return verb not in fails
 
-    monkeypatch.setattr(runner, "_router_command", command)
+    monkeypatch.setattr(runner.rollout, "router_step", step)
     members = ("sglang1", "sglang2", "sglang3")
     return SimpleNamespace(bench=bench, steps=steps, fails=fails, job={"replica_set": "llama", "members": members})
 
