@@ -79,17 +79,26 @@ def main(argv: list[str] | None = None) -> int:
         return _failed(args.command, error)
 
 
+# A command's own refusals, by (module, class): one raised was imported by its command, so nothing is
+# imported to tell them. A long-running command (a unit's watchdog) that imported a module from the
+# zipapp when it failed would read it at the offsets of the zip it started from, in the file the last
+# deploy put at that path since ("bad local file header"), and lose what it meant to say.
+_REFUSALS = {
+    ("sglang_pve.agent.spec", "SpecError"): exitcodes.USAGE,
+    ("sglang_pve.agent.release_store", "ReleaseError"): exitcodes.USAGE,
+    ("sglang_pve.agent.lease", "LeaseError"): exitcodes.LOCKED,
+}
+
+
 def _failed(command: str, error: Exception) -> int:
     """The exit code of a command that raised `error`, and what it says (called while it is handled).
     A command's own refusal (a bad spec or release, the lock held by another run) is one line; anything
     else prints its traceback."""
-    from sglang_pve.agent.lease import LeaseError
-    from sglang_pve.agent.release_store import ReleaseError
-    from sglang_pve.agent.spec import SpecError
-
-    if isinstance(error, (SpecError, ReleaseError, LeaseError)):
-        print(f"sglang-pve-agent {command}: {error}", file=sys.stderr)
-        return exitcodes.LOCKED if isinstance(error, LeaseError) else exitcodes.USAGE
+    for kind in type(error).__mro__:
+        code = _REFUSALS.get((kind.__module__, kind.__name__))
+        if code is not None:
+            print(f"sglang-pve-agent {command}: {error}", file=sys.stderr)
+            return code
     traceback.print_exc()
     return exitcodes.INTERNAL
 

@@ -87,3 +87,27 @@ def test_a_deploys_own_commands_import_only_what_they_use(tmp_path):
         assert done.returncode == 0, done.stderr
         loaded = {name.removeprefix("sglang_pve.agent.") for name in done.stdout.split("\n")[-2].split()}
         assert "cli" in loaded and not loaded & unused, (command[0], sorted(loaded & unused))
+
+
+def test_a_long_running_command_says_why_it_failed_after_the_deploy_replaced_its_zipapp(tmp_path):
+    """zipimport reads a module imported late at the offsets of the zip the process started from, in
+    whatever file lies at the path then (CPython 3.11/3.12: "bad local file header"): a unit's watchdog
+    outlives the deploy that replaces the agent. Failing, it imports nothing more to say why."""
+    target = tmp_path / "sglang-pve-agent.pyz"
+    target.write_bytes(zipapp.build())
+    code = (
+        "import os, sys; sys.path.insert(0, sys.argv[1]); from sglang_pve.agent import cli, spec, exitcodes\n"
+        "os.replace(sys.argv[2], sys.argv[1])  # the deploy's atomic write of another agent\n"
+        "for error, expected in ((spec.SpecError('bad spec'), exitcodes.USAGE), (KeyError('x'), exitcodes.INTERNAL)):\n"
+        "    try:\n"
+        "        raise error\n"
+        "    except Exception as raised:\n"
+        "        assert cli._failed('watchdog', raised) == expected\n"
+        "print('said why')"
+    )
+    other = tmp_path / "new.pyz"
+    with zipfile.ZipFile(other, "w") as archive:  # another agent: other files, other offsets
+        archive.writestr("__main__.py", "# " + "x" * 5000)
+    done = subprocess.run([PYTHON, "-c", code, str(target), str(other)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "said why" in done.stdout, done.stderr
+    assert "watchdog: bad spec" in done.stderr and "KeyError" in done.stderr
