@@ -6,8 +6,9 @@ no-change run for 1, 4 and 16 containers, as ratios to 1 (issue 17, deliver 4).
 
 For each count N: the fleet's guests (bench/fleet_inventory.py: fleet1..N over pve1 and pve2) are
 destroyed through their nodes' API, then the whole deploy runs once from none (the first deploy: create, start,
-venv, units, servers ready) and `--runs` times with nothing to change (-y). Remote commands per host
-from pyinfra --debug ("Running command on HOST"); API requests per node from the emulator's request
+venv, units, servers ready) and `--runs` times with nothing to change (-y), timed without --debug
+(as a user runs it: its log costs the controller CPU per host). Remote commands per host from one
+more no-change run with pyinfra --debug ("Running command on HOST"); API requests per node from the emulator's request
 logs (logins apart). The budgets: a no-change run costs at most 4 commands on a node and 7 in a
 container, one API read per container (plus the node's list) and one login per node; no-change over
 16 at most 3x the wall time of 1, first deploy of 4 at most 2x of 1. The guests are real LXC
@@ -60,14 +61,17 @@ def cpu_seconds() -> float | None:
     return None
 
 
-def run(count: int, deploy: str = "deploy.py") -> tuple[float, dict, Counter, str, float | None, dict]:
+def run(
+    count: int, deploy: str = "deploy.py", debug: bool = True
+) -> tuple[float, dict, Counter, str, float | None, dict]:
     """One deploy of ``count`` containers: its wall time, API calls per node, remote commands per
-    host, its output, and the seconds until the provisioning barrier (nodes prepared, containers
-    created and started), and the CPU seconds the controller (pyinfra) and the lab spent on it."""
+    host (counted with `debug` only: pyinfra --debug names each), its output, and the seconds until
+    the provisioning barrier (nodes prepared, containers created and started), and the CPU seconds
+    the controller (pyinfra) and the lab spent on it."""
     before = {name: len(entries) for name, entries in requests().items()}
     lab_cpu, own = cpu_seconds(), resource.getrusage(resource.RUSAGE_CHILDREN)
     env = {**os.environ, "SGLANG_PVE_BENCH_CONTAINERS": str(count)}
-    args = [str(PYINFRA), "--debug", "-y", "bench/fleet_inventory.py", deploy]
+    args = [str(PYINFRA), *(["--debug"] if debug else []), "-y", "bench/fleet_inventory.py", deploy]
     start = time.perf_counter()
     provisioned, lines = None, []
     with subprocess.Popen(args, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as p:
@@ -107,11 +111,13 @@ def destroy(count: int) -> None:
             api.run_task("DELETE", f"nodes/{node.name}/lxc/{vmid}")
 
 
-def summary(count: int, runs: list) -> dict:
-    commands = runs[0][2]
+def summary(count: int, runs: list, counted: tuple | None = None) -> dict:
+    """Medians of the runs' walls and CPU seconds; commands and API calls of `counted` (a --debug
+    run), else of the first run."""
+    commands = (counted or runs[0])[2]
     nodes = {h: c for h, c in commands.items() if h.startswith("pve")}
     guests = {h: c for h, c in commands.items() if not h.startswith("pve")}
-    calls = runs[0][1]
+    calls = (counted or runs[0])[1]
     return {
         "wall": statistics.median(r[0] for r in runs),
         "provisioned": statistics.median(r[4] or 0 for r in runs),
@@ -280,11 +286,14 @@ def main() -> None:
             first[count] = summary(count, [run(count, deploy)])
         else:
             run(count, deploy)  # converge
-        runs = [run(count, deploy) for _ in range(args.runs)]
-        changed = [r[3] for r in runs if re.search(r"\] Success", r[3])]
+        # the no-change runs timed as a user runs them, without --debug (its log of every command
+        # costs the controller CPU per host); one more, with it, counts their commands
+        counted = run(count, deploy)
+        runs = [run(count, deploy, debug=False) for _ in range(args.runs)]
+        changed = [r[3] for r in [counted, *runs] if re.search(r"\] Success", r[3])]
         if changed:
             sys.exit(f"a no-change run of {count} changed something:\n" + changed[0][-3000:])
-        idle[count] = summary(count, runs)
+        idle[count] = summary(count, runs, counted)
         print(f"{count} container(s): first {first.get(count)}\n    no-change {idle[count]}", flush=True)
     base = args.counts[0]
     for label, table in (("first deploy", first), ("no-change run", idle)):
