@@ -20,6 +20,10 @@ RELEASES_DIR = f"{STATE_DIR}/releases"  # <id>.json records, blobs/ of the files
 # "started"}, written by the controller's bench before its first start and removed after its
 # last; found by a later run (which holds the deploy lock, so that bench is dead): it restores "before".
 BENCH_MARK = f"{STATE_DIR}/bench/in-progress.json"
+# A replica out of its router on purpose, until router-join: {"router", "address", "since", "marker"},
+# written by the agent's router-leave (a bench; a restart provisioning owes) and removed by router-join;
+# the router's worker sync (deploy/operations/router.py router_workers) does not add it back meanwhile.
+ROUTER_LEFT = f"{STATE_DIR}/router-left.json"
 # node_exporter's textfile collector directory: Debian's prometheus-node-exporter (1.5.0-1) has
 # this default compiled in (its /etc/default/prometheus-node-exporter says ARGS=""; its
 # README.textfile names the directory); the deploy passes it as --collector.textfile.directory.

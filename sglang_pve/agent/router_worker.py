@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sglang_pve.agent import contract, exitcodes, systemd
+from sglang_pve.agent import contract, exitcodes, state, systemd
 from sglang_pve.agent import spec as spec_module
 from sglang_pve.agent.bench_client import read_api_key
 from sglang_pve.agent.output import Say
@@ -198,10 +198,16 @@ def with_router(
     return code
 
 
-def leave(router_url: str, address: str, key: str | None, say: Say, drain_s: float) -> int:
+def leave(
+    router_url: str, address: str, key: str | None, say: Say, drain_s: float, mark: str = contract.ROUTER_LEFT
+) -> int:
     """Out of the router and drained (steps 1 and 2 above), to stay out until `join`: a replica's
     bench (tools/bench/runner.py) measures it alone while the others serve. No router answering:
-    it sends the replica nothing, so there is nothing to leave."""
+    it sends the replica nothing, so there is nothing to leave. `mark` says so on the replica first
+    (contract.ROUTER_LEFT): the router's worker sync, run by a deploy of its host meanwhile, leaves
+    it out instead of adding it back."""
+    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    state.write_json(mark, {"address": address, "marker": contract.MARKER, "router": router_url, "since": since})
     router = Router(router_url, key)
     try:
         removed = router.remove(address, say)
@@ -210,6 +216,7 @@ def leave(router_url: str, address: str, key: str | None, say: Say, drain_s: flo
         return exitcodes.OK
     except RouterError as error:
         say(f"not out of the router: {error}", error=True)
+        _unmark(mark)  # no join follows: the router's next sync may add it, as before
         return exitcodes.ROUTER
     for url in removed:
         drain(url, key, drain_s, say)
@@ -217,8 +224,24 @@ def leave(router_url: str, address: str, key: str | None, say: Say, drain_s: flo
     return exitcodes.OK
 
 
-def join(router_url: str, address: str, key: str | None, say: Say, running: Callable[[], str | None]) -> int:
-    """What runs on the replica now back in the router (step 4 above), after `leave`."""
+def _unmark(mark: str) -> None:
+    try:
+        os.unlink(mark)
+    except FileNotFoundError:
+        pass
+
+
+def join(
+    router_url: str,
+    address: str,
+    key: str | None,
+    say: Say,
+    running: Callable[[], str | None],
+    mark: str = contract.ROUTER_LEFT,
+) -> int:
+    """What runs on the replica now back in the router (step 4 above), after `leave`; `leave`'s mark
+    goes first: one that cannot come back now is the router's next worker sync's to add."""
+    _unmark(mark)
     now = running()
     if now is None:
         say(f"nothing runs on {address}: it stays out of router {router_url}", error=True)

@@ -8,6 +8,7 @@ from sglang_pve.agent.contract import (  # noqa: F401 - re-exported for the depl
     ETC_DIR,
     LOG_DIR,
     RELEASES_DIR,
+    ROUTER_LEFT,
     SECRETS_DIR,
     SERVERS_DIR,
     STATE_DIR,

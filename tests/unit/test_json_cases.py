@@ -93,7 +93,7 @@ FACTS = {
         (venv_facts, ("SglangVenv", "VenvParents")),
         (release_facts, ("Releases", "UnitsAndReleases")),
         (status_facts, ("ServerStatus",)),
-        (router_facts, ("RouterStatus", "RouterUnit")),
+        (router_facts, ("RouterStatus", "RouterUnit", "RouterLeft")),
         (gpu_facts, ("GpuDevices", "UserSpaceDriver")),
         (lock_facts, ("DeployLock", "DeployUnlock", "DeployLockHolder")),
         (node_exporter_facts, ("NodeExporter",)),

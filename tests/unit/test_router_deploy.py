@@ -334,3 +334,52 @@ def test_an_operation_nested_beside_the_release_keeps_its_own_books(monkeypatch)
         group_switch.member(host, "restart").post("ended")
     results, _ = _switch_group(monkeypatch, {"sglang4": True, "sglang5": True})
     assert results == [True, True]
+
+
+def test_the_routers_sync_leaves_out_a_replica_out_of_it_on_purpose(monkeypatch):
+    """Deploying the router's host while a replica is benched (or restarted, fleet_restart.py): the
+    sync adds back only the missing members without RouterLeft's mark, read on them; a listed one
+    is not asked (a no-change run reads no member)."""
+    from pyinfra.context import ctx_host, ctx_state
+
+    from sglang_pve.deploy.facts.router import RouterLeft, RouterStatus
+    from sglang_pve.deploy.operations import router as router_ops
+
+    asked: list[str] = []
+
+    class _Member:
+        def __init__(self, name, mark):
+            self.name, self.mark = name, mark
+
+        def get_fact(self, fact):
+            assert fact is RouterLeft
+            asked.append(self.name)
+            return self.mark
+
+    bench = {"router": "http://10.0.0.30:30000", "since": "2026-12-04T22:40:00Z", "marker": "Managed by sglang-pve"}
+    members = {"s1": _Member("s1", None), "s2": _Member("s2", bench), "s3": _Member("s3", None)}
+    urls = {name: f"http://{name}:8000" for name in members}
+    listed = [urls["s1"]]
+    router_host = SimpleNamespace(
+        name="router1",
+        print_prefix="[router1] ",
+        get_fact=lambda fact, **kwargs: {"workers": [{"url": u} for u in listed], "error": None},
+        noop=lambda text: asked.append(f"noop: {text}"),
+    )
+    run = SimpleNamespace(
+        failed_hosts=set(), inventory=SimpleNamespace(get_host=lambda n, default=None: members.get(n, default))
+    )
+    monkeypatch.setattr(router_ops, "state", run)
+
+    def workers() -> list[str]:
+        with ctx_host.use(router_host), ctx_state.use(run):
+            return [str(c) for c in router_ops.router_workers._inner(router="http://127.0.0.1:30000", members=urls)]
+
+    assert RouterStatus  # the router host's fact, above
+    (sync,) = workers()
+    assert sync.endswith("router-sync --router http://127.0.0.1:30000 --worker http://s1:8000 --worker http://s3:8000")
+    assert sorted(asked) == ["s2", "s3"]  # the missing ones only
+    listed[:], asked[:] = [urls["s1"], urls["s3"]], []
+    assert workers() == [] and asked == ["s2", "noop: router http://127.0.0.1:30000 routes to 2 ready replica(s)"]
+    members["s2"].mark = None  # it joined again (router-join removes the mark), or its join failed
+    assert workers()[0].endswith("--worker http://s1:8000 --worker http://s2:8000 --worker http://s3:8000")

@@ -278,26 +278,36 @@ def test_the_key_comes_from_the_configuration_switched_to_when_no_release_is_cur
 
 def test_a_replica_left_out_for_a_bench_stays_out_until_it_joins_and_requests_keep_succeeding(world):
     """router-leave / router-join (a replica's bench, tools/bench/runner.py): out and drained, then
-    out for as long as the bench runs, then what runs is back."""
+    out for as long as the bench runs (its mark says so to the router's worker sync), then what runs
+    is back and the mark gone."""
     router, (a, b) = world["router"], world["replicas"]
     said: list[str] = []
+    mark = world["root"] / "router-left.json"
 
     def say(text, error=False):
         said.append(text)
 
     with Stream(router) as stream:
-        assert router_worker.leave(router, a.address, KEY, say, 30) == exitcodes.OK
+        assert router_worker.leave(router, a.address, KEY, say, 30, mark=str(mark)) == exitcodes.OK
         out = _listed(router)
+        left = json.loads(mark.read_text())
+        assert (left["router"], left["address"], left["marker"]) == (router, a.address, "Managed by sglang-pve")
         sent = stream.sent
         _wait(lambda: stream.sent >= sent + 20, what="requests while it is out")
         still_out = _listed(router)
-        assert router_worker.join(router, a.address, KEY, say, lambda: a.url) == exitcodes.OK
+        assert router_worker.join(router, a.address, KEY, say, lambda: a.url, mark=str(mark)) == exitcodes.OK
+        assert not mark.exists()
     assert out == still_out == {b.url: True}  # out, and nothing put it back while it stayed out
     assert _listed(router) == {a.url: True, b.url: True}
     assert stream.failed == [], f"{len(stream.failed)} of {stream.sent} requests failed: {stream.failed[:5]}"
     assert any("drained in" in line for line in said) and any("is back, healthy" in line for line in said)
-    assert router_worker.join(router, a.address, KEY, say, lambda: None) == exitcodes.ROUTER
+    assert router_worker.join(router, a.address, KEY, say, lambda: None, mark=str(mark)) == exitcodes.ROUTER
     assert said[-1] == f"nothing runs on {a.address}: it stays out of router {router}"
     unreachable = f"http://127.0.0.1:{_free_port()}"
-    assert router_worker.leave(unreachable, "127.0.0.1", KEY, say, 1) == exitcodes.OK  # nothing to leave
+    assert (
+        router_worker.leave(unreachable, "127.0.0.1", KEY, say, 1, mark=str(mark)) == exitcodes.OK
+    )  # nothing to leave
     assert "does not answer" in said[-1]
+    assert mark.exists()  # a router that comes up meanwhile does not add it either
+    assert router_worker.leave(router, a.address, "not-the-key", say, 1, mark=str(mark)) == exitcodes.ROUTER  # 401
+    assert not mark.exists()  # not out: no join follows, so no mark either

@@ -1,11 +1,13 @@
 """A router's health, workers and own metrics, asked on its host by the agent (router_worker.status);
-its unit's files and whether it runs, in one command (RouterUnit)."""
+its unit's files and whether it runs, in one command (RouterUnit); on a replica, the mark that it
+is out of its router on purpose (RouterLeft)."""
 
 import json
 import shlex
 
 from pyinfra.api import FactBase
 
+from sglang_pve.agent.contract import MARKER
 from sglang_pve.deploy import paths
 from sglang_pve.deploy.facts import batched
 from sglang_pve.deploy.facts.files import digest_script, parse_digests
@@ -48,3 +50,23 @@ class RouterUnit(FactBase[tuple]):
         digests, show = batched.split_last(output)
         units = UnitStates().process(show or [])
         return parse_digests(digests), any(info.running for info in units.values())
+
+
+class RouterLeft(FactBase[dict | None]):
+    """On a replica: the mark the agent's router-leave left (a bench, a restart provisioning owes),
+    until router-join: {"router", "address", "since", "marker"}; None when it is in its router (no
+    mark, or a file without the toolkit's marker).
+
+    host.get_fact(RouterLeft)
+    # {"router": "http://10.200.0.14:30000", "address": "10.200.0.12", "since": "2026-12-04T22:40:00Z", ...}
+    """
+
+    def command(self):
+        return f"cat {shlex.quote(paths.ROUTER_LEFT)} 2>/dev/null || true"
+
+    def process(self, output):
+        try:
+            mark = json.loads("\n".join(output))
+        except ValueError:
+            return None
+        return mark if isinstance(mark, dict) and mark.get("marker") == MARKER else None

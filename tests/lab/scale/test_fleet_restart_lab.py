@@ -9,6 +9,8 @@ config: the deploy PUTs it back, PVE keeps it in [pve:pending]) on replicas and 
   refused before any write; with both, every rank stops before sglang4's container restarts (so
   sglang5's peer watch fails nothing: no new diagnosis on it), and the group switch starts both.
 - tasks/containers.py (provisioning without the members' deploys) refuses a replica's restart.
+- A replica out of its router on purpose (router-leave, as a bench) stays out while the router's
+  host is deployed (its worker sync reads the replica's mark).
 """
 
 import json
@@ -17,7 +19,7 @@ import re
 import pytest
 
 from tests.lab.conftest import AGENT_PYZ, grand_total, lab_api_key, on_target, pyinfra
-from tests.lab.scale.traffic import Watch
+from tests.lab.scale.traffic import Watch, call
 
 pytestmark = [pytest.mark.lab]
 DEV0 = r"s|^\(dev0: [^,]*\),mode=0666$|\1,mode=0600|"
@@ -143,3 +145,27 @@ def test_a_tp_rank_restarts_only_once_every_rank_stopped_and_the_group_starts_to
     assert "restarting container 204: dev0 only apply at start" in output, output[-6000:]
     _, again = pyinfra(*limits("pve1", "pve2", "sglang4", "sglang5"), inventory=lab["inventory"])
     assert grand_total(again)["changed"] == 0, again[-3000:]
+
+
+def healthy(lab) -> list[str]:
+    status, body = call(f"{lab['router']}/workers", lab["key"], timeout=10)
+    assert status == 200, body
+    return sorted(w["url"] for w in body["workers"] if w["is_healthy"])
+
+
+def test_a_deploy_of_the_routers_host_leaves_a_replica_out_that_left_on_purpose(lab):
+    """README: a replica out of its router on purpose (the agent's router-leave: a bench) stays out
+    while the router's host is deployed; its worker sync used to add it back."""
+    from lab import layout
+
+    _, _, address = layout.SCALE_GUESTS["sglang2"]
+    words = ["--dir", "/var/lib/sglang-pve/releases", "--router", lab["router"], "--address", address]
+    on_target("python3", AGENT_PYZ, "router-leave", *words, "--drain-s", "5", host="sglang2")
+    try:
+        assert len(healthy(lab)) == 2 and not any(address in url for url in healthy(lab))
+        _, output = pyinfra(*limits("router1"), inventory=lab["inventory"])  # sglang2 is not in the run
+        assert re.search(r"\[router1\] +\S*sglang2 is out of router \S+ on purpose since 20", output), output
+        assert len(healthy(lab)) == 2 and not any(address in url for url in healthy(lab))
+    finally:
+        on_target("python3", AGENT_PYZ, "router-join", *words, host="sglang2")
+    assert len(healthy(lab)) == 3
