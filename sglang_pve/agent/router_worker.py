@@ -248,6 +248,8 @@ def join(
         return exitcodes.ROUTER
     try:
         Router(router_url, key).add(now, say)
+    except Unreachable as error:  # as leave: a router that is down sends it nothing; it starts with its --worker-urls
+        say(f"router {router_url} does not answer ({error}): {now} is not added; its next start or sync adds it")
     except RouterError as error:
         say(f"{now} runs but is not back in router {router_url}: {error}", error=True)
         return exitcodes.ROUTER

@@ -309,5 +309,8 @@ def test_a_replica_left_out_for_a_bench_stays_out_until_it_joins_and_requests_ke
     )  # nothing to leave
     assert "does not answer" in said[-1]
     assert mark.exists()  # a router that comes up meanwhile does not add it either
+    assert router_worker.join(unreachable, "127.0.0.1", KEY, say, lambda: a.url, mark=str(mark)) == exitcodes.OK
+    assert "does not answer" in said[-1] and f"{a.url} is not added" in said[-1] and not mark.exists()
+    assert router_worker.leave(unreachable, "127.0.0.1", KEY, say, 1, mark=str(mark)) == exitcodes.OK
     assert router_worker.leave(router, a.address, "not-the-key", say, 1, mark=str(mark)) == exitcodes.ROUTER  # 401
     assert not mark.exists()  # not out: no join follows, so no mark either
