@@ -314,3 +314,29 @@ def test_a_replica_left_out_for_a_bench_stays_out_until_it_joins_and_requests_ke
     assert router_worker.leave(unreachable, "127.0.0.1", KEY, say, 1, mark=str(mark)) == exitcodes.OK
     assert router_worker.leave(router, a.address, "not-the-key", say, 1, mark=str(mark)) == exitcodes.ROUTER  # 401
     assert not mark.exists()  # not out: no join follows, so no mark either
+
+
+def test_after_a_restart_join_waits_for_the_start_at_boot_to_end(tmp_path, monkeypatch):
+    """router-join --wait-s (provision/fleet_restart.py): at boot systemd queues the enabled unit's
+    start as a job (`Job=87`, still inactive), then runs it (`activating` until its gate passed):
+    joined only once neither is left (real systemd 252 prints `Job=` empty without one)."""
+    states = ["ActiveState=inactive\nJob=87", "ActiveState=activating\nJob=87", "ActiveState=active\nJob="]
+    script = tmp_path / "systemctl"
+    count = tmp_path / "count"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"n=$(cat {count} 2>/dev/null || echo 0); echo $((n + 1)) > {count}\n"
+        + "".join(
+            f'[ "$n" = {i} ] && {{ printf "Id=x.service\\n%s\\n" "{s}"; exit 0; }}\n' for i, s in enumerate(states)
+        )
+        + f'printf "Id=x.service\\n%s\\n" "{states[-1]}"\n'
+    )
+    script.chmod(0o755)
+    monkeypatch.setenv("SGLANG_PVE_SYSTEMCTL", str(script))
+    monkeypatch.setattr(router_worker, "STARTED_POLL_S", 0.01)
+    said: list[str] = []
+    assert router_worker.wait_started("x.service", 30, lambda text, error=False: said.append(text)) == "active"
+    assert count.read_text().strip() == "3" and said == ["x.service is active after the restart"]
+    count.write_text("1")  # a start that never ends: given up after wait_s, its state said
+    script.write_text('#!/bin/sh\nprintf "Id=x.service\\nActiveState=activating\\nJob=87\\n"\n')
+    assert router_worker.wait_started("x.service", 0.05, lambda text, error=False: said.append(text)) == "activating"
