@@ -126,7 +126,7 @@ def restart_owed():
         return
     why = "; ".join(mine.plan.restart_reasons)
     if not state.is_executing:
-        yield _said(f"would restart container {mine.plan.spec.vmid} ({why}): {mine.plan.rolled}")
+        yield _said(f"would restart container {mine.plan.spec.vmid} ({why}): {fleet.restart_path(host)}")
         return
     wait_s = max((s.lifecycle.startup_timeout_s for s in deployment().servers.values()), default=0) + START_MARGIN_S
     yield from rollout.switching(host, lambda routed: FunctionCommand(_replica, (mine, routed, wait_s), {}))

@@ -53,7 +53,7 @@ NODE = _Node()
 
 def _owes(name: str) -> fleet_restart.Owed:
     spec = SimpleNamespace(vmid=int(name[-1]) + 200)
-    plan = SimpleNamespace(spec=spec, restart_reasons=["dev0 only apply at start"], rolled="its deploy's")
+    plan = SimpleNamespace(spec=spec, restart_reasons=["dev0 only apply at start"])
     return fleet_restart.Owed(plan, SimpleNamespace(), SimpleNamespace(), NODE)
 
 
@@ -174,3 +174,26 @@ def test_a_rank_whose_peer_is_not_in_the_run_stops_nothing(run):
 def test_a_container_alone_owes_nothing_here(run):
     run.hosts["alone"] = _Host("alone", {}, run.log)
     assert _operation(run, "alone") and run.log == [("@pveguest/alone"[-7:], "noop: no container restart owed")]
+
+
+def test_dry_says_what_would_happen_and_waits_for_no_one(run, caplog):
+    import logging
+
+    caplog.set_level(logging.INFO)
+    run.owing.update({"sglang1", "sglang4"})
+    run.state.is_executing = False  # --dry: the prepare pass only
+    assert _operation(run, "sglang1") and _operation(run, "sglang4") and _operation(run, "sglang5")
+    assert [words for _, words in run.log] == []  # no router command, no stop, no reboot
+    said = [r.getMessage() for r in caplog.records]
+    assert (
+        "[sglang1] would restart container 201 (dev0 only apply at start): sglang1 serves in replica set llama: out "
+        "of its router on router1 and drained first, back once its server is ready, 1 of the set at a time (in its "
+        "deploy)"
+    ) in said
+    for rank in ("sglang4", "sglang5"):
+        assert any(
+            line.startswith(
+                f"[{rank}] would stop sglang-baseline.service (TP group tp: every rank stops before sglang4"
+            )
+            for line in said
+        ), said
