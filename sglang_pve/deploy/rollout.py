@@ -43,11 +43,12 @@ class Stopped(OperationError):
     """Another member of the set failed: this one is not switched."""
 
 
-def switching(host, command: Callable[[list], PyinfraCommand]) -> Iterator[PyinfraCommand]:
+def switching(host, command: Callable[[list], PyinfraCommand], restart: bool = False) -> Iterator[PyinfraCommand]:
     """An operation's switch on `host`: `command(routed)` once the host may leave its router, or
-    a failed step that says why not once the rollout stopped."""
+    a failed step that says why not once the rollout stopped. `restart`: a container restart
+    provisioning owes (provision/fleet_restart.py), not a switch: said so when it stops."""
     try:
-        routed = begin(host)
+        routed = begin(host, restart)
     except Stopped as stopped:
         yield refused_step(str(stopped))
         return
@@ -65,9 +66,9 @@ def _refused(state, host, why: str) -> bool:
     return False  # pyinfra fails the operation on this host ("executed 0 commands")
 
 
-def begin(host) -> list:
+def begin(host, restart: bool = False) -> list:
     """The agent's --router arguments for a replica, once it may leave the router (Stopped once
-    another member of its set failed)."""
+    another member of its set failed; `restart`: in a rolling restart, switching's)."""
     host = real_host(host)
     found = replicas.member_of(host) if _has_sets(host) else None
     if found is None:
@@ -80,7 +81,10 @@ def begin(host) -> list:
         failed = sorted(n for n, h in out.items() if getattr(h, "executing_op_hash", None) is None)
         if failed:
             raise Stopped(
-                f"not switched: the rolling switch of replica set {name} stopped at "
+                f"not restarted: the rolling restart of replica set {name} stopped at {', '.join(failed)} (its "
+                "restart or its return to the router failed; see its output above)"
+                if restart
+                else f"not switched: the rolling switch of replica set {name} stopped at "
                 f"{', '.join(failed)} (its switch failed and was reverted; see its output above)"
             )
         if len(out) < replica_set.max_unavailable:

@@ -129,7 +129,9 @@ def restart_owed():
         yield _said(f"would restart container {mine.plan.spec.vmid} ({why}): {fleet.restart_path(host)}")
         return
     wait_s = max((s.lifecycle.startup_timeout_s for s in deployment().servers.values()), default=0) + START_MARGIN_S
-    yield from rollout.switching(host, lambda routed: FunctionCommand(_replica, (mine, routed, wait_s), {}))
+    yield from rollout.switching(
+        host, lambda routed: FunctionCommand(_replica, (mine, routed, wait_s), {}), restart=True
+    )
 
 
 def _rank(where: "fleet.Rank", mine: Owed | None):

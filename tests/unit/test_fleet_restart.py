@@ -197,3 +197,17 @@ def test_dry_says_what_would_happen_and_waits_for_no_one(run, caplog):
             )
             for line in said
         ), said
+
+
+def test_a_replica_whose_restart_failed_stops_the_rolling_restart_and_says_so(run, monkeypatch):
+    run.owing.update({"sglang1", "sglang3"})
+    monkeypatch.setattr(rollout, "router_step", lambda host, verb, routed, *extra: verb != "router-join")
+    assert _operation(run, "sglang1") is False  # rebooted, but not back in its router: the operation fails
+    run.hosts["sglang1"].executing_op_hash = None  # pyinfra: its operation is over, without end()
+    assert _operation(run, "sglang3") is False
+    assert run.log[-1] == (
+        "sglang3",
+        "not restarted: the rolling restart of replica set llama stopped at @pveguest/sglang1 (its restart or its "
+        "return to the router failed; see its output above)",
+    )
+    assert ("node", "reboot 203") not in run.log  # sglang3 was never restarted
