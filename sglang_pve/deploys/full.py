@@ -28,13 +28,13 @@ def container_deploy() -> None:
     inside each module instead (host.loop exists for loops; this needs none)."""
     preflight()  # reads the host; refuses before any change
     agent()  # the deploy lock is the agent's
-    restart_owed(name="Container restart provisioning owes a replica or TP rank, the fleet's way")
     guest_changes()
 
 
 @locked("deploy")
 def guest_changes() -> None:
     """Everything that changes what runs, under the container's deploy lock (one run at a time)."""
+    restart_owed(name="Container restart provisioning owes a replica or TP rank, the fleet's way")  # lock re-taken
     node_exporter()  # the agent's metrics reach Prometheus through it
     sglang_venv()
     nccl_env()

@@ -5,7 +5,8 @@ Its node's operation (container.py) writes the change and records the restart ow
 container, but reboots only containers that serve alone: a replica rebooted there drops what its
 router still sends it, and all the members of a set on one node would go down at once; a TP rank
 rebooted alone breaks its group's collective. So the member's deploy, after the barrier that ends
-every node's provisioning, runs `restart_owed` (after the agent, before anything changes what runs):
+every node's provisioning, runs `restart_owed` first under its deploy lock (a container restart is a
+change: one run at a time; the restart ends the lock's holder, so the lock is taken again after it):
 
 - a replica: once fewer than its set's max_unavailable members are out (rollout.begin, as a rolling
   switch), out of its router and drained (the agent's router-leave), rebooted through its node's API
@@ -34,10 +35,13 @@ from pyinfra.api import FunctionCommand, StringCommand, operation
 from pyinfra.api.exceptions import PyinfraError
 
 from sglang_pve.config.errors import ConfigError
+from sglang_pve.config.safe import printable
 from sglang_pve.deploy import fleet, group_switch, replicas, rollout
 from sglang_pve.deploy.context import deployment
+from sglang_pve.deploy.facts.lock import DeployLock
 from sglang_pve.deploy.facts.releases import Releases
 from sglang_pve.deploy.paths import unit_name
+from sglang_pve.deploy.provenance import run_token, who
 from sglang_pve.deploy.real_host import real_host
 from sglang_pve.provision import container
 from sglang_pve.provision.client import ProxmoxError
@@ -176,11 +180,18 @@ def _noop(state, host) -> bool:
 
 
 def _reboot(state, host, due: Owed) -> bool:
-    """Through its node (which says `restarting container N: why`)."""
+    """Through its node (which says `restarting container N: why`); then this run's deploy lock taken
+    again: the restart ended its holder (the kernel let go of its flock, agent/lease.py), and what
+    follows in the deploy changes the container under it."""
     error = container.restart(due.node_host, due.node, due.plan, due.guest)
     if error is not None:
         host.log_styled(error, fg="red", log_func=logger.error)
-    return error is None
+        return False
+    wait_s = deployment().data.wait_lock
+    locked = host.get_fact(DeployLock, token=run_token(), owner=who(), task="deploy", wait_s=wait_s)
+    if not locked.held:
+        host.log_styled(f"after the restart: {printable(locked.message)}", fg="red", log_func=logger.error)
+    return locked.held
 
 
 def _replica(state, host, due: Owed, routed: list, wait_s: int) -> bool:

@@ -37,6 +37,7 @@ full_deploy()
 CONTAINER_DEPLOYS = [
     "Agent",
     "Deploy lock (deploy)",
+    "Container restart provisioning owes a replica or TP rank, the fleet's way",
     "Node exporter",
     "SGLang venv",
     "NCCL environment",

@@ -13,6 +13,7 @@ from pyinfra.context import ctx_host, ctx_state
 
 from sglang_pve.config.replica_set import ReplicaSet
 from sglang_pve.deploy import fleet, group_switch, rollout
+from sglang_pve.deploy.facts.lock import DeployLock
 from sglang_pve.provision import fleet_restart
 
 SET = {"members": ["sglang1", "sglang3"], "router": {"host": "router1"}}
@@ -40,6 +41,9 @@ class _Host:
         self.log_list.append((self.name[-7:], f"noop: {text}"))
 
     def get_fact(self, fact, **kwargs):
+        if fact is DeployLock:  # taken again after the restart (its holder did not survive it)
+            self.log_list.append((self.name[-7:], f"lock {kwargs['token']}"))
+            return SimpleNamespace(held=True, message="held")
         record = {"active_server": "baseline", "units": ["sglang-baseline.service"]}
         return SimpleNamespace(running=["sglang-baseline.service"], current_record=record)
 
@@ -72,7 +76,11 @@ def run(monkeypatch):
         "restart",
         lambda at, node, plan, guest: log.append(("node", f"reboot {plan.spec.vmid}")),
     )
-    monkeypatch.setattr(fleet_restart, "deployment", lambda: SimpleNamespace(servers={}))
+    monkeypatch.setattr(
+        fleet_restart, "deployment", lambda: SimpleNamespace(servers={}, data=SimpleNamespace(wait_lock=9))
+    )
+    monkeypatch.setattr(fleet_restart, "run_token", lambda: "tok")
+    monkeypatch.setattr(fleet_restart, "who", lambda: "me@here")
     replica_set = ReplicaSet.model_validate(SET)
     monkeypatch.setattr(
         rollout.replicas, "member_of", lambda h: ("llama", replica_set) if h.name[-7:] in SET["members"] else None
@@ -120,7 +128,8 @@ def test_a_replica_leaves_its_router_restarts_and_comes_back_once_its_server_sta
     assert steps[0].endswith(
         "router-leave --dir /var/lib/sglang-pve/releases --router http://10.0.0.30:30000 --address sglang1 --drain-s 60"
     )
-    assert steps[1] == "reboot 201"
+    assert steps[1:3] == ["reboot 201", "lock tok"]  # this run's deploy lock again: the restart ended its holder
+    del steps[2]
     assert steps[2].endswith(
         "router-join --dir /var/lib/sglang-pve/releases --router http://10.0.0.30:30000 --address sglang1 --wait-s 60"
     )
@@ -156,7 +165,7 @@ def test_every_rank_stops_before_a_rank_restarts_and_its_boot_start_is_stopped_a
     steps = [(host, words) for host, words in run.log if not words.startswith("restarting")]
     reboot = steps.index(("node", "reboot 204"))
     assert {("sglang4", stop), ("sglang5", stop)} <= set(steps[:reboot])  # both stopped before it
-    assert steps[reboot + 1 :] == [("sglang4", stop)]  # rank 0's boot started its server alone: stopped again
+    assert steps[reboot + 1 :] == [("sglang4", "lock tok"), ("sglang4", stop)]  # its boot started it alone: stopped
 
 
 def test_a_rank_whose_peer_is_not_in_the_run_stops_nothing(run):
