@@ -175,11 +175,11 @@ def restart_problem(host, vmid: int, reasons: list[str], rolled: bool) -> Proble
     why = f"container {vmid} ({where.member}) must restart ({'; '.join(reasons)})"
     if isinstance(where, Rank):
         key, value, said = f"tp_groups.{where.group}.members", list(where.members), where.said
-        whole = f"{where.limits} with their nodes"
+        whole = _with_nodes(where.members)
     else:
         key, value = f"replica_sets.{where.name}.members", list(where.replica_set.members)
         said = f"{where.member} serves in replica set {where.name} behind its router on {where.replica_set.router.host}"
-        whole = f"--limit {where.member} with its node"
+        whole = _with_nodes((where.member,))
     if not rolled:
         return Problem(
             key,
@@ -200,6 +200,18 @@ def restart_problem(host, vmid: int, reasons: list[str], rolled: bool) -> Proble
     if alone is not None:
         return Problem(alone.key, alone.value, f"{why}; {alone.message}", alone.fix)
     return None
+
+
+def _with_nodes(members: tuple[str, ...]) -> str:
+    """--limit for the members and their Proxmox nodes (host data container.node), nodes first."""
+    nodes = []
+    for member in members:
+        found = [h for h in state.inventory if replicas.short(h.name) == member]
+        container = found[0].data.get("container") if found else None
+        node = container.get("node") if isinstance(container, dict) else None
+        if node and node not in nodes:
+            nodes.append(node)
+    return " ".join(f"--limit {name}" for name in (*nodes, *members))
 
 
 def refused(host, problem: Problem) -> PyinfraError:

@@ -29,7 +29,14 @@ def fleet_hosts(monkeypatch):
     `run(names)` sets which hosts this run has (--limit), `failed` those that failed already."""
     replica_set = ReplicaSet.model_validate(SET)
     hosts = {
-        name: _Host(name, {"replica_sets": {"llama": SET}, **({"tp_groups": GROUPS} if name[-1] in "45" else {})})
+        name: _Host(
+            name,
+            {
+                "replica_sets": {"llama": SET},
+                "container": {"node": "pve2" if name[-1] in "25" else "pve1"},
+                **({"tp_groups": GROUPS} if name[-1] in "45" else {}),
+            },
+        )
         for name in ("sglang1", "sglang2", "sglang3", "sglang4", "sglang5", "router1", "alone")
     }
     hosts["alone"] = _Host("alone", {})
@@ -147,12 +154,12 @@ def test_a_container_restart_provisioning_owes_goes_the_fleets_way_or_is_refused
         "(dev0 only apply at start); sglang2 serves in replica set llama behind its router on router1: restarted by "
         "its node alone it breaks what its router sends it, and this task runs no member's deploy, which restarts "
         "it the fleet's way. Fix: run deploy.py instead (its restart goes out of the router, or group-wide): "
-        "--limit sglang2 with its node"
+        "--limit pve2 --limit sglang2"
     )
     fleet_hosts.run("sglang1", "sglang4")  # deploy.py --limit pve1 --limit sglang1 --limit sglang4
     left_out = fleet.restart_problem(hosts["sglang2"], 202, why, True)
     assert left_out.message.endswith("its own deploy restarts it the fleet's way, and sglang2 is not in this run")
-    assert left_out.fix == "include it: --limit sglang2 with its node (or no --limit)"
+    assert left_out.fix == "include it: --limit pve2 --limit sglang2 (or no --limit)"
     alone = fleet.restart_problem(hosts["sglang4"], 204, why, True)
     assert alone.key == "tp_groups.tp.members" and alone.value == ["sglang4", "sglang5"]
     assert alone.message.startswith(
@@ -162,4 +169,7 @@ def test_a_container_restart_provisioning_owes_goes_the_fleets_way_or_is_refused
     assert alone.fix == "include every rank of tp: --limit sglang4 --limit sglang5 (or no --limit)"
     fleet_hosts.run("sglang4", "sglang5")
     assert fleet.restart_problem(hosts["sglang4"], 204, why, True) is None
-    assert "rank" in fleet.restart_problem(hosts["sglang4"], 204, why, False).message
+    refused = fleet.restart_problem(hosts["sglang4"], 204, why, False)
+    assert "rank" in refused.message and refused.fix.endswith(
+        ": --limit pve1 --limit pve2 --limit sglang4 --limit sglang5"
+    )
