@@ -27,12 +27,15 @@ def files(unit="unit-a", yaml="yaml-a"):
 
 def fact_output(on_host: dict[str, str], units: dict[str, tuple[str, str]], installed=None):
     """What the ServerUnits command prints for files with the given contents and units in the given states."""
-    lines = []
+    lines, sums = [], []  # facts/files.py digest_script: the missing files, the stat lines, then sha1sum's
     for f in [f for fs in files().values() for f in fs]:
         content = on_host.get(f.path)
-        lines.append(
-            f"{f.path}\t-" if content is None else f"{f.path}\t644\troot\troot\t{ManagedFile(f.path, content).sha1}"
-        )
+        if content is None:
+            lines.insert(0, f"{f.path}\t-")
+        else:
+            lines.append(f"{f.path}\t644\troot\troot")
+            sums.append(f"{ManagedFile(f.path, content).sha1}  {f.path}")
+    lines += sums
     lines.append("--- units")
     lines += [f"ours {u}" for u in (installed if installed is not None else units)]
     lines.append("--- log dir")

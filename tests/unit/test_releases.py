@@ -681,9 +681,11 @@ def test_the_rollback_diff_says_a_secret_changes_never_how(tmp_path, caplog):
     key, unit = str(tmp_path / "etc" / "key"), str(tmp_path / "etc" / "unit")
     report = store.summary(record["id"]) | {"current": None, "running": []}
     entry = record["files"][unit]
-    digests = (
-        f"{key}\t600\troot\troot\t{'0' * 40}\n"  # the secret differs on the host, the unit is the record's
-        f"{unit}\t{entry['mode']}\t{entry['user']}\t{entry['group']}\t{hashlib.sha1(b'A' + bytes([10])).hexdigest()}"
+    digests = (  # facts/files.py digest_script: the stat lines, then sha1sum's
+        f"{key}\t600\troot\troot\n"
+        f"{unit}\t{entry['mode']}\t{entry['user']}\t{entry['group']}\n"
+        f"{'0' * 40}  {key}\n"  # the secret differs on the host, the unit is the record's
+        f"{hashlib.sha1(b'A' + bytes([10])).hexdigest()}  {unit}"
     )
     inventory = Inventory(
         (
