@@ -181,10 +181,10 @@ def hold(directory: str, token: str, watch: procs.Proc | None, max_hold_s: float
             return "released"
         if watch is not None and not procs.alive(watch):
             with _switch_lock(directory, wait=True):  # the switch that run started ends first
-                _remove(os.path.join(directory, LEASE))
+                state.remove(os.path.join(directory, LEASE))
             return "the controller's connection ended"
         if time.monotonic() >= deadline:
-            _remove(os.path.join(directory, LEASE))
+            state.remove(os.path.join(directory, LEASE))
             return f"held for {max_hold_s:g}s"
         signal.sigtimedwait({WAKE}, poll_s)  # a nap that unlock's WAKE ends early
 
@@ -232,7 +232,7 @@ def release(directory: str, token: str, wait_s: float = UNLOCK_WAIT_S) -> bool:
     if not lease or lease.get("token") != token:
         return False
     detached.mark_seen(directory)
-    _remove(os.path.join(directory, LEASE))
+    state.remove(os.path.join(directory, LEASE))
     _wake(lease)
     fd = _open(directory)
     try:
@@ -329,8 +329,3 @@ def connection_gone() -> bool:
     if ssh_connection() is not None:
         return False
     return os.getppid() == 1 or bool(os.environ.get("SSH_CONNECTION"))
-
-
-def _remove(path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)

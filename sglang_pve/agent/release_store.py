@@ -141,7 +141,7 @@ class Store:
 
     def set_pending(self, release_id: str | None) -> None:
         if release_id is None:
-            _remove(self._path("pending"))
+            state.remove(self._path("pending"))
         else:
             state.write_atomic(self._path("pending"), release_id + "\n", mode=0o600)
 
@@ -313,11 +313,11 @@ class Store:
             venv = record["venv"]
             if venv not in used_venvs and (venvs_dir is None or os.path.dirname(venv) == venvs_dir):
                 shutil.rmtree(venv, ignore_errors=True)
-                _remove(record["lock"]["path"])
-            _remove(self._path(f"{record['id']}.json"))
+                state.remove(record["lock"]["path"])
+            state.remove(self._path(f"{record['id']}.json"))
         for name in os.listdir(self._path("blobs")) if os.path.isdir(self._path("blobs")) else []:
             if name not in used_blobs:
-                _remove(self._path("blobs", name))
+                state.remove(self._path("blobs", name))
         return removed
 
     def previous_id(self) -> str | None:
@@ -329,7 +329,7 @@ class Store:
 
     def set_previous(self, release_id: str | None) -> None:
         if release_id is None:
-            _remove(self._path("previous"))
+            state.remove(self._path("previous"))
         else:
             state.write_atomic(self._path("previous"), release_id + "\n", mode=0o600)
 
@@ -385,15 +385,8 @@ def _write_bytes(path: str, data: bytes, mode: int, uid: int = -1, gid: int = -1
         os.chmod(temp, mode)
         os.replace(temp, path)
     except BaseException:
-        _remove(temp)
+        state.remove(temp)
         raise
-
-
-def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
 
 
 def _user(uid: int) -> str:

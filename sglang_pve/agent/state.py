@@ -38,11 +38,16 @@ def write_atomic(path: str, text: str, mode: int = 0o640) -> None:
             os.fsync(stream.fileno())
         os.replace(temp, path)
     except BaseException:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
+        remove(temp)
         raise
+
+
+def remove(path: str) -> None:
+    """`path` gone, if it can be (a missing one, or one that cannot be removed, is left as it is)."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def write_json(path: str, data: object, mode: int = 0o640) -> None:
