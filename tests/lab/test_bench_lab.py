@@ -86,7 +86,8 @@ def test_all_four_configurations_measured_at_the_simulators_rates(deployed):
         whole = run["output_throughput"] / base["output_throughput"]
         print(
             f"{r['configuration']}: requests {ratio:.4f} x the baseline's, expected {expected:.4f} +- {tolerance:.2%}; "
-            f"the run's {whole:.4f} x; the client between requests {between:.2f} s"
+            f"the run's {whole:.4f} x; the client between requests {between:.2f} s; accept length "
+            f"{run.get('accept_length')} (per request {run.get('request_accept_length')})"
         )
         assert ratio == pytest.approx(expected, rel=tolerance), (r["configuration"], run, base)
         assert run["output_throughput"] > 0
