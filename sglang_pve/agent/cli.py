@@ -20,7 +20,7 @@
     transient --dir DIR [--server NAME]    run a configuration of the current release (without
                                            --server: none) the same way, recording nothing (switch.py)
     releases --dir DIR [--files-of ID]     the release records as JSON (release_store.py)
-    lock --dir DIR --token T --owner WHO --task NAME [--wait S]
+    lock --dir DIR --token T --owner WHO --task NAME [--wait S] [--expect N]
                                            take the container's deploy lock for a whole run and
                                            leave a holder keeping it (lease.py)
     unlock --dir DIR --token T             the run's last command: the lock goes
@@ -299,7 +299,7 @@ def _lock(args: argparse.Namespace) -> int:
         )
         code = exitcodes.LOCKED
     else:
-        code = lease.acquire(args.dir, args.token, args.owner, args.task, args.wait, say, watch, max_hold)
+        code = lease.acquire(args.dir, args.token, args.owner, args.task, args.wait, say, watch, max_hold, args.expect)
     if not args.json:
         return code
     held = code == exitcodes.OK
@@ -321,6 +321,12 @@ def _holder(args: argparse.Namespace) -> int:
 
     print(json.dumps(lease.current(args.dir), sort_keys=True))
     return exitcodes.OK
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"not a lock count (a whole number): {text!r}")
+    return int(text)
 
 
 def _token(text: str) -> str:
@@ -467,6 +473,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--wait", type=float, default=3600.0, metavar="S", help="seconds to wait for it (0: refuse)")
     sub.add_argument("--watch-pid", type=_pid, metavar="PID", help="release when PID ends (default: the sshd)")
     sub.add_argument("--max-hold", type=float, metavar="S", help="release after S seconds (default lease.MAX_HOLD_S)")
+    sub.add_argument(
+        "--expect", type=_count, metavar="N", help="only while the lock's count is N (the run read the container at it)"
+    )
     sub.add_argument("--json", action="store_true", help='print {"held", "message"} and exit 0 (the fact)')
     sub = command("unlock", _unlock, "release the deploy lock this run holds", spec=None)
     sub.add_argument("--dir", required=True, metavar="DIR", help="the releases directory")

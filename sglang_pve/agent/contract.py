@@ -16,6 +16,11 @@ STATE_DIR = "/var/lib/sglang-pve"
 RUN_DIR = "/run/sglang-pve"  # tmpfs: markers that must not depend on a writable state directory
 DIAGNOSES_DIR = f"{STATE_DIR}/diagnoses"
 RELEASES_DIR = f"{STATE_DIR}/releases"  # <id>.json records, blobs/ of the files they restore (release_store.py)
+# The deploy lock's count, in RELEASES_DIR (agent/lease.py): odd while a run or an agent command
+# holds the lock, even once it let go; every taking moves it on. A converging run reads it before
+# anything else (deploy/facts/host_basics.py) and takes the lock only at its first change, refusing
+# when the count moved meanwhile (deploy/operations/lock.py): a run that changes nothing takes nothing.
+LOCK_COUNT = ".lock.count"
 # A benchmark in progress: {"run_id", "before" (the configuration that ran before it, or null),
 # "started"}, written by the controller's bench before its first start and removed after its
 # last; found by a later run (which holds the deploy lock, so that bench is dead): it restores "before".

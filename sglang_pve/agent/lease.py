@@ -22,12 +22,18 @@ The lease beside it (`.lease.json`, 0600) says who holds it, for the message of 
      "started": "2026-12-01T14:50:03Z", "holder": {"pid": 4242, "start": 81234}}
 
 The flock is the truth (the kernel frees it when the holder dies, however it dies); the lease
-only describes it. Both sides take the switch lock before they touch the lease: a switch checks
-its run's lease under it, a holder whose controller went away removes the lease under it, so a
-switch either runs under its run's lock or refuses. A run that gets the deploy lock also waits
-for the switch lock: a switch whose holder died anyway (max_hold_s, SIGKILL) still ends before
-the next run writes a file. Commands of the run that holds it (apply, switch, transient) pass the token
-(`--lease T`) and proceed after `check`; any other caller waits for the flock.
+only describes it. Its count (contract.LOCK_COUNT) says whether it was taken since: whoever takes
+the flock moves it to odd, and to even when it lets go (a holder that ends its hold normally, a
+command's own take); one killed leaves it odd, which a later reader takes for held. A run that read
+the container while the count was even and takes the lock only at its first change (`lock
+--expect N`) is refused when the count is no longer N: what it read may have changed since.
+
+Both sides take the switch lock before they touch the lease: a switch checks its run's lease
+under it, a holder whose controller went away removes the lease under it, so a switch either runs
+under its run's lock or refuses. A run that gets the deploy lock also waits for the switch lock: a
+switch whose holder died anyway (max_hold_s, SIGKILL) still ends before the next run writes a
+file. Commands of the run that holds it (apply, switch, transient) pass the token (`--lease T`)
+and proceed after `check`; any other caller waits for the flock.
 """
 
 import contextlib
@@ -39,6 +45,7 @@ import time
 from collections.abc import Iterator
 
 from sglang_pve.agent import detached, exitcodes, procs, state
+from sglang_pve.agent.contract import LOCK_COUNT
 from sglang_pve.agent.output import Say
 from sglang_pve.agent.state import Record
 
@@ -70,6 +77,27 @@ def _try(fd: int) -> bool:
 
 def read(directory: str) -> Record | None:
     return state.read_json(os.path.join(directory, LEASE))
+
+
+def count(directory: str) -> int | None:
+    """The lock's count: 0 before its first taking, None when the file holds no count."""
+    try:
+        with open(os.path.join(directory, LOCK_COUNT), encoding="ascii") as handle:
+            text = handle.read(32).strip()
+    except FileNotFoundError:
+        return 0
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _moved(directory: str, taken: bool) -> None:
+    """Under the flock: the count moves on to odd (taken) or to even (let go)."""
+    now = count(directory) or 0
+    if taken:
+        state.write_atomic(os.path.join(directory, LOCK_COUNT), f"{now + 1 + now % 2}\n", mode=0o600)
+    elif now % 2:
+        state.write_atomic(os.path.join(directory, LOCK_COUNT), f"{now + 1}\n", mode=0o600)
 
 
 def describe(lease: Record | None) -> str:
@@ -108,8 +136,10 @@ def acquire(
     say: Say,
     watch: procs.Proc | None,
     max_hold_s: float = MAX_HOLD_S,
+    expect: int | None = None,
 ) -> int:
-    """Take the lock for the run `token` and leave a holder keeping it; exit code."""
+    """Take the lock for the run `token` and leave a holder keeping it; exit code. With `expect`,
+    only while the count is still that one (the run read the container at it)."""
     current = read(directory)
     if current and current.get("token") == token and held(directory, token):
         say(f"the deploy lock of {directory} is held by this run already")
@@ -135,6 +165,16 @@ def acquire(
                 error=True,
             )
             return exitcodes.LOCKED
+        now = count(directory)
+        if expect is not None and now != expect:
+            say(
+                f"the deploy lock of {directory} was taken since this run read the container (its count "
+                f"{expect}, now {now}): another run or agent command may have changed what this run decided "
+                "from. This run changed nothing under it. Fix: run it again",
+                error=True,
+            )
+            return exitcodes.LOCKED
+        _moved(directory, taken=True)
         lease: Record = {
             "token": token,
             "owner": owner,
@@ -178,12 +218,14 @@ def hold(directory: str, token: str, watch: procs.Proc | None, max_hold_s: float
     while True:
         lease = read(directory)
         if not lease or lease.get("token") != token:
+            _moved(directory, taken=False)
             return "released"
         if watch is not None and not procs.alive(watch):
             with _switch_lock(directory, wait=True):  # the switch that run started ends first
                 state.remove(os.path.join(directory, LEASE))
+                _moved(directory, taken=False)
             return "the controller's connection ended"
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= deadline:  # a switch may still run: the count stays odd (held)
             state.remove(os.path.join(directory, LEASE))
             return f"held for {max_hold_s:g}s"
         signal.sigtimedwait({WAKE}, poll_s)  # a nap that unlock's WAKE ends early
@@ -262,8 +304,12 @@ def locked(directory: str, token: str | None, say: Say) -> Iterator[None]:
     fd = _open(directory)
     try:
         wait(fd, directory, float("inf"), say)
-        with _switching(directory, say):
-            yield
+        _moved(directory, taken=True)
+        try:
+            with _switching(directory, say):
+                yield
+        finally:
+            _moved(directory, taken=False)
     finally:
         os.close(fd)
 

@@ -12,7 +12,7 @@ from sglang_pve.provision.roles import is_node
 
 
 @deploy("SGLang venv")
-@locked("sglang venv")
+@locked("sglang venv", lazy=True)
 def sglang_venv() -> None:
     """A container's task; Proxmox nodes are skipped."""
     if is_node():

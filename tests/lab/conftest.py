@@ -1,6 +1,7 @@
 """The real lab: the node pve1 and sglang1, LXC system containers with systemd and sshd, deployed
 into over real SSH."""
 
+import contextlib
 import os
 import re
 import shutil
@@ -162,6 +163,25 @@ def snapshot() -> str:
     )
     units = sh("systemctl list-units --all --no-legend 'sglang-*' | sort", check=False)
     return files + units
+
+
+@contextlib.contextmanager
+def lock_held_by_another_run():
+    """The deploy lock held by another run (bob@desk's bench, agent lock) for the body; its lease."""
+    from sglang_pve.deploy import paths
+
+    connection = sh("setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $!").strip()  # that run's SSH connection
+    agent = ["python3", paths.AGENT]
+    taken = on_target(
+        *agent, "lock", "--json", "--dir", paths.RELEASES_DIR, "--token", "feedface", "--owner", "bob@desk",
+        "--task", "bench", "--wait", "0", "--watch-pid", connection, "--max-hold", "600",
+    )  # fmt: skip
+    try:
+        assert '"held": true' in taken.stdout, taken.stdout
+        yield sh(f"cat {paths.RELEASES_DIR}/.lease.json")
+    finally:
+        on_target(*agent, "unlock", "--dir", paths.RELEASES_DIR, "--token", "feedface")
+        sh(f"kill {connection}")
 
 
 # --- Lifecycle helpers (tests/lab/test_lifecycle.py, bench/stall_to_gpus_free.py) ---------

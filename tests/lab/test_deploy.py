@@ -1,17 +1,27 @@
 """The deploy against the real lab over SSH: idempotency, dry-run purity, diffs, NCCL persistence,
 one unit per configuration, exactly one running, clean stop, bad input refused before any change."""
 
-import contextlib
 import json
 import re
 
 import pytest
 
+from sglang_pve.agent.contract import LOCK_COUNT
 from sglang_pve.deploy import paths
 from sglang_pve.deploy.facts import unit_host
 from sglang_pve.deploy.facts.unit_host import UnitHostInfo
 from tests.conftest import PROJECT, group_data
-from tests.lab.conftest import HOST, grand_total, http_status, lab_api_key, on_target, pyinfra, sh, snapshot
+from tests.lab.conftest import (
+    HOST,
+    grand_total,
+    http_status,
+    lab_api_key,
+    lock_held_by_another_run,
+    on_target,
+    pyinfra,
+    sh,
+    snapshot,
+)
 
 pytestmark = pytest.mark.lab
 
@@ -38,32 +48,25 @@ def active_units() -> set[str]:
 
 
 def test_second_run_reports_zero_changes(deployed):
+    """...and takes no deploy lock: nothing changes, so nothing is written, not even a lease
+    (deploy/operations/lock.py: the lock comes with the first change)."""
+    count, directory = lock_count(), releases_dir_entry()
     _, output = pyinfra()
     totals = grand_total(output)
     assert totals["changed"] == 0 and totals["error"] == 0 and totals["unchanged"] == totals["operations"] > 0, output
+    assert lock_count() == count and count % 2 == 0 and releases_dir_entry() == directory
+    assert "deploy lock never taken: this run changed nothing under it" not in output  # a noop's words: --debug only
+
+
+def lock_count() -> int:
+    """The deploy lock's count (agent/lease.py count): odd while held, moved on by every taking."""
+    return int(sh(f"cat {paths.RELEASES_DIR}/{LOCK_COUNT}").strip())
 
 
 def releases_dir_entry() -> str:
     """The releases directory's own mtime: a lease written or removed (the deploy lock taken or
     given back) changes it."""
     return sh(f"stat -c '%n %y' {paths.RELEASES_DIR}")
-
-
-@contextlib.contextmanager
-def lock_held_by_another_run():
-    """The deploy lock held by another run (bob@desk's bench, agent lock) for the body; its lease."""
-    connection = sh("setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $!").strip()  # that run's SSH connection
-    agent = ["python3", paths.AGENT]
-    taken = on_target(
-        *agent, "lock", "--json", "--dir", paths.RELEASES_DIR, "--token", "feedface", "--owner", "bob@desk",
-        "--task", "bench", "--wait", "0", "--watch-pid", connection, "--max-hold", "600",
-    )  # fmt: skip
-    try:
-        assert '"held": true' in taken.stdout, taken.stdout
-        yield sh(f"cat {paths.RELEASES_DIR}/.lease.json")
-    finally:
-        on_target(*agent, "unlock", "--dir", paths.RELEASES_DIR, "--token", "feedface")
-        sh(f"kill {connection}")
 
 
 def test_dry_run_changes_nothing_on_the_target(deployed):

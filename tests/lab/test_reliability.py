@@ -24,11 +24,13 @@ from tests.lab.conftest import (
     STARTING,
     grand_total,
     lab_api_key,
+    lock_held_by_another_run,
     on_target,
     pyinfra,
     server_status,
     set_faults,
     sh,
+    snapshot,
     unit_state,
 )
 
@@ -236,6 +238,40 @@ def test_two_deploys_started_together_run_one_after_the_other(deployed):
     assert main_env("baseline", "NCCL_P2P_DISABLE") == (profile_value(PROFILES[0]) or None)
     assert sh(f"cat {paths.NCCL_ENV}") == sh(
         f"cat {paths.RELEASES_DIR}/blobs/{current['files'][paths.NCCL_ENV]['sha256']}"
+    )
+
+
+def test_a_run_whose_container_another_run_took_the_lock_of_since_its_read_refuses_its_first_change(deployed):
+    """A converging run reads the container at the deploy lock's count and takes the lock only at
+    its first change, that count expected (deploy/operations/lock.py). Another run that took the
+    lock and gave it back in between (here: while the first waits at pyinfra's confirmation
+    prompt, after its reads) makes that first change refuse: nothing of the run is written, it says
+    why, and the rerun deploys."""
+    pyinfra("--data", f"nccl_profile={PROFILES[0]}")
+    run = subprocess.Popen(
+        [PYINFRA, "inventory/lab.py", "deploy.py", "--data", f"nccl_profile={PROFILES[1]}"],
+        cwd=PROJECT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines = _Lines(run)
+    try:
+        _until(lambda: "Detected changes" in lines.text() or run.poll() is not None, 600)  # read, not yet run
+        with lock_held_by_another_run():
+            pass  # taken and given back: the count moved on by two
+        before = snapshot()
+        run.stdin.write("\n")  # pyinfra's "Press enter to execute..."
+        run.stdin.close()
+        output = ANSI.sub("", lines.wait(600))
+    finally:
+        run.kill()
+    assert run.returncode != 0 and "was taken since this run read the container" in output, output
+    assert "Fix: run it again" in output and snapshot() == before  # not even a lease written
+    _, output = pyinfra("--data", f"nccl_profile={PROFILES[1]}")
+    assert grand_total(output)["changed"] > 0 and main_env("baseline", "NCCL_P2P_DISABLE") == (
+        profile_value(PROFILES[1]) or None
     )
 
 

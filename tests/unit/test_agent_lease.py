@@ -5,6 +5,7 @@ with the run's unlock, with its watched connection, or after the longest hold.""
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -357,3 +358,40 @@ def test_the_wake_reaches_no_process_but_the_holder_it_names(tmp_path):
     finally:
         other.kill()
         other.wait()
+
+
+def test_the_count_is_odd_while_the_lock_is_held_and_moves_on_with_every_taking(tmp_path, connection):
+    directory = str(tmp_path)
+    assert lease.count(directory) == 0  # never taken
+    assert take(tmp_path, "aaa", procs.identify(connection.pid))[0] == exitcodes.OK
+    assert lease.count(directory) == 1
+    assert lease.release(directory, "aaa") and lease.count(directory) == 2  # the holder moved it before it let go
+    with Store(directory).locked():  # an agent command's own take (a switch by hand)
+        assert lease.count(directory) == 3
+    assert lease.count(directory) == 4
+    assert (tmp_path / lease.LOCK_COUNT).stat().st_mode & 0o777 == 0o600
+
+
+def test_a_run_that_read_at_a_count_is_refused_once_the_lock_was_taken_since(tmp_path, connection):
+    directory = str(tmp_path)
+    watch = procs.identify(connection.pid)
+    assert take(tmp_path, "aaa", watch)[0] == exitcodes.OK and lease.release(directory, "aaa")
+    say = messages()
+    code = lease.acquire(directory, "bbb", "bob@desk", "deploy", 0, say, watch, SAFETY_S, expect=0)
+    assert code == exitcodes.LOCKED and "its count 0, now 2" in say.said[-1] and "Fix: run it again" in say.said[-1]
+    assert lease.read(directory) is None and flock_free(tmp_path) and lease.count(directory) == 2  # nothing taken
+    code = lease.acquire(directory, "bbb", "bob@desk", "deploy", 0, messages(), watch, SAFETY_S, expect=2)
+    assert code == exitcodes.OK and lease.count(directory) == 3 and lease.held(directory, "bbb")
+    lease.release(directory, "bbb")
+
+
+def test_a_holder_killed_leaves_the_count_odd_and_the_next_taking_moves_it_to_odd_again(tmp_path, connection):
+    directory = str(tmp_path)
+    assert take(tmp_path, "aaa", procs.identify(connection.pid))[0] == exitcodes.OK
+    os.kill(lease.read(directory)["holder"]["pid"], signal.SIGKILL)  # our child's holder, by its lease's PID
+    assert until(lambda: flock_free(tmp_path))
+    assert lease.count(directory) == 1  # a reader takes it for held: it reads again under the lock
+    assert take(tmp_path, "bbb", None)[0] == exitcodes.OK and lease.count(directory) == 3
+    lease.release(directory, "bbb")
+    (tmp_path / lease.LOCK_COUNT).write_text("not a count\n")
+    assert lease.count(directory) is None

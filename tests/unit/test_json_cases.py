@@ -95,7 +95,7 @@ FACTS = {
         (status_facts, ("ServerStatus",)),
         (router_facts, ("RouterStatus", "RouterUnit", "RouterLeft")),
         (gpu_facts, ("GpuDevices", "UserSpaceDriver")),
-        (lock_facts, ("DeployLock", "DeployUnlock", "DeployLockHolder")),
+        (lock_facts, ("DeployLock", "DeployUnlock", "DeployLockHolder", "LockCount")),
         (node_exporter_facts, ("NodeExporter",)),
         (preflight_facts, ("PreflightProbe", "PreflightRead")),
         (zfs_facts, ("ZfsSnapshots",)),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
+from sglang_pve.agent.contract import LOCK_COUNT
 from sglang_pve.deploy import paths
 
 
@@ -32,7 +33,8 @@ def _agent(args: str) -> str:
 
 
 class DeployLock(FactBase[LockResult]):
-    """Take the container's deploy lock for this run (waiting up to wait_s seconds for another run).
+    """Take the container's deploy lock for this run (waiting up to wait_s seconds for another run);
+    with `expect`, only while its count is still that one (LockCount: the run read the container then).
 
     host.get_fact(DeployLock, token="3f9c0a1b2c3d4e5f", owner="alice@laptop", task="deploy", wait_s=3600)
     # LockResult(held=True, message="deploy lock of /var/lib/sglang-pve/releases held for ...")
@@ -42,10 +44,10 @@ class DeployLock(FactBase[LockResult]):
     def default() -> LockResult:
         return LockResult(True, "", agent=False)
 
-    def command(self, token, owner, task, wait_s):
+    def command(self, token, owner, task, wait_s, expect=None):
         return _agent(
             f"lock --json --token {shlex.quote(token)} --owner {shlex.quote(owner)} --task {shlex.quote(task)} "
-            f"--wait {int(wait_s)}"
+            f"--wait {int(wait_s)}" + ("" if expect is None else f" --expect {int(expect)}")
         )
 
     def process(self, output):
@@ -92,3 +94,20 @@ class DeployLockHolder(FactBase):
     def process(self, output):
         text = "\n".join(output).strip()
         return json.loads(text) if text else None
+
+
+class LockCount(FactBase["int | None"]):
+    """The deploy lock's count (agent/lease.py count: odd while held, moved on by every taking),
+    read as a run's first read of the container (facts/host_basics.py): 0 where the lock was never
+    taken, None where the file holds no count (the run then takes the lock before its first read).
+
+    host.get_fact(LockCount)  # 14
+    """
+
+    def command(self):
+        path = shlex.quote(f"{paths.RELEASES_DIR}/{LOCK_COUNT}")
+        return f"if [ -e {path} ]; then head -c 32 {path}; else echo 0; fi"
+
+    def process(self, output):
+        text = "".join(output).strip()
+        return int(text) if text.isdigit() else None
