@@ -10,3 +10,7 @@ Each reads its host's data (validated by sglang_pve.config) and, for the tasks t
 its ``--data`` options. The top layer: it may import tools/, provision/, deploy/ and config/;
 nothing in the package imports it.
 """
+
+from sglang_pve.deploy import op_order
+
+op_order.install()  # before any deploy adds an operation: pyinfra's order, read without the source lines

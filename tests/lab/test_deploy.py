@@ -55,7 +55,6 @@ def test_second_run_reports_zero_changes(deployed):
     totals = grand_total(output)
     assert totals["changed"] == 0 and totals["error"] == 0 and totals["unchanged"] == totals["operations"] > 0, output
     assert lock_count() == count and count % 2 == 0 and releases_dir_entry() == directory
-    assert "deploy lock never taken: this run changed nothing under it" not in output  # a noop's words: --debug only
 
 
 def lock_count() -> int:

@@ -20,13 +20,14 @@ pytestmark = [pytest.mark.lab]
 # What a no-change run costs now, for any number of containers (bench/fleet.py: the same for 1, 4
 # and 16). On a node 3: its one read of the run (provision/node_facts.py: GPUs, uname -n, the node
 # files' digests, the restarts owed, the containers' raw lines), the node files' own check and one
-# for both its units (units.running). In a replica or TP member 7 (the issue's budget): the
-# preflight's read (the probe and the host's basics, facts/preflight.py PreflightRead), the agent's
-# files, the deploy lock, the venv, the NCCL profile's places (its files and the shell rc's block,
-# files.file_set block=), the server units with the release (releases.release units=), the lock given back.
+# for both its units (units.running). In a replica or TP member 5 (the issue's budget: 7): the
+# preflight's read (the probe and the host's basics with the deploy lock's count, facts/preflight.py
+# PreflightRead), the agent's files, the venv, the NCCL profile's places (its files and the shell rc's
+# block, files.file_set block=), the server units with the release (releases.release units=); no
+# deploy lock taken or given back (it comes with the first change, deploy/operations/lock.py).
 NODE_COMMANDS = 3  # 11 before the node's reads were batched
-CONTAINER_COMMANDS = 7  # 13 before the host's basics, the probe and the lock were batched, 9 before the merges
-ROUTER_HOST_COMMANDS = 10  # router1: a container's 7 plus the router's venv, unit (files and state: one read), workers
+CONTAINER_COMMANDS = 5  # 13 before the host's basics, the probe and the lock were batched, 7 before the lazy lock
+ROUTER_HOST_COMMANDS = 8  # router1: a container's 5 plus the router's venv, unit (files and state: one read), workers
 TP_RANKS, TP_UNIT = ("sglang4", "sglang5"), "sglang-baseline.service"  # inventory/lab_scale.py's TP group tp
 
 
