@@ -57,10 +57,16 @@ def show(units: list[str], properties: list[str]) -> dict[str, dict[str, str]]:
     return {block["Id"]: block for block in blocks if block.get("Id")}
 
 
+def active_states(units: list[str]) -> dict[str, str | None]:
+    """Each unit's ActiveState, in ONE systemctl call (None: systemd named no such unit)."""
+    found = show(units, ["ActiveState"])
+    return {unit: found.get(unit, {}).get("ActiveState") for unit in units}
+
+
 def in_states(units: list[str], states: Collection[str]) -> list[str]:
     """Those of `units` whose ActiveState is one of `states` (RUNNING, HOLDING, STOPPED), in order."""
-    found = show(units, ["ActiveState"])
-    return [unit for unit in units if found.get(unit, {}).get("ActiveState") in states]
+    found = active_states(units)
+    return [unit for unit in units if found[unit] in states]
 
 
 def main_pid(unit: str) -> int | None:

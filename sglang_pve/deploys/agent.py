@@ -1,9 +1,13 @@
 """The lifecycle agent (readiness gate, watchdog, GPU reaper, status): one stdlib-only zipapp,
-built from the installed package; and the size-capped rotation of the server logs it follows."""
+built from the installed package, and its copy compiled on the host by the interpreter the units
+run it with (agent/zipapp.py: its starts then compile nothing); and the size-capped rotation of
+the server logs it follows."""
 
 from pyinfra.api import deploy
+from pyinfra.operations import server
 
 from sglang_pve.agent import zipapp
+from sglang_pve.agent.contract import TARGET_PYTHON
 from sglang_pve.deploy import paths
 from sglang_pve.deploy.operations import files
 from sglang_pve.deploy.render import logrotate_file
@@ -15,7 +19,12 @@ def agent() -> None:
     """A container's task; Proxmox nodes are skipped."""
     if is_node():
         return
-    files.file_set(
+    installed = files.file_set(
         name="Lifecycle agent and log rotation",
         files=[files.ManagedFile(paths.AGENT, zipapp.build(), mode="755"), logrotate_file()],
+    )
+    server.shell(  # only after a change: a copy that went missing since only costs its starts the compile
+        name="Lifecycle agent compiled for the host's interpreter",
+        commands=[f"{TARGET_PYTHON} {paths.AGENT} compile"],
+        _if=installed.did_change,
     )

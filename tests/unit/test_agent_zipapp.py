@@ -111,3 +111,46 @@ def test_a_long_running_command_says_why_it_failed_after_the_deploy_replaced_its
     done = subprocess.run([PYTHON, "-c", code, str(target), str(other)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "said why" in done.stdout, done.stderr
     assert "watchdog: bad spec" in done.stderr and "KeyError" in done.stderr
+
+
+def _loaded_from(target: Path, *command: str) -> str:
+    """Where the zipapp's cli module came from when `python3 TARGET COMMAND` ran (python -v's line)."""
+    done = subprocess.run([PYTHON, "-v", str(target), *command], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    line = next(line for line in done.stderr.splitlines() if line.startswith("import 'sglang_pve.agent.cli'"))
+    return line.split('"')[1]
+
+
+def test_the_compiled_copy_is_what_later_starts_run_and_compile_nothing(tmp_path):
+    """agent compile writes the copy of this build for this interpreter, every module also as an
+    unchecked hash-based .pyc (PEP 552); `__main__.py` runs from it, and from itself without it.
+    Copies of other builds or interpreters go; one of another interpreter is never taken."""
+    target = tmp_path / "sglang-pve-agent.pyz"
+    target.write_bytes(zipapp.build())
+    holder = ["holder", "--dir", str(tmp_path / "releases")]
+    stale = [tmp_path / ".sglang-pve-agent.pyz.0123456789abcdef.cpython-311.zip", tmp_path / ".other.zip"]
+    for path in stale:
+        path.write_bytes(b"")
+    foreign = tmp_path / f".sglang-pve-agent.pyz.{_build(target)}.other-tag.zip"  # another interpreter's
+    foreign.write_bytes(b"not a zip")
+    assert _loaded_from(target, *holder).startswith(f"{target}/")  # no copy of its own: the zipapp itself
+    tag = subprocess.run([PYTHON, "-c", "import sys; print(sys.implementation.cache_tag)"], capture_output=True)
+    done = subprocess.run([PYTHON, str(target), "compile", "--zipapp", str(target)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    copy = tmp_path / f".sglang-pve-agent.pyz.{_build(target)}.{tag.stdout.decode().strip()}.zip"
+    assert done.stdout.strip().endswith(str(copy)) and copy.stat().st_mode & 0o777 == 0o644
+    assert not stale[0].exists() and not foreign.exists() and stale[1].exists()  # only this zipapp's copies
+    with zipfile.ZipFile(copy) as archive:
+        names = set(archive.namelist())
+        pyc = archive.read("sglang_pve/agent/cli.py" + "c")  # an archive member, not a path of the repository
+    assert {name[:-1] for name in names if name.endswith(".pyc")} == {
+        name for name in names if name.endswith(".py") and name != "__main__.py"
+    }
+    assert int.from_bytes(pyc[4:8], "little") == 0b01  # hash-based, its source never checked
+    assert _loaded_from(target, *holder).startswith(f"{copy}/")
+    assert _loaded_from(copy, *holder).startswith(f"{copy}/")  # the copy run itself (watchdog.self_command)
+
+
+def _build(target: Path) -> str:
+    with zipfile.ZipFile(target) as archive:
+        return zipapp.build_id([(name, archive.read(name)) for name in archive.namelist()])
