@@ -3,8 +3,9 @@ built from the installed package, and its copy compiled on the host by the inter
 run it with (agent/zipapp.py: its starts then compile nothing); and the size-capped rotation of
 the server logs it follows."""
 
+import shlex
+
 from pyinfra.api import deploy
-from pyinfra.operations import server
 
 from sglang_pve.agent import zipapp
 from sglang_pve.agent.contract import TARGET_PYTHON
@@ -19,12 +20,9 @@ def agent() -> None:
     """A container's task; Proxmox nodes are skipped."""
     if is_node():
         return
-    installed = files.file_set(
+    files.file_set(
         name="Lifecycle agent and log rotation",
         files=[files.ManagedFile(paths.AGENT, zipapp.build(), mode="755"), logrotate_file()],
-    )
-    server.shell(  # only after a change: a copy that went missing since only costs its starts the compile
-        name="Lifecycle agent compiled for the host's interpreter",
-        commands=[f"{TARGET_PYTHON} {paths.AGENT} compile"],
-        _if=installed.did_change,
+        # after a change only: a copy that went missing since costs the agent's starts the compile
+        then=[shlex.join([TARGET_PYTHON, paths.AGENT, "compile"])],
     )

@@ -199,7 +199,7 @@ def converge(files: list[ManagedFile], states: dict[str, FileState | None], then
 
 
 @operation()
-def file_set(files: list[ManagedFile], block: ManagedBlock | None = None):
+def file_set(files: list[ManagedFile], block: ManagedBlock | None = None, then: list[str] | None = None):
     """
     Make a set of files match exactly, checking all of them with one remote command; with `block`,
     also one marked block in a file someone else owns (as `block` does it), read in the same command:
@@ -207,6 +207,7 @@ def file_set(files: list[ManagedFile], block: ManagedBlock | None = None):
 
     + files: list of ManagedFile(path, content, mode, user, group)
     + block: a ManagedBlock(path, marker, body, user, shown), or None
+    + then: shell commands (quoted already) run after a file of the set was written, none otherwise
 
     A block that cannot be edited (not a file, another user's, damaged markers) is refused before
     any file is written.
@@ -233,6 +234,9 @@ def file_set(files: list[ManagedFile], block: ManagedBlock | None = None):
         host.noop(f"{len(files)} file(s)" + (f" and the {block.marker} block" if block else "") + " up to date")
         return
     yield from converge(files, states, then=edit)
+    if changed:
+        for command in then or ():
+            yield StringCommand(command)
 
 
 @operation()
