@@ -17,6 +17,7 @@ it; tests/unit/test_op_order.py holds it to pyinfra's own result.
 import importlib
 import sys
 from inspect import getframeinfo
+from types import FrameType
 
 import pyinfra
 from pyinfra.api import util as pyinfra_util
@@ -28,7 +29,8 @@ pyinfra_operation = importlib.import_module("pyinfra.api.operation")
 def operation_order(state) -> list[int]:
     """pyinfra's get_operation_order_from_stack(state), line for line, minus the source reads."""
     frames = []
-    frame = sys._getframe(1)  # pyinfra's caller onwards: this function is not pyinfra's, so not counted
+    # pyinfra's caller onwards: this function is not pyinfra's, so it is left out
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         frames.append(frame)
         frame = frame.f_back
@@ -47,4 +49,4 @@ def operation_order(state) -> list[int]:
 
 def install() -> None:
     """Where pyinfra 3.10.0 calls it (api/operation.py imports it by name)."""
-    pyinfra_operation.get_operation_order_from_stack = operation_order
+    setattr(pyinfra_operation, "get_operation_order_from_stack", operation_order)  # noqa: B010 - a module's name

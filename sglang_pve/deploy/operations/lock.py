@@ -90,7 +90,7 @@ def held(token: str, owner: str, task: str, wait_s: int, expect: int | None = No
 def _take(taking: _Taking) -> LockResult:
     """Tried at once first (one command when it is free); waited for only when another run holds
     it, named before the wait. Raises when it is not this run's in the end."""
-    args = {"token": taking.token, "owner": taking.owner, "task": taking.task}
+    args: dict[str, str | int] = {"token": taking.token, "owner": taking.owner, "task": taking.task}
     if taking.expect is not None:
         args["expect"] = taking.expect
     result = host.get_fact(DeployLock, wait_s=0, **args)
