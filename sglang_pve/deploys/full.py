@@ -31,7 +31,7 @@ def container_deploy() -> None:
     guest_changes()
 
 
-@locked("deploy", lazy=True)
+@locked("deploy")
 def guest_changes() -> None:
     """Everything that changes what runs, under the container's deploy lock (one run at a time)."""
     restart_owed(name="Container restart provisioning owes a replica or TP rank, the fleet's way")  # lock re-taken

@@ -2,10 +2,11 @@
 the outermost locked task of a run takes it first and gives it back last; the tasks it calls
 (the whole deploy calls the venv, NCCL and servers tasks) run inside it without taking it again.
 
-A converging task (`lazy`) takes it at its first change instead: its operations are guarded (the
-first command of each comes after the lock), and the lock's count the run read first (HostBasics)
-is expected then. Not where the operations run as they are added (a container's deploy nested in
-its node's provisioning, deploy_when_provisioned): nothing could guard them, the lock comes first.
+It is taken at the task's first change, not before its first read: its operations are guarded
+(the first command of each comes after the lock), and the lock's count the run read first
+(HostBasics) is expected then, so a run that changes nothing takes nothing and writes nothing. Not
+where the operations run as they are added (a container's deploy nested in its node's
+provisioning, deploy_when_provisioned): nothing could guard them, the lock comes first.
 """
 
 import functools
@@ -22,7 +23,7 @@ from sglang_pve.provision.roles import is_node
 _depth: dict[str, int] = {}  # host name -> locked tasks being prepared for it
 
 
-def locked(task: str, lazy: bool = False) -> Callable[[Callable[..., None]], Callable[..., None]]:
+def locked(task: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
     def wrap(body: Callable[..., None]) -> Callable[..., None]:
         @functools.wraps(body)
         def run(*args, **kwargs) -> None:
@@ -30,7 +31,7 @@ def locked(task: str, lazy: bool = False) -> Callable[[Callable[..., None]], Cal
                 body(*args, **kwargs)
                 return
             outer = not _depth.get(host.name)
-            guard = outer and lazy and not state.is_executing
+            guard = outer and not state.is_executing
             _depth[host.name] = _depth.get(host.name, 0) + 1
             try:
                 # three calls on three lines in this order: pyinfra orders operations by call-stack lines

@@ -14,7 +14,7 @@ from sglang_pve.provision.roles import is_node
 
 
 @deploy("NCCL environment")
-@locked("nccl env", lazy=True)
+@locked("nccl env")
 def nccl_env() -> None:
     """A container's task; Proxmox nodes are skipped."""
     if is_node():

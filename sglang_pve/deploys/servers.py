@@ -22,7 +22,7 @@ from sglang_pve.provision.roles import is_node
 
 
 @deploy("Servers")
-@locked("servers", lazy=True)
+@locked("servers")
 def servers() -> None:
     """A container's task; Proxmox nodes are skipped."""
     if is_node():

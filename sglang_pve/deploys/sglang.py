@@ -12,7 +12,7 @@ from sglang_pve.provision.roles import is_node
 
 
 @deploy("SGLang venv")
-@locked("sglang venv", lazy=True)
+@locked("sglang venv")
 def sglang_venv() -> None:
     """A container's task; Proxmox nodes are skipped."""
     if is_node():

@@ -34,7 +34,7 @@ def write(path: str):
 
 
 def run(monkeypatch, body, count: int | None, lock_answer: dict | None = None) -> tuple[list[str], bool]:
-    """The commands a locked lazy task with `body` runs on a fake host whose lock's count was read
+    """The commands a locked task with `body` runs on a fake host whose lock's count was read
     as `count`, and whether the host came through."""
     monkeypatch.setattr(locked_module, "basics", lambda: SimpleNamespace(lock_count=count))
     monkeypatch.setattr(locked_module, "deployment", lambda: SimpleNamespace(data=SimpleNamespace(wait_lock=0)))
@@ -47,7 +47,7 @@ def run(monkeypatch, body, count: int | None, lock_answer: dict | None = None) -
     state = State(inventory=inventory, config=Config(), check_for_changes=False)  # -y: no prepare pass
     state.cwd = str(PROJECT)
     connect_all(state)
-    add_deploy(state, locked("deploy", lazy=True)(body))
+    add_deploy(state, locked("deploy")(body))
     fake = inventory.get_host("@fake/t")
     try:
         run_ops(state)

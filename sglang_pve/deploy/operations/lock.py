@@ -1,13 +1,13 @@
 """The container's deploy lock around a task: one run at a time changes a container's files,
 venvs and releases (agent/lease.py holds it; deploy/facts/lock.py says why facts take it).
 
-A converging task (the deploy, its venv, NCCL and servers tasks) takes it at its first change, not
-before its first read: a run that finds nothing to change takes nothing, writes nothing and gives
-nothing back (two remote commands fewer per container, and no lease written). That is safe because
+A task takes it at its first change, not before its first read (deploys/locked.py): a run that
+finds nothing to change takes nothing, writes nothing and gives nothing back (two remote commands
+fewer per container, and no lease or count written). That is safe because
 the run read the lock's count (facts/lock.py LockCount) before anything the lock guards: the lock,
 taken then with that count expected, is refused when another run or agent command took it since
 (what this run decided from may have changed; it changed nothing yet). Where the count was odd
-(the lock held, or a holder killed) the lock is taken before the task's first read, as it always was.
+(the lock held, or a holder killed) the lock is taken before the task's first read, as it was.
 """
 
 import weakref
