@@ -345,9 +345,9 @@ def kill_pid(pid: int, cmdline_contains: str, timeout: float = 10) -> bool:
     return True
 
 
-def restore_servers(deploy: bool = True) -> None:
+def restore_servers(deploy: bool = True) -> str:
     """A known state: no faults, no restart history, no failed sglang unit, and (deploy) the
-    deploy re-run so the active server (baseline) runs."""
+    deploy re-run so the active server (baseline) runs; the deploy's output ("" without it)."""
     set_faults({})
     # a unit left starting or stopping (a test that failed half-way) is stopped: the deploy's
     # `systemctl start` would otherwise join its hung job
@@ -358,5 +358,4 @@ def restore_servers(deploy: bool = True) -> None:
         f"rm -f {LIFECYCLE_STATE_DIR}/restarts/*.json; systemctl reset-failed 'sglang-*' 2>/dev/null; true",
         check=False,
     )
-    if deploy:
-        pyinfra()
+    return pyinfra()[1] if deploy else ""

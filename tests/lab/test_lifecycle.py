@@ -140,8 +140,10 @@ def lifecycle_lab(lab):
     if refresh_simulator():  # the lab keeps the pinned version: reinstall when lab/sglang_sim changed
         sh(f"systemctl restart {paths.unit_name('baseline')}")
     yield lab
-    restore_servers()
-    assert unit_state(paths.unit_name("baseline"))["ActiveState"] == "active"
+    output = restore_servers()
+    unit = paths.unit_name("baseline")
+    # once (CI, stop 26) inactive after a deploy that succeeded: what the deploy did and the unit said
+    assert unit_state(unit)["ActiveState"] == "active", output + sh(f"journalctl -u {unit} -n 40 --no-pager")
 
 
 @pytest.fixture
