@@ -25,15 +25,16 @@ if TYPE_CHECKING:
 Record = dict[str, Any]
 
 
-def write_atomic(path: str, text: str, mode: int = 0o640) -> None:
-    """Write `text` to a temp file beside `path` with `mode`, fsync it, rename it over `path`."""
+def write_atomic(path: str, text: str | bytes, mode: int = 0o640) -> None:
+    """Write `text` (UTF-8) or bytes to a temp file beside `path` with `mode`, fsync it, rename it
+    over `path` (a link there is replaced, never followed)."""
     directory = os.path.dirname(path)
     os.makedirs(directory, mode=0o750, exist_ok=True)
     handle, temp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=directory)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+        with os.fdopen(handle, "wb") as stream:
             os.fchmod(stream.fileno(), mode)
-            stream.write(text)
+            stream.write(text.encode() if isinstance(text, str) else text)
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temp, path)

@@ -24,8 +24,9 @@ import io
 import marshal
 import os
 import sys
-import tempfile
 import zipfile
+
+from sglang_pve.agent import state
 
 COPY = ".{zipapp}.{build}.{tag}.zip"  # a compiled copy's name, beside the zipapp
 # `__main__.py` (COPY and BUILD filled in): it imports nothing of the agent before it chose where
@@ -105,23 +106,12 @@ def compile_copy(zipapp: str) -> str:
                 unchecked = (0b01).to_bytes(4, "little")  # PEP 552: hash-based, its source not checked
                 header = importlib.util.MAGIC_NUMBER + unchecked + importlib.util.source_hash(data)
                 _add(archive, name[:-3] + ".pyc", header + marshal.dumps(code))
-    directory = os.path.dirname(target)
-    handle, temp = tempfile.mkstemp(prefix=".compile-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            os.fchmod(stream.fileno(), 0o644)
-            stream.write(buffer.getvalue())
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        os.unlink(temp)
-        raise
-    mine = COPY.format(zipapp=os.path.basename(zipapp), build="", tag="").split("..")[0] + "."
+    state.write_atomic(target, buffer.getvalue(), mode=0o644)
+    directory, mine = os.path.dirname(target), COPY.split("{build}")[0].format(zipapp=os.path.basename(zipapp))
     for entry in os.listdir(directory):
         path = os.path.join(directory, entry)
         if entry.startswith(mine) and entry.endswith(".zip") and path != target and not os.path.islink(path):
-            os.unlink(path)
+            state.remove(path)
     return target
 
 
