@@ -13,9 +13,19 @@ def link_exists(name: str) -> bool:
 
 
 def bridge_up() -> None:
-    """Create sgpve-br0 with its address, or repair one a killed run left behind."""
+    """Create sgpve-br0 with its address, or repair one a killed run left behind.
+
+    Its MAC address is set, not left to the kernel: a bridge without one takes the lowest of its
+    ports' (net/bridge br_stp_recalculate_bridge_id), and here every port is an LXC veth whose
+    host end LXC numbers fe:xx:.. (lxc src/lxc/network.c setup_private_host_hw_addr, which
+    assumes a physical port with a lower address on the bridge; the lab has none). So each
+    container that started or stopped could move the host's address on the bridge, and an
+    answer a container was sending the host at that moment went to the old one and was lost
+    until the container's ARP entry expired (an API call to pve2 got no answer within 30 s in
+    CI while three guests started). A set address (addr_assign_type 3) never moves."""
     if not link_exists(layout.BRIDGE):
         run(["ip", "link", "add", layout.BRIDGE, "type", "bridge"])
+    run(["ip", "link", "set", layout.BRIDGE, "address", layout.mac_address(layout.BRIDGE_ADDRESS)])
     address = f"{layout.BRIDGE_ADDRESS}/{layout.PREFIX_LENGTH}"
     run(["ip", "address", "replace", address, "dev", layout.BRIDGE])
     run(["ip", "link", "set", layout.BRIDGE, "up"])

@@ -262,7 +262,13 @@ def transport_error(call: str, settings: ApiSettings, error: requests.exceptions
             "proxmox_api.fingerprint/ca_file with the node's certificate (pvenode cert info)",
         )
     if isinstance(error, requests.exceptions.Timeout):
-        return ProxmoxError(call, f"no answer from {where} within {settings.timeout_s}s (proxmox_api.timeout_s)")
+        unanswered = f"no answer from {where} within {settings.timeout_s}s (proxmox_api.timeout_s)"
+        if not call.startswith("GET "):  # the node may have it, and may carry it out yet
+            unanswered += (
+                f"; the node may still carry out this {call.split()[0]}: run again, which reads what the node "
+                "has before it changes anything"
+            )
+        return ProxmoxError(call, unanswered)
     return ProxmoxError(call, f"node unreachable at {where}: {_root_cause(error)}")
 
 

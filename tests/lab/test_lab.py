@@ -145,6 +145,65 @@ def test_container_reaches_only_the_bridge(lab):
     assert fetch.stdout.strip() == "200", fetch.stderr
 
 
+# A peer on the bridge that echoes what it reads, "slow" after a second.
+SLOW_ECHO = """import socket, sys, time
+server = socket.create_server((sys.argv[1], 0))
+print(server.getsockname()[1], flush=True)
+connection, _ = server.accept()
+while data := connection.recv(64):
+    if data == b"slow":
+        time.sleep(1)
+    connection.sendall(data)
+"""
+PEER = "sgpve-peer"  # a network namespace on the bridge: a guest's network without the guest
+
+
+def test_an_answer_in_flight_survives_a_new_port_on_the_bridge(lab):
+    """A container starting while another one answers the host: its veth (LXC makes the host end
+    fe:xx:..) joins the bridge. A bridge whose address the kernel picks takes its lowest port's,
+    so the host's address moved under the answer in flight, which went to the old one and was
+    lost until the peer's ARP entry expired (CI: an API call to pve2 got no answer within 30 s while
+    three guests started). The lab's bridge has its own address, which no port moves."""
+    address = f"{layout.SUBNET}.250"
+    run(["ip", "netns", "add", PEER])
+    try:
+        _port_joins(f"{PEER}0", "fe:00:00:00:00:03", peer_address=address)
+        _port_joins(f"{PEER}1", "fe:00:00:00:00:02")  # below any LXC host end: the bridge's lowest
+        argv = ["ip", "netns", "exec", PEER, sys.executable, "-c", SLOW_ECHO, address]
+        with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) as server:
+            try:
+                with socket.create_connection((address, int(server.stdout.readline())), timeout=20) as connection:
+                    for _ in range(10):  # the peer's ARP entry for the host confirmed: not checked again
+                        connection.sendall(b"fast")
+                        assert connection.recv(64) == b"fast"
+                        time.sleep(0.2)
+                    connection.sendall(b"slow")
+                    time.sleep(0.3)  # its ACK back: the host has nothing left to send (no ARP of its own)
+                    _port_joins(f"{PEER}2", "fe:00:00:00:00:01")  # the guest that starts meanwhile
+                    assert connection.recv(64) == b"slow"  # (TimeoutError with the kernel's address)
+            finally:
+                server.kill()
+        assert Path(f"/sys/class/net/{layout.BRIDGE}/address").read_text().strip() == layout.mac_address(
+            layout.BRIDGE_ADDRESS
+        )
+    finally:
+        for index in range(3):
+            network.delete_link(f"{PEER}{index}")
+        run(["ip", "netns", "delete", PEER])
+
+
+def _port_joins(port: str, mac: str, peer_address: str | None = None) -> None:
+    """A veth whose host end joins the bridge, as LXC's does; its other end goes into PEER with
+    ``peer_address``, or stays down (a port without a guest)."""
+    run(["ip", "link", "add", port, "type", "veth", "peer", "name", f"{port}p"])
+    run(["ip", "link", "set", port, "address", mac])
+    run(["ip", "link", "set", port, "master", layout.BRIDGE, "up"])
+    if peer_address:
+        run(["ip", "link", "set", f"{port}p", "netns", PEER])
+        run(["ip", "-n", PEER, "address", "add", f"{peer_address}/{layout.PREFIX_LENGTH}", "dev", f"{port}p"])
+        run(["ip", "-n", PEER, "link", "set", f"{port}p", "up"])
+
+
 def test_the_firewall_lets_containers_reach_only_the_index_port_on_the_host(lab):
     # a listener on the bridge address, on another port: reachable from the host, not from a container
     with socket.create_server((layout.BRIDGE_ADDRESS, 0)) as listener:
