@@ -118,7 +118,7 @@ def _schedule(spec: Spec, wait: float, say: Say) -> str | None:
 
 
 def _active_state(spec: Spec) -> str | None:
-    return systemd.show([spec.unit], ["ActiveState"]).get(spec.unit, {}).get("ActiveState")
+    return systemd.active_states([spec.unit])[spec.unit]
 
 
 def restart(spec: Spec, say: Say, *, poll_s: float = POLL_S) -> int:

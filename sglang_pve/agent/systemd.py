@@ -22,6 +22,21 @@ HOLDING = RUNNING | {"deactivating"}
 What a switch must stop (and wait for) before it can find the GPUs free."""
 
 
+STATE_PROPERTIES = ["ActiveState", "Job"]
+"""What `state` reads a unit's state from."""
+
+
+def state(properties: dict[str, str]) -> str | None:
+    """A unit's ActiveState, but "activating" for an inactive or failed one with a job queued. At
+    boot systemd queues each enabled unit's start as a job that waits for its After= units (a
+    server's: network-online.target), and until the job runs ActiveState still says inactive: read
+    as stopped, a deploy right after a boot switched the server again, and a switch did not stop
+    the queued start, which then started the old server beside the new one. (`systemctl stop`
+    cancels such a job.)"""
+    active = properties.get("ActiveState")
+    return "activating" if active in STOPPED and properties.get("Job") else active
+
+
 class SystemdError(RuntimeError):
     pass
 
@@ -58,13 +73,13 @@ def show(units: list[str], properties: list[str]) -> dict[str, dict[str, str]]:
 
 
 def active_states(units: list[str]) -> dict[str, str | None]:
-    """Each unit's ActiveState, in ONE systemctl call (None: systemd named no such unit)."""
-    found = show(units, ["ActiveState"])
-    return {unit: found.get(unit, {}).get("ActiveState") for unit in units}
+    """Each unit's `state`, in ONE systemctl call (None: systemd named no such unit)."""
+    found = show(units, STATE_PROPERTIES)
+    return {unit: state(found.get(unit, {})) for unit in units}
 
 
 def in_states(units: list[str], states: Collection[str]) -> list[str]:
-    """Those of `units` whose ActiveState is one of `states` (RUNNING, HOLDING, STOPPED), in order."""
+    """Those of `units` whose `state` is one of `states` (RUNNING, HOLDING, STOPPED), in order."""
     found = active_states(units)
     return [unit for unit in units if found[unit] in states]
 

@@ -271,6 +271,31 @@ def test_active_server_is_data_and_exactly_one_runs(deployed):
     assert active_units() == {"baseline"}
 
 
+def test_a_deploy_while_the_servers_start_waits_at_boot_changes_nothing(deployed):
+    """Right after a boot the server's start waits as a job for its After= units (network-online.target),
+    ActiveState still inactive: a deploy then (the fresh-clone CI's, after a snapshot rollback) read it
+    as stopped and switched again, its start joining the queued one (agent/systemd.py state). Here a
+    oneshot that sleeps holds the start back the same way, for real systemd to queue it."""
+    unit, blocker = paths.unit_name("baseline"), "sgpve-test-boot.service"
+    dropin = f"/run/systemd/system/{unit}.d/zz-test-boot.conf"
+    sh(
+        f"printf '[Service]\\nType=oneshot\\nExecStart=/bin/sleep 300\\n' > /run/systemd/system/{blocker} && "
+        f"mkdir -p $(dirname {dropin}) && printf '[Unit]\\nAfter={blocker}\\n' > {dropin} && systemctl daemon-reload"
+    )
+    try:
+        sh(f"systemctl stop {unit} && systemctl start --no-block {blocker} {unit}")
+        queued = dict(line.split("=", 1) for line in sh(f"systemctl show -p ActiveState,Job {unit}").split())
+        assert queued["ActiveState"] == "inactive" and queued["Job"], queued  # what systemd shows at boot
+        _, output = pyinfra()
+        assert grand_total(output)["changed"] == 0, output
+        assert sh(f"systemctl show -p Job --value {unit}").strip() == queued["Job"]  # still its own start
+    finally:
+        # the queued start goes on once the oneshot is stopped: `start` joins it and returns with its gate
+        sh(f"rm -f {dropin} /run/systemd/system/{blocker} && systemctl daemon-reload && systemctl stop {blocker}")
+        sh(f"systemctl start {unit}")
+    assert active_units() == {"baseline"}
+
+
 def test_the_demo_server_answers_401_without_the_key_and_200_with_it(deployed):
     """`make demo` deploys this inventory and its data as they are: secure by default, the server
     gets the api-key `lab up` made (group_data/lab.py), and SGLang's middleware wants it

@@ -17,6 +17,11 @@ What it models, from systemctl(1) (https://www.freedesktop.org/software/systemd/
   writing its gate's diagnosis first when it has one (diagnosis.py's file name and fields).
 - `stop U` returns once the unit is inactive; `reset-failed U` turns failed into inactive;
   `enable`/`disable` set UnitFileState.
+- A queued job (Job=its id; "" when none, as `systemctl show -p Job` prints it): what a unit has at
+  boot while its start waits for its After= units, ActiveState still inactive (seen on Debian 12's
+  systemd 252: `systemctl start --no-block` of a unit After= a running oneshot shows
+  ActiveState=inactive, SubState=dead, Job=139). `stop` cancels it, `start` runs it (the fake's
+  start completes at once).
 GPU memory (nvidia-smi --query-gpu CSV, two GPUs): in use while any unit is active, activating,
 reloading, refreshing or deactivating, and for `linger` more queries after a stop (the driver frees memory
 after the processes exit). A start while the memory is in use fails as the unit's prestart would
@@ -30,7 +35,7 @@ import time
 
 RUNNING = ("active", "activating", "reloading", "refreshing", "deactivating")  # what holds the GPUs
 DEFAULTS = {"LoadState": "loaded", "ActiveState": "inactive", "SubState": "dead", "UnitFileState": "disabled"}
-DEFAULTS |= {"Result": "success", "MainPID": "0", "NeedDaemonReload": "no"}
+DEFAULTS |= {"Result": "success", "MainPID": "0", "NeedDaemonReload": "no", "Job": ""}
 GPU_ROW = "{index}, GPU-0000000{index}, NVIDIA H200, {used}, 143771, 0"
 
 
@@ -75,14 +80,14 @@ def systemctl(host: dict, args: list) -> int:
                     file=sys.stderr,
                 )
                 return 1
-            state.update(ActiveState="active", SubState="running", Result="success", MainPID="4242")
+            state.update(ActiveState="active", SubState="running", Result="success", MainPID="4242", Job="")
         elif verb == "stop":
             if name in host["fail_stop"]:
                 print(f"Failed to stop {name}: Access denied", file=sys.stderr)
                 return 1
             if state.get("ActiveState") in RUNNING:
                 host["busy_after_stop"] = host["linger"]
-            state.update(ActiveState="inactive", SubState="dead", MainPID="0")
+            state.update(ActiveState="inactive", SubState="dead", MainPID="0", Job="")
         elif verb == "reset-failed" and state.get("ActiveState") == "failed":
             state.update(ActiveState="inactive", SubState="dead", Result="success")
         elif verb in ("enable", "disable"):

@@ -109,6 +109,20 @@ def test_a_unit_in_any_running_state_is_stopped_before_the_start(tmp_path, host,
     assert host.state("sglang-a.service") == "inactive" and host.state("sglang-b.service") == "active"
 
 
+def test_a_unit_whose_start_is_queued_runs_and_is_stopped_before_the_start(tmp_path, host):
+    """Right after a boot: the unit's start waits as a job for its After= units, ActiveState still
+    inactive (agent/systemd.py state). It runs (a deploy then has nothing to switch), and a switch
+    stops it, which cancels the job: else it would start the old server beside the new one."""
+    assert apply(tmp_path, release(tmp_path, "a")) == exitcodes.OK
+    queued = {"ActiveState": "inactive", "SubState": "dead", "Job": "139"}
+    host.change(units=host.read()["units"] | {"sglang-a.service": queued})
+    assert json.loads(_releases(tmp_path))["running"] == ["sglang-a.service"]
+
+    assert apply(tmp_path, release(tmp_path, "b", "2.0")) == exitcodes.OK
+    assert ["stop", "sglang-a.service"] in host.calls()
+    assert host.state("sglang-a.service", "Job") == "" and host.state("sglang-b.service") == "active"
+
+
 @pytest.mark.parametrize("state", ["inactive", "failed"])
 def test_a_unit_that_does_not_run_is_not_stopped(tmp_path, host, state):
     assert apply(tmp_path, release(tmp_path, "a")) == exitcodes.OK

@@ -10,7 +10,7 @@ from pyinfra.api import FactBase
 
 from sglang_pve.agent import systemd
 
-_PROPERTIES = "Id,LoadState,SubState,UnitFileState,NeedDaemonReload"
+_PROPERTIES = "Id,LoadState,SubState,UnitFileState,NeedDaemonReload,Job"
 # What pyinfra counts as running and as enabled (facts/systemd.py SystemdStatus.state_values,
 # SystemdEnabled.state_values, 3.10.0): a oneshot with RemainAfterExit= is "exited" once it ran.
 RUNNING = ("running", "waiting", "exited", "listening", "mounted")
@@ -23,10 +23,12 @@ class UnitInfo:
     sub: str  # SubState: running, exited, dead, failed, ...
     enabled: str  # UnitFileState: enabled, disabled, static, "" when not found
     need_reload: bool = False  # NeedDaemonReload: its file changed since systemd loaded it
+    queued: bool = False  # Job: systemd has a job queued for it (at boot: its start, waiting)
 
     @property
     def running(self) -> bool:
-        return self.sub in RUNNING
+        """pyinfra's running, and a start queued at boot (agent/systemd.py state says why)."""
+        return self.sub in RUNNING or self.queued
 
     @property
     def is_enabled(self) -> bool:
@@ -56,6 +58,7 @@ class UnitStates(FactBase[dict[str, UnitInfo]]):
                 block.get("SubState", ""),
                 block.get("UnitFileState", ""),
                 block.get("NeedDaemonReload") == "yes",
+                bool(block.get("Job")),
             )
             for block in systemd.parse_show(output)
         }

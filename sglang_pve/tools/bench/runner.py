@@ -318,9 +318,10 @@ def _running_now(host, servers: list[str]) -> str | None:
     """The configuration running now (at most one: the units conflict), or None."""
     units = [paths.unit_name(s) for s in servers]
     ok, output = host.run_shell_command(
-        StringCommand("systemctl", "show", "-p", "Id,ActiveState", *units), print_output=False
+        StringCommand("systemctl", "show", "-p", ",".join(["Id", *systemd.STATE_PROPERTIES]), *units),
+        print_output=False,
     )
-    running = [b["Id"] for b in systemd.parse_show(output.stdout) if b.get("ActiveState") in systemd.RUNNING]
+    running = [b["Id"] for b in systemd.parse_show(output.stdout) if systemd.state(b) in systemd.RUNNING]
     return running[0].removeprefix(paths.UNIT_PREFIX).removesuffix(".service") if ok and running else None
 
 
