@@ -67,6 +67,7 @@ UNIT_PROPERTIES = [
     "ExecMainStartTimestampMonotonic",
     "ActiveEnterTimestampMonotonic",
     "InactiveExitTimestampMonotonic",
+    "Job",
 ]
 HEALTH_TIMEOUT_S = 5.0
 PHASE_READ_MAX = 64 << 20
@@ -187,6 +188,8 @@ def server(spec: Spec, unit: dict[str, str] | None, timer: dict[str, str] | None
             entry["verdict"] = f"zombie since {_iso(failing_since or activity or ready_at)}"
     elif active == "deactivating":
         entry["verdict"] = "stopping"
+    elif systemd.state(unit) == "activating":  # its start queued: at boot, waiting for its After= units
+        entry["verdict"] = f"start queued (job {unit['Job']}, waiting for the units it starts after)"
     else:
         entry["verdict"] = "stopped"
     return entry

@@ -61,6 +61,7 @@ def test_every_verdict_from_one_systemctl_call(tmp_path, monkeypatch):
     refused = write_spec(tmp_path, server="refused")
     write_spec(tmp_path, server="pre")
     write_spec(tmp_path, server="stopped")
+    write_spec(tmp_path, server="queued")
     (tmp_path / "specs" / "broken.lifecycle.json").write_text("{}")
 
     started_with(ready, BASELINE_V059)
@@ -165,6 +166,8 @@ def test_every_verdict_from_one_systemctl_call(tmp_path, monkeypatch):
                         "SubState": "start-pre",
                         "InactiveExitTimestampMonotonic": monotonic_usec(12),
                     },
+                    # at boot: its start waits for network-online.target (systemd 252's show)
+                    "sglang-queued.service": {"ActiveState": "inactive", "SubState": "dead", "Job": "139"},
                 },
             )
         ),
@@ -177,7 +180,7 @@ def test_every_verdict_from_one_systemctl_call(tmp_path, monkeypatch):
         report = status.collect(str(tmp_path / "specs"))
 
     shows = [call for call in systemctl_calls(tmp_path) if call[0] == "show"]
-    assert len(shows) == 1 and len([a for a in shows[0] if a.endswith(".service")]) == 10
+    assert len(shows) == 1 and len([a for a in shows[0] if a.endswith(".service")]) == 11
     by_name = {entry.get("server"): entry for entry in report["servers"]}
     assert by_name["ready"]["verdict"] == "ready" and by_name["ready"]["health"]["status"] == 200
     assert by_name["ready"]["phase"] == "ready" and by_name["ready"]["seconds_in_phase"] >= 59
@@ -199,6 +202,7 @@ def test_every_verdict_from_one_systemctl_call(tmp_path, monkeypatch):
     assert by_name["refused"]["verdict"] == "failed: GPUs held by other processes (prestart refused)"
     assert 12 <= seconds_in(by_name["pre"]["verdict"], r"starting \(prestart, (\d+)s.*") <= 12 + late
     assert by_name["stopped"]["verdict"] == "stopped"
+    assert by_name["queued"]["verdict"] == "start queued (job 139, waiting for the units it starts after)"
     assert by_name[None]["error"].startswith(f"spec {tmp_path}/specs/broken.lifecycle.json: missing key(s)")
     assert report["gpus"][0]["memory_used_mib"] == 80211 and report["unit_error"] is None
 
