@@ -222,9 +222,13 @@ def as_json(command):
 
 @pytest.mark.parametrize("name, path", cases("operations"))
 def test_operation_case(name, path, caplog):
+    caplog.set_level("INFO", logger="pyinfra")
     case = json.loads(path.read_text())
     fake = FakeHost(case.get("facts", {}))
-    diff = SimpleNamespace(config=SimpleNamespace(DIFF=False), is_executing=case.get("executing", True))
+    executing = case.get("executing", True)  # a run under -y: the generator runs once, when executing
+    diff = SimpleNamespace(
+        config=SimpleNamespace(DIFF=False), is_executing=executing, should_check_for_changes=lambda: not executing
+    )
     call = OPERATIONS[name]._inner(*arguments(case.get("args", [])), **arguments(case.get("kwargs", {})))
     with ctx_host.use(fake), ctx_state.use(diff):
         if "exception" in case:
@@ -238,6 +242,8 @@ def test_operation_case(name, path, caplog):
     assert fake.noops == ([case["noop_description"]] if "noop_description" in case else [])
     for warning in case.get("warnings", []):
         assert warning in caplog.text
+    for said in case.get("said", []):  # logged without -v (INFO)
+        assert said in caplog.text
     if not case.get("warnings"):
         assert "WARNING" not in caplog.text
 

@@ -560,6 +560,33 @@ def test_release_switches_when_the_version_changes_or_the_server_is_down():
         assert spec["lifecycle"] == "/etc/sglang/servers/a.lifecycle.json" and spec["lock"] == "/v.lock"
 
 
+@pytest.mark.parametrize(
+    "changes, running, pending, why",
+    [
+        ({"sglang_version": "2.0"}, ["sglang-a.service"], None, "SGLang 1.0 -> 2.0"),
+        ({}, [], None, "sglang-a.service does not run"),
+        ({}, ["sglang-a.service"], "r0", "a switch was left unfinished"),
+        (
+            {"active_server": "b", "files": WANTED.files | {"/etc/systemd/system/sglang-a.service": "3"}},
+            [],
+            None,
+            "active server a -> b; 1 file(s) changed (/etc/systemd/system/sglang-a.service); "
+            "sglang-a.service does not run",
+        ),
+    ],
+)
+def test_a_switch_says_why(changes, running, pending, why, caplog):
+    """Said without -v: an operator learns why the deploy restarts the server."""
+    from dataclasses import replace
+
+    with caplog.at_level("INFO", logger="pyinfra"):
+        [command] = release_run(replace(WANTED, **changes), running=running, pending=pending)
+    assert " apply --spec " in command
+    assert [r.getMessage().split("] ", 1)[-1] for r in caplog.records if "switching: " in r.getMessage()] == [
+        f"switching: {why}"
+    ]
+
+
 def test_release_records_without_restart_when_only_an_idle_configuration_changed():
     from dataclasses import replace
 

@@ -193,7 +193,7 @@ def release(release: Release, keep: int, venvs_dir: str, lease: str, units: dict
         assert current is not None
         adopted = _adopted(report, lease)
         if adopted:  # shown without -v: the operator reran after a drop and must learn what happened
-            logger.info(f"{host.print_prefix}release {current['id']} runs{adopted}")
+            _say(f"release {current['id']} runs{adopted}")
         if not unit_changes:
             in_place = "" if units is None else f"{len(units)} server unit(s) up to date; "
             host.noop(
@@ -202,6 +202,8 @@ def release(release: Release, keep: int, venvs_dir: str, lease: str, units: dict
             )
         yield from unit_changes
         return
+    if not record_only:  # said without -v (and before the first command: change detection stops there)
+        _say(f"switching: {_why_switching(release, current, report)}")
     yield from unit_changes
     if record_only:
         yield _apply(release.agent_spec(), keep, venvs_dir, lease, record_only=True)
@@ -210,6 +212,41 @@ def release(release: Release, keep: int, venvs_dir: str, lease: str, units: dict
     yield from rollout.switching(
         host, lambda routed: _apply(release.agent_spec(), keep, venvs_dir, lease, routed=routed)
     )
+
+
+def _say(message: str) -> None:
+    """Log once per run, without -v: pyinfra runs an operation's generator at change detection
+    (without -y) and again when it executes, or only then (pyinfra api/operation.py, 3.10.0)."""
+    if state.is_executing != state.should_check_for_changes():
+        logger.info(f"{host.print_prefix}{message}")
+
+
+def _why_switching(release: Release, current: dict | None, report) -> str:
+    """What differs between the release that should run and the host's current one, in words."""
+    if current is None:
+        return "no release recorded yet"
+    reasons = [
+        f"{what} {current[key]} -> {wanted}"
+        for what, key, wanted in (
+            ("SGLang", "sglang_version", release.sglang_version),
+            ("active server", "active_server", release.active_server),
+            ("NCCL profile", "nccl_profile", release.nccl_profile),
+        )
+        if current[key] != wanted
+    ]
+    recorded = {p: e["sha256"] for p, e in current["files"].items()}
+    changed = sorted(p for p in {*recorded, *release.files} if recorded.get(p) != release.files.get(p))
+    if changed:
+        reasons.append(
+            f"{len(changed)} file(s) changed ({', '.join(changed[:3])}{', ...' if len(changed) > 3 else ''})"
+        )
+    if (current.get("blocks") or {}) != release.blocks:
+        reasons.append("a managed block changed")
+    if report.pending is not None:
+        reasons.append("a switch was left unfinished")
+    elif current["active_server"] and paths.unit_name(current["active_server"]) not in report.running:
+        reasons.append(f"{paths.unit_name(current['active_server'])} does not run")
+    return "; ".join(reasons) or "the release changed"
 
 
 def _every_rank(rank) -> str:
