@@ -51,6 +51,7 @@ from sglang_pve.deploy.provenance import run_token
 from sglang_pve.deploy.render import lifecycle_spec, tp_rank
 from sglang_pve.deploys.locked import locked
 from sglang_pve.provision.roles import is_node
+from sglang_pve.tools import host_files
 from sglang_pve.tools.bench import promote, prompts, runner
 
 
@@ -124,7 +125,8 @@ def _promotions(current: dict | None, names: list[str], config, promote_by: int)
     logger.info(
         f"{host.print_prefix}bench: promote=1: after the run, the fastest of {', '.join(names)} by {metric}, "
         f"if beyond the noise over {active} (now active), is switched to atomically (gate, revert) "
-        f"and written as active_server: NAME for {host.name} in {promote.PROMOTED_FILE}; otherwise nothing changes"
+        f"and written as active_server: NAME for {host.name} in "
+        f"{host_files.located(Path(state.cwd or '.'), promote.PROMOTED_FILE)}; otherwise nothing changes"
     )
     lease, data = run_token(), config.data
     return {

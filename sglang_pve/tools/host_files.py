@@ -8,6 +8,10 @@ Each maps a host name to its entry (the key, when and why); a task sets its host
 atomically and keeps the others. The user's own group_data files are never rewritten: a value
 here is host data, above group data and the toolkit's default, below `--data key=...` (pyinfra's
 precedence); delete a host's entry to go back to what group data says.
+
+SGLANG_PVE_HOST_DATA_DIR, when set, holds these files instead of the project's group_data/: for a
+checkout that must stay as cloned, and for the lab's parallel test slots, whose hosts share names
+(sglang1 in every slot) and would otherwise read each other's promotions.
 """
 
 import os
@@ -19,6 +23,13 @@ import yaml
 NCCL_MEASURED = Path("group_data") / "nccl_measured.yml"
 BENCH_PROMOTED = Path("group_data") / "bench_promoted.yml"
 KEYS = {NCCL_MEASURED: "nccl_profile", BENCH_PROMOTED: "active_server"}  # the host-data key each sets
+HOST_DATA_DIR = "SGLANG_PVE_HOST_DATA_DIR"
+
+
+def located(project_dir: Path, name: Path) -> Path:
+    """Where the file `name` (one of KEYS) is: under the project, or in $SGLANG_PVE_HOST_DATA_DIR."""
+    elsewhere = os.environ.get(HOST_DATA_DIR)
+    return Path(elsewhere) / name.name if elsewhere else project_dir / name
 
 
 def host_key(host_name: str) -> str:
@@ -27,7 +38,7 @@ def host_key(host_name: str) -> str:
 
 
 def load(project_dir: Path, name: Path) -> dict:
-    path = project_dir / name
+    path = located(project_dir, name)
     data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
     return data if isinstance(data, dict) else {}
 
@@ -36,7 +47,8 @@ def set_entry(project_dir: Path, name: Path, header: str, host_name: str, entry:
     """Set `host_name`'s entry, atomically (temp file + rename); `header`: the file's first comment."""
     data = load(project_dir, name)
     data[host_key(host_name)] = entry
-    path = project_dir / name
+    path = located(project_dir, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(prefix=f".{path.stem}.", dir=path.parent)
     with os.fdopen(handle, "w", encoding="utf-8") as stream:
         stream.write(header + yaml.safe_dump(data, sort_keys=True))

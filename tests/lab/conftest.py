@@ -7,10 +7,13 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from sglang_pve.agent.phases import PHASES
+from sglang_pve.tools import host_files
 from tests.conftest import PROJECT
 
 HOST = "sglang1"
@@ -19,6 +22,15 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # A start's phases as status --json names them (agent/phases.py), a regex alternation: a progress
 # line names the phase the server is in when it is read
 STARTING = "|".join(phase for phase in PHASES if phase != "ready")
+
+# The measurement tasks' host data (sglang_pve/tools/host_files.py), a directory per lab slot: every
+# slot's guest is sglang1, so a promotion one slot's bench test wrote under group_data/ was host data
+# for every other slot's deploys meanwhile (CI: a no-change run switched sglang1 to eagle3-2step).
+# Set for the whole worker, which pyinfra inherits; unit tests unset it (tests/unit/conftest.py).
+HOST_DATA = Path(tempfile.gettempdir()) / f"sglang-pve-host-data-slot{os.environ.get('SGLANG_PVE_LAB_SLOT', '0')}"
+if os.environ.get(host_files.HOST_DATA_DIR) != str(HOST_DATA):  # once per worker: a killed run's files go
+    shutil.rmtree(HOST_DATA, ignore_errors=True)
+    os.environ[host_files.HOST_DATA_DIR] = str(HOST_DATA)
 
 
 def lab_missing() -> str | None:

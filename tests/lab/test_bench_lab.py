@@ -9,6 +9,7 @@ import re
 import pytest
 
 from sglang_pve.deploy import paths
+from sglang_pve.tools import host_files
 from tests.conftest import PROJECT
 from tests.lab.conftest import STARTING, on_target, pyinfra, refresh_simulator, set_faults, unit_state
 
@@ -155,7 +156,10 @@ def test_bench_options_are_refused_before_anything_runs(deployed):
         "--dry", "--data", "configs=baseline,eagle3-2step", "--data", "promote=1", deploy="tasks/bench.py"
     )
     assert "promote=1: after the run, the fastest of baseline, eagle3-2step by single-stream output tok/s" in output
-    assert "beyond the noise over baseline (now active)" in output and "group_data/bench_promoted.yml" in output
+    assert (
+        "beyond the noise over baseline (now active)" in output
+        and f"{host_files.located(PROJECT, host_files.BENCH_PROMOTED)}" in output
+    )
 
 
 def test_an_interrupted_run_puts_the_previous_configuration_back(deployed):
@@ -260,7 +264,7 @@ def test_promote_makes_the_winner_active_and_the_next_deploy_keeps_it_a_hung_win
 
     from sglang_pve.agent import contract
 
-    promoted = PROJECT / "group_data" / "bench_promoted.yml"
+    promoted = host_files.located(PROJECT, host_files.BENCH_PROMOTED)  # this lab slot's (tests/lab/conftest.py)
     assert not promoted.exists()
     # eagle3-2step's first requests after a fresh start were seen at 5-50 tok/s on the loaded lab host: 3 warm-ups
     args = ("--data", "num_prompts=3", "--data", "output_len=128", "--data", "warmup=3", "--data", "promote=1")

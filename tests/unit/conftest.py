@@ -2,7 +2,15 @@
 
 import pytest
 
+from sglang_pve.tools import host_files
 from tests.unit.agent_support import fake_systemctl, fake_systemd_run
+
+
+@pytest.fixture(autouse=True)
+def _host_data_in_the_project(monkeypatch):
+    """The measurement tasks' host data under the project dir a test passes (host_files.py), not in
+    the lab slot's directory that tests/lab/conftest.py sets for the whole worker."""
+    monkeypatch.delenv(host_files.HOST_DATA_DIR, raising=False)
 
 
 @pytest.fixture

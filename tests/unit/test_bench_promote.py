@@ -86,6 +86,22 @@ def test_the_promoted_configuration_is_host_data_beside_the_measured_profile(tmp
     assert all_py.read_text() == 'active_server = "baseline"\n'  # the user's file is never rewritten
 
 
+def test_the_host_data_dir_holds_the_files_instead_of_the_project(tmp_path, monkeypatch):
+    """SGLANG_PVE_HOST_DATA_DIR: a checkout kept as cloned (and the lab's parallel slots) writes and
+    reads the measured and promoted host data there; the project's group_data/ stays untouched."""
+    elsewhere = tmp_path / "host-data"
+    monkeypatch.setenv(host_files.HOST_DATA_DIR, str(elsewhere))
+    written = promote.write(tmp_path, "sglang1", promote.Verdict("eagle3-2step", "why"), "r", "2026-12-05T06:00:00Z")
+    measured.write(tmp_path, "sglang1", "pcie-tuned", "2026-12-05T06:00:00Z", "overall")
+    assert written == elsewhere / "bench_promoted.yml" == host_files.located(tmp_path, promote.PROMOTED_FILE)
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["bench_promoted.yml", "nccl_measured.yml"]
+    assert not (tmp_path / "group_data").exists()
+    hosts = host_files.with_measured([("sglang1", {})], tmp_path)
+    assert hosts == [("sglang1", {"nccl_profile": "pcie-tuned", "active_server": "eagle3-2step"})]
+    monkeypatch.delenv(host_files.HOST_DATA_DIR)
+    assert host_files.with_measured([("sglang1", {})], tmp_path) == [("sglang1", {})]  # the project's: none
+
+
 @pytest.fixture
 def bench(tmp_path, monkeypatch):
     """runner.run with LocalHost (test_bench_mark.py), measuring `rates` and switching as `switch_ok` says."""

@@ -32,6 +32,7 @@ from sglang_pve.config.safe import printable, printable_tree
 from sglang_pve.deploy import paths, rollout
 from sglang_pve.deploy.operations import releases
 from sglang_pve.deploy.progress import Watch, run_followed
+from sglang_pve.tools import host_files
 from sglang_pve.tools.bench import chart, exported, metrics, promote, results
 from sglang_pve.tools.bench.progress import client_watch, starting_watch
 
@@ -216,7 +217,7 @@ def _promoted(host, job: Job, verdict: promote.Verdict, promoted: bool) -> None:
     if not promoted:
         raise PromoteFailed(
             f"{host.name}: promote: {verdict.winner} failed its gate and the previous release runs again "
-            f"(the agent's words above); {promote.PROMOTED_FILE} not written"
+            f"(the agent's words above); {host_files.located(job.project_dir, promote.PROMOTED_FILE)} not written"
         )
     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     for name in job.members or (host.name,):  # a replica set serves one configuration: the winner is the set's
