@@ -17,11 +17,12 @@ What it models, from systemctl(1) (https://www.freedesktop.org/software/systemd/
   writing its gate's diagnosis first when it has one (diagnosis.py's file name and fields).
 - `stop U` returns once the unit is inactive; `reset-failed U` turns failed into inactive;
   `enable`/`disable` set UnitFileState.
-- A queued job (Job=its id; "" when none, as `systemctl show -p Job` prints it): what a unit has at
-  boot while its start waits for its After= units, ActiveState still inactive (seen on Debian 12's
-  systemd 252: `systemctl start --no-block` of a unit After= a running oneshot shows
-  ActiveState=inactive, SubState=dead, Job=139). `stop` cancels it, `start` runs it (the fake's
-  start completes at once).
+- A queued job (Job=its id; "" when none): systemd src/core/dbus-unit.c property_get_job answers
+  (0, "/") without a job, and src/systemctl/systemctl-show.c print_property prints a Job's id, or
+  nothing after "Job=" for 0. What a unit has at boot while its start waits for its After= units,
+  ActiveState still inactive (seen on Debian 12's systemd 252: `systemctl start --no-block` of a
+  unit After= a running oneshot shows ActiveState=inactive, SubState=dead, Job=139). `stop`
+  cancels it, `start` runs it (the fake's start completes at once).
 GPU memory (nvidia-smi --query-gpu CSV, two GPUs): in use while any unit is active, activating,
 reloading, refreshing or deactivating, and for `linger` more queries after a stop (the driver frees memory
 after the processes exit). A start while the memory is in use fails as the unit's prestart would

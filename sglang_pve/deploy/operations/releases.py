@@ -55,7 +55,7 @@ class Release:
         runtime_only: the same server would run, ignoring the other configurations' files."""
         if not record:
             return False
-        files = {p: e["sha256"] for p, e in record["files"].items()}
+        files = _digests(record)
         wanted = self.files
         if runtime_only:
             idle = {
@@ -113,6 +113,11 @@ def _apply(spec: dict, keep: int, venvs_dir: str, lease: str, record_only: bool 
         lease=lease,
         server=spec.get("active_server"),
     )
+
+
+def _digests(record: dict) -> dict[str, str]:
+    """A release record's files as path -> sha256, as Release.files has them."""
+    return {path: entry["sha256"] for path, entry in record["files"].items()}
 
 
 def _running(report, record: dict | None) -> bool:
@@ -234,7 +239,7 @@ def _why_switching(release: Release, current: dict | None, report) -> str:
         )
         if current[key] != wanted
     ]
-    recorded = {p: e["sha256"] for p, e in current["files"].items()}
+    recorded = _digests(current)
     changed = sorted(p for p in {*recorded, *release.files} if recorded.get(p) != release.files.get(p))
     if changed:
         reasons.append(
@@ -242,10 +247,13 @@ def _why_switching(release: Release, current: dict | None, report) -> str:
         )
     if (current.get("blocks") or {}) != release.blocks:
         reasons.append("a managed block changed")
-    if report.pending is not None:
-        reasons.append("a switch was left unfinished")
-    elif current["active_server"] and paths.unit_name(current["active_server"]) not in report.running:
-        reasons.append(f"{paths.unit_name(current['active_server'])} does not run")
+    if not _running(report, current):
+        unfinished = report.pending is not None
+        reasons.append(
+            "a switch was left unfinished"
+            if unfinished
+            else f"{paths.unit_name(current['active_server'])} does not run"
+        )
     return "; ".join(reasons) or "the release changed"
 
 
