@@ -29,4 +29,4 @@ pve_nodes = [inventory.node_entry(NODE)]
 # The file name makes these hosts the group "lab": group_data/lab.py holds what differs from production.
 # A profile measured by tasks/nccl_probe.py (group_data/nccl_measured.yml) and a configuration promoted by
 # tasks/bench.py (group_data/bench_promoted.yml) are host data (sglang_pve/tools/host_files.py).
-sglang_hosts = with_measured([inventory.guest_entry(GUEST, NODE.name, 129, GUEST_ADDRESS, SSH_CONFIG)])
+sglang_hosts = with_measured([inventory.guest_entry(GUEST, NODE.name, layout.SGLANG_VMID, GUEST_ADDRESS, SSH_CONFIG)])

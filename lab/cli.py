@@ -39,6 +39,9 @@ def _container_name(host: str) -> str:
     if host in {**layout.HOSTS, **layout.NODES} and container.state(host) != "ABSENT":
         return host
     guest = guests.resolve(host)
+    sharing = sorted(vmid for vmid, hostname in guests.known().items() if hostname == host)
+    if len(sharing) > 1:  # the scale lab's sglang1 beside the default lab's: say which one runs CMD
+        print(f"lab: {host} names guests {', '.join(map(str, sharing))}: {sharing[0]} (give a vmid)", file=sys.stderr)
     if guest is None and host not in layout.HOSTS:
         known = dict.fromkeys([*layout.HOSTS, *guests.known().values()])
         raise LabError(f"no lab host or guest {host!r} (known: {', '.join(known)})")

@@ -78,6 +78,7 @@ TEMPLATE = "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"
 # inventory/lab.py; tests/lab/conftest.py provisions it for the tests).
 LAB_CREATES_SGLANG1 = False
 SGLANG_HOSTS = {"sglang1": f"{SUBNET}.11"}
+SGLANG_VMID = 129  # the default lab's guest (inventory/lab.py); the scale lab's sglang1 is another one
 # The system containers `lab up` creates and boots directly (guests of pve1 are not among them).
 HOSTS = {NODE: NODE_ADDRESS, **(SGLANG_HOSTS if LAB_CREATES_SGLANG1 else {})}
 INDEX_PORT = 8100

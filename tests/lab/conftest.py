@@ -12,11 +12,17 @@ from pathlib import Path
 
 import pytest
 
+from lab import layout
 from sglang_pve.agent.phases import PHASES
 from sglang_pve.tools import host_files
 from tests.conftest import PROJECT
 
 HOST = "sglang1"
+# What `lab exec` is given for that guest: its vmid. A hostname names the lowest vmid of the guests
+# that have it (lab/guests.py resolve), and the scale lab's sglang1 (201) shares a slot with it once
+# both labs ran there: before the default lab's guest existed, `lab exec sglang1` reached the scale
+# lab's, and provision() took it for the default guest running.
+GUEST = str(layout.SGLANG_VMID)
 PYINFRA = str(PROJECT / ".venv" / "bin" / "pyinfra") if (PROJECT / ".venv" / "bin" / "pyinfra").exists() else "pyinfra"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # A start's phases as status --json names them (agent/phases.py), a regex alternation: a progress
@@ -63,7 +69,7 @@ def lab():
 def guest_running() -> bool:
     return (
         subprocess.run(
-            [sys.executable, "-m", "lab", "exec", HOST, "--", "true"], cwd=PROJECT, capture_output=True, timeout=60
+            [sys.executable, "-m", "lab", "exec", GUEST, "--", "true"], cwd=PROJECT, capture_output=True, timeout=60
         ).returncode
         == 0
     )
@@ -89,7 +95,7 @@ def lab_node():
     return Node(node.host_name, node.settings)  # a fresh one: nothing cached between calls
 
 
-def on_target(*command: str, check: bool = True, host: str = HOST) -> subprocess.CompletedProcess:
+def on_target(*command: str, check: bool = True, host: str = GUEST) -> subprocess.CompletedProcess:
     """Run a command in the lab container (or ``host``, e.g. pve1; python -m lab exec): arguments
     are passed unchanged."""
     result = subprocess.run(
@@ -127,7 +133,7 @@ def http_status(path: str, key: str | None = None) -> int:
     """The status the target's server answers a GET of `path` from inside the container, with
     `key` as Bearer token (None: none); the key travels on stdin, never in a command line."""
     result = subprocess.run(
-        [sys.executable, "-m", "lab", "exec", HOST, "--", "python3", "-c", HTTP_STATUS, path],
+        [sys.executable, "-m", "lab", "exec", GUEST, "--", "python3", "-c", HTTP_STATUS, path],
         cwd=PROJECT,
         input=key or "",
         capture_output=True,
@@ -217,7 +223,7 @@ def sim_venv() -> str:
 def on_target_python(script: str, *args: str, timeout: float = 300) -> str:
     """Run a Python script with the target's python3 (arguments passed unchanged); its stdout."""
     result = subprocess.run(
-        [sys.executable, "-m", "lab", "exec", HOST, "--", "python3", "-c", script, *args],
+        [sys.executable, "-m", "lab", "exec", GUEST, "--", "python3", "-c", script, *args],
         cwd=PROJECT,
         capture_output=True,
         text=True,
@@ -279,7 +285,7 @@ def server_status(server: str) -> dict:
     return next(entry for entry in agent_status()["servers"] if entry.get("server") == server)
 
 
-def status_record(server: str, host: str = HOST) -> dict:
+def status_record(server: str, host: str = GUEST) -> dict:
     """The agents' own record of one server (state.py status/NAME.json): epoch times such as the
     gate's `failed_at` and `last_progress_at` and poststop's `stopped`, for bounds that never read
     a test's clock."""

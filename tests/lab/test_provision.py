@@ -19,7 +19,7 @@ from tests.lab.conftest import grand_total, lab_node, on_target, pyinfra, sh, sn
 
 pytestmark = pytest.mark.lab
 
-VMID = 129
+VMID = layout.SGLANG_VMID
 TUNED = group_data("all")["nccl_profiles"]["pcie-tuned"]
 
 

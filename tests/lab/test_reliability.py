@@ -20,6 +20,7 @@ from sglang_pve.deploy import paths
 from tests.conftest import PROJECT, group_data
 from tests.lab.conftest import (
     ANSI,
+    GUEST,
     PYINFRA,
     STARTING,
     grand_total,
@@ -388,7 +389,7 @@ def test_a_manual_switch_under_load_drains_the_first_and_starts_the_second(deplo
     assert server_status("baseline")["verdict"] == "ready"  # a server to drain, not one a test before left failed
     log_size = int(sh(f"stat -c %s {paths.log_path('baseline')}").strip())
     load = subprocess.Popen(
-        [sys.executable, "-m", "lab", "exec", "sglang1", "--", "python3", "-c", LOAD, "400"],
+        [sys.executable, "-m", "lab", "exec", GUEST, "--", "python3", "-c", LOAD, "400"],
         cwd=PROJECT,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

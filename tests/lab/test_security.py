@@ -14,6 +14,7 @@ from sglang_pve.deploy.render import server_files
 from tests.conftest import PROJECT
 from tests.hostile import VALUES, data_for, in_base64, systemd_words
 from tests.lab.conftest import (
+    GUEST,
     grand_total,
     http_status,
     on_target,
@@ -188,7 +189,7 @@ def keyed(lab, tmp_path_factory):
     refresh_simulator()  # the venv's simulator must know --admin-api-key
     sh(f"rm -rf {paths.SECRETS_DIR}")  # so that the dry run has secret files to announce
     sampler = subprocess.Popen(
-        [sys.executable, "-m", "lab", "exec", "sglang1", "--", "sh", "-c", SAMPLER],
+        [sys.executable, "-m", "lab", "exec", GUEST, "--", "sh", "-c", SAMPLER],
         cwd=PROJECT,
         stderr=subprocess.DEVNULL,
     )

@@ -203,3 +203,15 @@ def test_hotplug_makes_what_pve_container_hotplugs_real_or_refuses(lab_commands,
     ]:
         with pytest.raises(guests.GuestError):
             guests.hotplug(150, key, old, new)
+
+
+def test_a_hostname_two_guests_share_names_the_lowest_vmid_and_exec_says_so(monkeypatch, capsys):
+    """The scale lab's sglang1 (201) beside the default lab's (129) in one slot: `lab exec sglang1`
+    runs in 129 and says which guests share the name; a vmid or a unique hostname says nothing."""
+    from lab import cli
+
+    monkeypatch.setattr(guests, "known", lambda: {201: "sglang1", 129: "sglang1", 202: "sglang2"})
+    assert cli._container_name("sglang1") == guests.name(129)
+    assert "sglang1 names guests 129, 201: 129 (give a vmid)" in capsys.readouterr().err
+    assert cli._container_name("201") == guests.name(201) and cli._container_name("sglang2") == guests.name(202)
+    assert capsys.readouterr().err == ""

@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from tests.lab.conftest import lab_api_key, on_target, pyinfra
+from tests.lab.conftest import lab_api_key, pyinfra
+from tests.lab.scale.conftest import on_guest
 from tests.lab.scale.traffic import Watch
 
 pytestmark = [pytest.mark.lab]
@@ -50,7 +51,7 @@ def test_a_replica_is_benched_out_of_its_router_and_a_tp_rank_is_refused(scale_l
     at = [output.find(step) for step in steps]
     assert -1 not in at and at == sorted(at), (at, output[-4000:])
     assert re.search(r"baseline-small-batch: [\d.]+ output tok/s", output), output[-3000:]
-    assert on_target("test", "-e", paths.BENCH_MARK, host=REPLICA, check=False).returncode != 0  # no mark left
+    assert on_guest("test", "-e", paths.BENCH_MARK, host=REPLICA, check=False).returncode != 0  # no mark left
 
     code, output = pyinfra("--limit", "sglang4", inventory=scale_lab.inventory, deploy="tasks/bench.py", check=False)
     assert code != 0

@@ -18,7 +18,8 @@ import re
 
 import pytest
 
-from tests.lab.conftest import AGENT_PYZ, grand_total, lab_api_key, on_target, pyinfra
+from tests.lab.conftest import AGENT_PYZ, grand_total, lab_api_key, pyinfra
+from tests.lab.scale.conftest import on_guest
 from tests.lab.scale.traffic import Watch, call
 
 pytestmark = [pytest.mark.lab]
@@ -35,35 +36,35 @@ def vmid_of(name: str) -> tuple[str, str]:
 def dev0_by_hand(name: str) -> None:
     """An operator's edit of the node's config: dev0 to mode 0600 (the deploy puts 0666 back, pending)."""
     node, vmid = vmid_of(name)
-    on_target("sed", "-i", DEV0, f"/etc/pve/lxc/{vmid}.conf", host=node)
-    assert "mode=0600" in on_target("grep", "^dev0:", f"/etc/pve/lxc/{vmid}.conf", host=node).stdout
+    on_guest("sed", "-i", DEV0, f"/etc/pve/lxc/{vmid}.conf", host=node)
+    assert "mode=0600" in on_guest("grep", "^dev0:", f"/etc/pve/lxc/{vmid}.conf", host=node).stdout
 
 
 def conf(name: str) -> str:
     """The container's config as it runs (its snapshots' sections, the one before the change too, cut)."""
     node, vmid = vmid_of(name)
-    text = on_target("cat", f"/etc/pve/lxc/{vmid}.conf", host=node).stdout
+    text = on_guest("cat", f"/etc/pve/lxc/{vmid}.conf", host=node).stdout
     return re.split(r"^\[(?!pve:pending\])", text, flags=re.M)[0]
 
 
 def owed(name: str) -> bool:
     node, vmid = vmid_of(name)
     return (
-        on_target("test", "-e", f"/var/lib/sglang-pve/restart-owed/{vmid}.json", check=False, host=node).returncode == 0
+        on_guest("test", "-e", f"/var/lib/sglang-pve/restart-owed/{vmid}.json", check=False, host=node).returncode == 0
     )
 
 
 def boot(name: str) -> str:
     """When the container's init started (field 22 of /proc/1/stat): another value after a restart."""
-    return on_target("cut", "-d ", "-f22", "/proc/1/stat", host=name).stdout.strip()
+    return on_guest("cut", "-d ", "-f22", "/proc/1/stat", host=name).stdout.strip()
 
 
 def diagnoses(name: str) -> set[str]:
-    return set(on_target("ls", "/var/lib/sglang-pve/diagnoses/", check=False, host=name).stdout.split())
+    return set(on_guest("ls", "/var/lib/sglang-pve/diagnoses/", check=False, host=name).stdout.split())
 
 
 def started(name: str) -> str:
-    report = json.loads(on_target("python3", AGENT_PYZ, "status", "--json", host=name).stdout)
+    report = json.loads(on_guest("python3", AGENT_PYZ, "status", "--json", host=name).stdout)
     (entry,) = [e for e in report["servers"] if e["state"]["ActiveState"] == "active"]
     return entry["state"]["ExecMainStartTimestampMonotonic"]
 
@@ -160,12 +161,12 @@ def test_a_deploy_of_the_routers_host_leaves_a_replica_out_that_left_on_purpose(
 
     _, _, address = layout.SCALE_GUESTS["sglang2"]
     words = ["--dir", "/var/lib/sglang-pve/releases", "--router", lab["router"], "--address", address]
-    on_target("python3", AGENT_PYZ, "router-leave", *words, "--drain-s", "5", host="sglang2")
+    on_guest("python3", AGENT_PYZ, "router-leave", *words, "--drain-s", "5", host="sglang2")
     try:
         assert len(healthy(lab)) == 2 and not any(address in url for url in healthy(lab))
         _, output = pyinfra(*limits("router1"), inventory=lab["inventory"])  # sglang2 is not in the run
         assert re.search(r"\[router1\] +\S*sglang2 is out of router \S+ on purpose since 20", output), output
         assert len(healthy(lab)) == 2 and not any(address in url for url in healthy(lab))
     finally:
-        on_target("python3", AGENT_PYZ, "router-join", *words, host="sglang2")
+        on_guest("python3", AGENT_PYZ, "router-join", *words, host="sglang2")
     assert len(healthy(lab)) == 3

@@ -18,7 +18,8 @@ import runpy
 import pytest
 
 from tests.conftest import PROJECT
-from tests.lab.conftest import AGENT_PYZ, FAULTS_FILE, lab_api_key, on_target, pyinfra
+from tests.lab.conftest import AGENT_PYZ, FAULTS_FILE, lab_api_key, pyinfra
+from tests.lab.scale.conftest import on_guest
 from tests.lab.scale.traffic import Watch
 
 pytestmark = [pytest.mark.lab]
@@ -51,11 +52,11 @@ def lab_data(sets: dict, max_unavailable: int) -> list[str]:
 
 def faults(host: str, entries: dict) -> None:
     script = "import sys; open(sys.argv[1], 'w').write(sys.argv[2])"
-    on_target("python3", "-c", script, FAULTS_FILE, json.dumps(entries) + "\n" if entries else "", host=host)
+    on_guest("python3", "-c", script, FAULTS_FILE, json.dumps(entries) + "\n" if entries else "", host=host)
 
 
 def servers(host: str) -> dict[str, dict]:
-    report = json.loads(on_target("python3", AGENT_PYZ, "status", "--json", host=host).stdout)
+    report = json.loads(on_guest("python3", AGENT_PYZ, "status", "--json", host=host).stdout)
     return {entry["server"]: entry for entry in report["servers"]}
 
 

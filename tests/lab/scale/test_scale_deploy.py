@@ -4,16 +4,14 @@ remote commands, one API login and one container list per node and one API read 
 bench/fleet.py measures the same for 1, 4 and 16 containers, with wall times)."""
 
 import re
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
 
 from lab import layout
 from lab.pve import requestlog
-from tests.conftest import PROJECT
 from tests.lab.conftest import grand_total, pyinfra
+from tests.lab.scale.conftest import on_guest
 
 pytestmark = [pytest.mark.lab]
 
@@ -32,25 +30,21 @@ TP_RANKS, TP_UNIT = ("sglang4", "sglang5"), "sglang-baseline.service"  # invento
 
 
 def on(host: str, *command: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "-m", "lab", "exec", host, "--", *command], cwd=PROJECT, capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
+    return on_guest(*command, host=host).stdout
 
 
 def test_every_guest_runs_on_its_node_with_its_gpus(scale_lab):
     assert grand_total(scale_lab.first_output)["error"] == 0
     for name, (node, vmid, _) in layout.SCALE_GUESTS.items():
         assert f"{vmid} " in on(node, "pct", "list") and "running" in on(node, "pct", "status", str(vmid)), name
-    gpus = "ls /dev | grep -E '^nvidia[0-9]+$'"  # by vmid: the default lab's sglang1 may share the slot
-    assert on(str(layout.SCALE_GUESTS["sglang3"][1]), "sh", "-c", gpus).split() == ["nvidia2", "nvidia3"]
-    assert on(str(layout.SCALE_GUESTS["sglang5"][1]), "sh", "-c", gpus).split() == [f"nvidia{i}" for i in range(4, 8)]
-    assert on(str(layout.SCALE_GUESTS["router1"][1]), "sh", "-c", gpus + " || true").split() == []  # only a router
+    gpus = "ls /dev | grep -E '^nvidia[0-9]+$'"
+    assert on("sglang3", "sh", "-c", gpus).split() == ["nvidia2", "nvidia3"]
+    assert on("sglang5", "sh", "-c", gpus).split() == [f"nvidia{i}" for i in range(4, 8)]
+    assert on("router1", "sh", "-c", gpus + " || true").split() == []  # only a router
 
 
 def main_pid(guest: str) -> str:
-    return on(str(layout.SCALE_GUESTS[guest][1]), "systemctl", "show", "-p", "MainPID", "--value", TP_UNIT).strip()
+    return on(guest, "systemctl", "show", "-p", "MainPID", "--value", TP_UNIT).strip()
 
 
 def test_the_second_run_changes_nothing_at_a_fixed_cost_per_host(scale_lab):

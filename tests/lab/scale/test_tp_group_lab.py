@@ -39,8 +39,9 @@ import pytest
 
 from sglang_pve.deploy.paths import RELEASES_DIR
 from tests.conftest import group_data
-from tests.lab.conftest import AGENT_PYZ, FAULTS_FILE, grand_total, on_target, pyinfra
+from tests.lab.conftest import AGENT_PYZ, FAULTS_FILE, grand_total, pyinfra
 from tests.lab.pressure import SlotPressure
+from tests.lab.scale.conftest import on_guest
 
 pytestmark = pytest.mark.lab
 
@@ -72,15 +73,15 @@ def faults(host: str, entries: dict) -> None:
         "import os, sys; os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True); "
         "open(sys.argv[1], 'w').write(sys.argv[2])"
     )
-    on_target("python3", "-c", script, FAULTS_FILE, text, host=host)
+    on_guest("python3", "-c", script, FAULTS_FILE, text, host=host)
 
 
 def status(host: str) -> dict:
-    return json.loads(on_target("cat", STATUS, host=host).stdout)
+    return json.loads(on_guest("cat", STATUS, host=host).stdout)
 
 
 def agent_entry(host: str) -> dict:
-    report = json.loads(on_target("python3", AGENT_PYZ, "status", "--json", host=host).stdout)
+    report = json.loads(on_guest("python3", AGENT_PYZ, "status", "--json", host=host).stdout)
     return next(entry for entry in report["servers"] if entry.get("server") == "baseline")
 
 
@@ -91,7 +92,7 @@ def stopped_after_failing(host: str) -> bool:
 
 
 def active_state(host: str) -> str:
-    return on_target("systemctl", "show", "-p", "ActiveState", "--value", UNIT, host=host).stdout.strip()
+    return on_guest("systemctl", "show", "-p", "ActiveState", "--value", UNIT, host=host).stdout.strip()
 
 
 def wait_for(predicate, timeout: float, what: str):
@@ -104,7 +105,7 @@ def wait_for(predicate, timeout: float, what: str):
 
 
 def gpu_memory_used(host: str) -> list[int]:
-    out = on_target("nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", host=host).stdout
+    out = on_guest("nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", host=host).stdout
     return [int(value) for value in out.split()]
 
 
@@ -116,19 +117,19 @@ def test_both_ranks_serve_as_one_group(group):
         {"name": "tp", "rank": 1, "nnodes": 2},
     )
     assert rank0["health"]["status"] == rank1["health"]["status"] == 200  # rank 1: SGLang's dummy server
-    log1 = on_target("cat", "/var/log/sglang/baseline.log", host=RANK1).stdout
+    log1 = on_guest("cat", "/var/log/sglang/baseline.log", host=RANK1).stdout
     assert "Dummy health check server started in background thread at 0.0.0.0:8000" in log1
     assert "TP4]" in log1 and "TP0]" not in log1 and "fired up" not in log1
 
 
 def test_a_hang_on_rank_1_fails_the_group_frees_both_nodes_gpus_and_the_rerun_brings_it_back(group):
     for host in (RANK0, RANK1):
-        on_target("systemctl", "stop", UNIT, host=host)
+        on_guest("systemctl", "stop", UNIT, host=host)
     faults(RANK1, {"baseline": {"hang": "weights"}})
     faults(RANK0, {"baseline": {"phase_seconds": {"weights": RANK0_WEIGHTS_S}}})
     with SlotPressure() as pressure:
         for host in (RANK0, RANK1):  # both ranks start again, as a rerun of a stopped group would
-            on_target("systemctl", "start", "--no-block", UNIT, host=host)
+            on_guest("systemctl", "start", "--no-block", UNIT, host=host)
         for host in (RANK0, RANK1):  # generous: only a real hang ends these waits
             wait_for(lambda h=host: active_state(h) == "failed", 4 * STALL_S + 120, f"{UNIT} on {host} to fail")
             wait_for(lambda h=host: stopped_after_failing(h), 120, f"poststop on {host}")
@@ -159,14 +160,14 @@ def test_a_hang_on_rank_1_fails_the_group_frees_both_nodes_gpus_and_the_rerun_br
 
 
 def releases(host: str) -> dict:
-    return json.loads(on_target("python3", AGENT_PYZ, "releases", "--dir", RELEASES_DIR, host=host).stdout)
+    return json.loads(on_guest("python3", AGENT_PYZ, "releases", "--dir", RELEASES_DIR, host=host).stdout)
 
 
 def unit_times(host: str) -> dict[str, int]:
     """When the unit last left and entered inactive/failed, on CLOCK_MONOTONIC in us (systemd's
     InactiveExit/EnterTimestampMonotonic; a failed->inactive reset-failed moves neither: systemd
     src/core/unit.c unit_notify). The guests are containers of one kernel: one clock for both."""
-    shown = on_target(
+    shown = on_guest(
         "systemctl", "show", "-p", "InactiveEnterTimestampMonotonic,InactiveExitTimestampMonotonic", UNIT, host=host
     ).stdout
     return {key: int(value) for key, value in (line.split("=", 1) for line in shown.split())}
