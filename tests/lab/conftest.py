@@ -44,7 +44,7 @@ def lab_missing() -> str | None:
         return "the lab needs root"
     if not shutil.which("lxc-start"):
         return "lxc is not installed (make test installs it)"
-    from lab import layout, node
+    from lab import node
 
     if node.schema_dir() is None and not layout.LAB_CREATES_SGLANG1:
         return (
@@ -96,8 +96,8 @@ def lab_node():
 
 
 def on_target(*command: str, check: bool = True, host: str = GUEST) -> subprocess.CompletedProcess:
-    """Run a command in the lab container (or ``host``, e.g. pve1; python -m lab exec): arguments
-    are passed unchanged."""
+    """Run a command in the default lab's guest (`GUEST`, its vmid) or in ``host`` (pve1, a vmid;
+    python -m lab exec): arguments are passed unchanged."""
     result = subprocess.run(
         [sys.executable, "-m", "lab", "exec", host, "--", *command],
         cwd=PROJECT,
@@ -124,8 +124,6 @@ except urllib.error.HTTPError as error:
 
 def lab_api_key() -> str:
     """The servers' api-key `lab up` made (group_data/lab.py names it as the api-key source)."""
-    from lab import layout
-
     return layout.API_KEY.read_text().strip()
 
 
@@ -255,7 +253,7 @@ def refresh_simulator() -> bool:
     """Make the venv's simulator match lab/sglang_sim: the lab keeps the pinned version, so pip
     would skip a changed tree. `lab up` republishes the wheel; reinstall it when the tree changed.
     Returns True when it reinstalled."""
-    from lab import index, layout
+    from lab import index
     from sglang_pve.deploy import paths
     from tests.conftest import PROJECT as ROOT
 

@@ -18,17 +18,11 @@ from tests.lab.conftest import lab_missing, on_target, pyinfra
 INVENTORY = "inventory/lab_scale.py"
 
 
-def exec_name(host: str) -> str:
-    """What `lab exec` is given for the scale lab's `host`: a guest's vmid (layout.SCALE_GUESTS), since
-    the default lab's sglang1 may share the slot and a hostname names the lowest vmid (tests/lab/conftest.py
-    GUEST); a node's name."""
-    guest = layout.SCALE_GUESTS.get(host)
-    return str(guest[1]) if guest else host
-
-
 def on_guest(*command: str, host: str, check: bool = True) -> subprocess.CompletedProcess:
-    """on_target for a scale lab guest or node, by name."""
-    return on_target(*command, check=check, host=exec_name(host))
+    """on_target for the scale lab's guest or node `host`, by name: a guest is reached by its vmid
+    (layout.SCALE_GUESTS), since the default lab's sglang1 may share the slot (tests/lab/conftest.py GUEST)."""
+    guest = layout.SCALE_GUESTS.get(host)
+    return on_target(*command, check=check, host=str(guest[1]) if guest else host)
 
 
 @dataclass(frozen=True)
